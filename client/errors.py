@@ -1,0 +1,40 @@
+"""Errors raised on the client, under Spark's own error conditions.
+
+They subclass PySpark's ``AnalysisException`` because Spark raises these conditions as
+analysis errors too: code written for native CDC (``except AnalysisException``,
+``e.getCondition()``) keeps working when it moves to client-side CDC.
+"""
+
+from __future__ import annotations
+
+from pyspark.errors import AnalysisException
+
+
+class CdcAnalysisException(AnalysisException):
+    """A CDC request the client refuses before anything reaches the server."""
+
+    def __init__(self, condition: str, message: str, **parameters: str) -> None:
+        super().__init__(message=message, errorClass=condition, messageParameters=parameters)
+
+
+def invalid_option(kind: str, message: str, **parameters: str) -> CdcAnalysisException:
+    return CdcAnalysisException(f"INVALID_CDC_OPTION.{kind}", message, **parameters)
+
+
+def unsupported_output_mode(mode: str) -> CdcAnalysisException:
+    return CdcAnalysisException(
+        "STREAMING_OUTPUT_MODE.UNSUPPORTED_OPERATION",
+        f"Output mode '{mode}' is not supported for Change Data Capture (CDC) streaming reads "
+        "with post-processing (carry-over removal, update detection or net changes): they emit "
+        "each change once and never revise it. Use outputMode('append'), the default.",
+        outputMode=mode,
+    )
+
+
+# Raised on the server by ``raise_error`` inside the query: the condition leads the message
+# so it survives the trip back as ``[CONDITION] ...`` text in the server's error.
+CONTRACT_VIOLATION = "CHANGELOG_CONTRACT_VIOLATION"
+
+
+def contract_violation_message(kind: str, detail: str) -> str:
+    return f"[{CONTRACT_VIOLATION}.{kind}] {detail}"

@@ -1,0 +1,208 @@
+"""Start and stop a Spark Connect server from the installed ``pyspark`` wheel.
+
+pip's ``pyspark`` 4.0/4.1 ship no ``sbin/start-connect-server.sh``, so the server class is
+launched through ``spark-submit`` on every version. Everything binds to 127.0.0.1 and the
+web UI is off unless the caller asks otherwise: a server we start is never reachable from
+another machine by accident.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Mapping
+
+import pyspark
+
+READY_LINE = "Spark Connect server started"
+SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+SUPPORTED_JAVA = (17, 21)
+
+
+class ServerStartError(RuntimeError):
+    """The server could not be started; the message says why in one sentence."""
+
+
+def find_java() -> str:
+    """Return the ``java`` Spark will use, or raise with the one-line fix."""
+    java_home = os.environ.get("JAVA_HOME")
+    candidates = [str(Path(java_home) / "bin" / "java")] if java_home else []
+    on_path = shutil.which("java")
+    if on_path:
+        candidates.append(on_path)
+    for java in candidates:
+        if os.access(java, os.X_OK):
+            major = java_major_version(java)
+            if major in SUPPORTED_JAVA:
+                return java
+            raise ServerStartError(
+                f"{java} is Java {major}; Spark needs Java 17 or 21: "
+                "install openjdk-17-jre-headless and put it on PATH or JAVA_HOME."
+            )
+    raise ServerStartError(
+        "No Java found on PATH or JAVA_HOME; Spark needs Java 17 or 21: "
+        "install openjdk-17-jre-headless (Debian/Ubuntu) and retry."
+    )
+
+
+def java_major_version(java: str) -> int | None:
+    out = subprocess.run([java, "-version"], capture_output=True, text=True, check=False).stderr
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', out)
+    if not match:
+        return None
+    major = int(match.group(1))
+    return int(match.group(2)) if major == 1 and match.group(2) else major
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+        return True
+
+
+@dataclass
+class LocalServer:
+    """A running server process; ``stop()`` ends it and everything it spawned."""
+
+    port: int
+    host: str
+    log_path: Path
+    process: subprocess.Popen[bytes]
+    token: str | None = field(default=None, repr=False)
+
+    @property
+    def url(self) -> str:
+        # The client sends a token without TLS only to "localhost" (gRPC local credentials).
+        url = f"sc://localhost:{self.port}"
+        return f"{url}/;token={self.token}" if self.token else url
+
+    def log_tail(self, lines: int = 80) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace").splitlines()
+        except OSError:
+            return ""
+        return "\n".join(text[-lines:])
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def stop(self, timeout: float = 30.0) -> None:
+        if not self.alive():
+            return
+        try:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=timeout)
+        except ProcessLookupError:
+            pass
+
+
+def start_local_server(
+    *,
+    port: int | None = None,
+    host: str = "127.0.0.1",
+    token: str | None = None,
+    conf: Mapping[str, str] | None = None,
+    driver_memory: str = "4g",
+    log_path: Path | None = None,
+    extra_python_path: list[str] | None = None,
+    timeout: float = 240.0,
+) -> LocalServer:
+    """Start ``SparkConnectServer`` and return once it accepts connections.
+
+    ``driver_memory`` defaults to 4g: the stock 1g dies with OutOfMemoryError under a
+    streaming aggregation of a few million rows.
+    """
+    java = find_java()
+    port = port or free_port(host)
+    if not port_is_free(port, host):
+        raise ServerStartError(f"Port {port} on {host} is already in use; pick another one.")
+    spark_home = Path(pyspark.__file__).parent
+    settings = {
+        "spark.connect.grpc.binding.address": host,
+        "spark.connect.grpc.binding.port": str(port),
+        "spark.ui.enabled": "false",
+        "spark.driver.bindAddress": host,
+        "spark.driver.host": host,
+        **(conf or {}),
+    }
+    if token:
+        settings["spark.connect.authenticate.token"] = token
+    command = [str(spark_home / "bin" / "spark-submit"), "--driver-memory", driver_memory]
+    command += ["--class", SERVER_CLASS, "--name", "spark-cdc-connect"]
+    for key, value in settings.items():
+        command += ["--conf", f"{key}={value}"]
+    command.append("spark-internal")
+
+    env = dict(os.environ)
+    env.update(
+        SPARK_HOME=str(spark_home),
+        JAVA_HOME=str(Path(os.path.realpath(java)).parent.parent),
+        PYSPARK_PYTHON=sys.executable,
+        PYSPARK_DRIVER_PYTHON=sys.executable,
+        SPARK_LOCAL_IP=host,
+    )
+    if extra_python_path:
+        env["PYTHONPATH"] = os.pathsep.join([*extra_python_path, env.get("PYTHONPATH", "")])
+    if log_path is None:
+        log_path = Path(tempfile.mkdtemp(prefix="spark-cdc-server-")) / "server.log"
+    log: IO[bytes] = open(log_path, "wb")  # noqa: SIM115 - owned by the child process
+    process = subprocess.Popen(
+        command,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        env=env,
+        start_new_session=True,
+    )
+    log.close()
+    server = LocalServer(port=port, host=host, log_path=log_path, process=process, token=token)
+    _wait_until_ready(server, timeout)
+    return server
+
+
+def _wait_until_ready(server: LocalServer, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not server.alive():
+            raise ServerStartError(
+                f"The Spark Connect server exited with code {server.process.returncode} "
+                f"before it was ready; its log ({server.log_path}) ends with:\n"
+                + server.log_tail()
+            )
+        if READY_LINE in server.log_path.read_text(errors="replace") and _answers(server):
+            return
+        time.sleep(0.5)
+    server.stop()
+    raise ServerStartError(
+        f"The Spark Connect server did not start within {timeout:.0f}s; "
+        f"its log ({server.log_path}) ends with:\n" + server.log_tail()
+    )
+
+
+def _answers(server: LocalServer) -> bool:
+    try:
+        with socket.create_connection((server.host, server.port), timeout=2):
+            return True
+    except OSError:
+        return False

@@ -1,0 +1,40 @@
+"""Refuse Update/Complete output modes for streams that hold a client-side CDC rewrite.
+
+Spark rejects them for its native CDC plans, but a 4.0/4.1 server accepts
+``outputMode("update")`` on any streaming aggregation, so nothing there would stop a
+client-built plan from re-emitting revised groups. The check runs in the client right
+before the start command is sent: no query ever exists on the server.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable
+
+from pyspark.sql.connect.streaming.readwriter import DataStreamWriter
+
+from client.errors import unsupported_output_mode
+from rewrite.plan_tree import contains_streaming_rewrite
+
+_APPEND = "append"
+
+
+def check_output_mode(writer: DataStreamWriter, output_mode: str | None) -> None:
+    mode = (output_mode or writer._write_proto.output_mode or _APPEND).lower()
+    if mode != _APPEND and contains_streaming_rewrite(writer._write_stream):
+        raise unsupported_output_mode(mode)
+
+
+def install_output_mode_guard() -> None:
+    """Wrap the one method every streaming start goes through (start, toTable, foreach*)."""
+    start: Callable[..., Any] = DataStreamWriter._start_internal
+    if getattr(start, "_spark_cdc_guarded", False):
+        return
+
+    @functools.wraps(start)
+    def guarded_start(self: DataStreamWriter, *args: Any, **kwargs: Any) -> Any:
+        check_output_mode(self, kwargs.get("outputMode"))
+        return start(self, *args, **kwargs)
+
+    guarded_start._spark_cdc_guarded = True  # type: ignore[attr-defined]
+    DataStreamWriter._start_internal = guarded_start  # type: ignore[method-assign]

@@ -1,0 +1,28 @@
+"""The changelog vocabulary, in Spark's own spelling (``Changelog.java``)."""
+
+from __future__ import annotations
+
+CHANGE_TYPE = "_change_type"
+COMMIT_VERSION = "_commit_version"
+COMMIT_TIMESTAMP = "_commit_timestamp"
+METADATA_COLUMNS = (CHANGE_TYPE, COMMIT_VERSION, COMMIT_TIMESTAMP)
+
+INSERT = "insert"
+DELETE = "delete"
+UPDATE_PREIMAGE = "update_preimage"
+UPDATE_POSTIMAGE = "update_postimage"
+CHANGE_TYPES = (INSERT, DELETE, UPDATE_PREIMAGE, UPDATE_POSTIMAGE)
+
+# Reserved prefix for the helper columns a rewrite adds; input columns must not use it.
+HELPER_PREFIX = "__spark_cdc_"
+DEL_CNT = HELPER_PREFIX + "del_cnt"
+INS_CNT = HELPER_PREFIX + "ins_cnt"
+MIN_RV = HELPER_PREFIX + "min_rv"
+MAX_RV = HELPER_PREFIX + "max_rv"
+RV_CNT = HELPER_PREFIX + "rv_cnt"
+IMAGE = HELPER_PREFIX + "image"
+MIN_IMAGE = HELPER_PREFIX + "min_image"
+MAX_IMAGE = HELPER_PREFIX + "max_image"
+EVENTS = HELPER_PREFIX + "events"
+IS_CARRYOVER = HELPER_PREFIX + "is_carryover"
+HELPERS = (DEL_CNT, INS_CNT, MIN_RV, MAX_RV, RV_CNT, IMAGE, MIN_IMAGE, MAX_IMAGE, EVENTS, IS_CARRYOVER)

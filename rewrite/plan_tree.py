@@ -1,0 +1,51 @@
+"""Reading the client-side plan tree: no server round trip, ever.
+
+``df.isStreaming`` and ``df.schema`` are AnalyzePlan RPCs in Spark Connect. Everything a
+rewrite needs to know about its input (is it a stream? does it already hold one of our
+rewrites?) is in the plan objects the client holds, so we read those instead.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from pyspark.sql.connect.dataframe import DataFrame
+from pyspark.sql.connect.plan import LogicalPlan
+
+# Set on the root plan node of every streaming rewrite; survives any later transformation
+# because derived DataFrames hold that node as a descendant.
+_STREAMING_REWRITE_MARK = "_spark_cdc_streaming_rewrite"
+
+
+def _children(node: LogicalPlan) -> Iterator[LogicalPlan]:
+    for value in vars(node).values():
+        if isinstance(value, LogicalPlan):
+            yield value
+        elif isinstance(value, (list, tuple)):
+            yield from (item for item in value if isinstance(item, LogicalPlan))
+
+
+def walk(root: LogicalPlan) -> Iterator[LogicalPlan]:
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        yield node
+        stack.extend(_children(node))
+
+
+def reads_a_stream(df: DataFrame) -> bool:
+    """What ``df.isStreaming`` answers, without asking the server."""
+    return any(getattr(node, "_is_streaming", False) for node in walk(df._plan))
+
+
+def mark_streaming_rewrite(df: DataFrame) -> DataFrame:
+    setattr(df._plan, _STREAMING_REWRITE_MARK, True)
+    return df
+
+
+def contains_streaming_rewrite(root: LogicalPlan) -> bool:
+    return any(getattr(node, _STREAMING_REWRITE_MARK, False) for node in walk(root))

@@ -1,0 +1,100 @@
+"""``post_process``: Spark's CDC post-processing, planned on the client.
+
+Which passes run follows ``ResolveChangelogTable``: carry-over removal iff the mode is not
+``none`` and the changelog holds carry-overs; update detection iff ``computeUpdates`` and
+the changelog writes updates as delete+insert; net changes iff the mode is ``netChanges``
+and the changelog holds intermediate changes. Building the plan never calls the server.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from pyspark.errors import PySparkNotImplementedError
+from pyspark.sql.connect import functions as F
+from pyspark.sql.connect.column import Column
+from pyspark.sql.connect.dataframe import DataFrame
+
+from client.errors import invalid_option
+from rewrite.batch import batch_row_level
+from rewrite.names import COMMIT_TIMESTAMP, COMMIT_VERSION
+from rewrite.options import CdcOptions, DeduplicationMode, OptionValue, parse_options
+from rewrite.plan_tree import mark_streaming_rewrite, reads_a_stream
+from rewrite.row_level import RowLevelPasses
+from rewrite.spec import ChangelogSpec
+from rewrite.streaming import streaming_row_level
+
+
+def post_process(
+    df: DataFrame,
+    spec: ChangelogSpec,
+    options: Mapping[str, OptionValue] | None = None,
+) -> DataFrame:
+    """Return ``df``'s change feed with the passes ``options`` ask for and ``spec`` allows.
+
+    ``df`` may be batch or streaming; the output has ``df``'s columns, in order.
+    """
+    opts = parse_options(options)
+    passes = required_passes(spec, opts)
+    if (
+        opts.deduplication_mode is DeduplicationMode.NET_CHANGES
+        and spec.contains_intermediate_changes
+    ):
+        raise PySparkNotImplementedError(
+            errorClass="NOT_IMPLEMENTED",
+            messageParameters={"feature": "deduplicationMode=netChanges"},
+        )
+    ranged = restrict_to_range(df, opts)
+    if not passes.any:
+        return ranged
+    if reads_a_stream(df):
+        return mark_streaming_rewrite(streaming_row_level(ranged, spec, passes))
+    return batch_row_level(ranged, spec, passes)
+
+
+def required_passes(spec: ChangelogSpec, opts: CdcOptions) -> RowLevelPasses:
+    dedupe = opts.deduplication_mode is not DeduplicationMode.NONE
+    passes = RowLevelPasses(
+        carryover_removal=dedupe and spec.contains_carryover_rows,
+        update_detection=opts.compute_updates and spec.represents_update_as_delete_and_insert,
+    )
+    if passes.update_detection and spec.contains_carryover_rows and not dedupe:
+        raise invalid_option(
+            "UPDATE_DETECTION_REQUIRES_CARRY_OVER_REMOVAL",
+            "computeUpdates=true on a changelog with carry-over rows needs carry-over removal, "
+            "or unchanged rows would be reported as updates: set deduplicationMode to "
+            "dropCarryovers (the default) or netChanges.",
+        )
+    return passes
+
+
+def restrict_to_range(df: DataFrame, opts: CdcOptions) -> DataFrame:
+    bounds: list[Column] = []
+    version = F.col(COMMIT_VERSION)
+    if opts.starting_version is not None:
+        start = F.lit(opts.starting_version)
+        bounds.append(version >= start if opts.starting_bound_inclusive else version > start)
+    if opts.ending_version is not None:
+        end = F.lit(opts.ending_version)
+        bounds.append(version <= end if opts.ending_bound_inclusive else version < end)
+    stamp = F.col(COMMIT_TIMESTAMP)
+    if opts.starting_timestamp is not None:
+        start = _timestamp_literal("startingTimestamp", opts.starting_timestamp)
+        bounds.append(stamp >= start if opts.starting_bound_inclusive else stamp > start)
+    if opts.ending_timestamp is not None:
+        end = _timestamp_literal("endingTimestamp", opts.ending_timestamp)
+        bounds.append(stamp <= end if opts.ending_bound_inclusive else stamp < end)
+    for bound in bounds:
+        df = df.where(bound)
+    return df
+
+
+def _timestamp_literal(option: str, text: str) -> Column:
+    """The server casts (a zone-less string is in the session time zone); a string that
+    passed the client's check but not the server's cast still fails under Spark's class."""
+    value = F.lit(text).try_cast("timestamp")
+    message = (
+        f"[INVALID_CDC_OPTION.INVALID_TIMESTAMP] Option '{option}' is not a timestamp the "
+        f"server can read: '{text}'."
+    )
+    return F.when(value.isNull(), F.raise_error(message)).otherwise(value)

@@ -1,0 +1,88 @@
+"""Streaming row-level passes, built from what a stream allows (no ``Window``).
+
+NULL guard -> zero-delay watermark on ``_commit_timestamp`` -> aggregate per
+(rowId..., _commit_version, _commit_timestamp) buffering every row -> carry-over filter ->
+``inline`` -> relabel -> drop helpers -> ``_commit_timestamp`` without watermark metadata.
+A group is released once the watermark passes its commit, i.e. one micro-batch after the
+commit arrived; every row of a commit shares one timestamp, so no group is split.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql.connect import functions as F
+from pyspark.sql.connect.column import Column
+from pyspark.sql.connect.dataframe import DataFrame
+
+from client.errors import contract_violation_message
+from rewrite.names import (
+    CHANGE_TYPE,
+    COMMIT_TIMESTAMP,
+    COMMIT_VERSION,
+    DEL_CNT,
+    EVENTS,
+    HELPERS,
+    INS_CNT,
+)
+from rewrite.row_level import (
+    RowLevelPasses,
+    group_aggregates,
+    is_single_pair,
+    keep_unless,
+    relabelled_change_type,
+    row_image,
+    same_row_version,
+)
+from rewrite.spec import ChangelogSpec
+
+
+def streaming_row_level(
+    df: DataFrame, spec: ChangelogSpec, passes: RowLevelPasses
+) -> DataFrame:
+    watermarked = with_commit_watermark(df)
+    by_version = passes.carryover_removal and spec.row_version is not None
+    aggregates = group_aggregates(spec.row_version if by_version else None)
+    grouped = watermarked.groupBy(
+        *[F.col(c) for c in spec.row_id], F.col(COMMIT_VERSION), F.col(COMMIT_TIMESTAMP)
+    ).agg(
+        *[agg.alias(name) for name, agg in aggregates.items()],
+        F.collect_list(F.struct("*")).alias(EVENTS),
+    )
+    if passes.carryover_removal:
+        if by_version:
+            carryover = is_single_pair() & same_row_version()
+        else:
+            distinct_images = F.array_distinct(F.transform(F.col(EVENTS), row_image))
+            carryover = is_single_pair() & (F.size(distinct_images) == 1)
+        grouped = grouped.where(keep_unless(carryover))
+    rows = grouped.select(DEL_CNT, INS_CNT, F.inline(EVENTS))
+    if passes.update_detection:
+        rows = rows.withColumn(CHANGE_TYPE, relabelled_change_type())
+    return without_watermark_metadata(rows.drop(*HELPERS))
+
+
+def with_commit_watermark(df: DataFrame) -> DataFrame:
+    """Fail on NULL commit timestamps, then watermark on them with zero delay.
+
+    A NULL group key never falls below the watermark: its rows would sit in state forever.
+    """
+    return df.where(_commit_timestamp_present()).withWatermark(COMMIT_TIMESTAMP, "0 seconds")
+
+
+def _commit_timestamp_present() -> Column:
+    # try_cast is always nullable, so the optimizer cannot fold the test away when a source
+    # declares _commit_timestamp NOT NULL yet still sends a NULL.
+    probe = F.col(COMMIT_TIMESTAMP).try_cast("long")
+    message = contract_violation_message(
+        "NULL_COMMIT_TIMESTAMP",
+        "A change row has a NULL _commit_timestamp; streaming CDC post-processing needs "
+        "every row's commit timestamp. Fix the source of the change feed.",
+    )
+    return F.when(probe.isNull(), F.raise_error(message)).otherwise(F.lit(True))
+
+
+def without_watermark_metadata(df: DataFrame) -> DataFrame:
+    """Clear our watermark's marker so a user's own ``withWatermark`` acts as if alone.
+
+    ``alias(name, metadata={})`` does not clear it on 4.0 servers; a cast does on all.
+    """
+    return df.withColumn(COMMIT_TIMESTAMP, F.col(COMMIT_TIMESTAMP).cast("timestamp"))

@@ -1,0 +1,130 @@
+"""A test-only Python data source serving a change feed one or more whole commits at a time.
+
+Commits travel in the options as JSON, so the class is self-contained: it is pickled to the
+server by value and needs nothing there but pyspark and pyarrow.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Iterator, Sequence
+
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.types import StructType
+
+try:  # Spark 4.2+: lets trigger(availableNow=True) run its final no-data batch.
+    from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
+
+    _AVAILABLE_NOW: tuple[type, ...] = (SupportsTriggerAvailableNow,)
+except ImportError:  # 4.0/4.1 have no such hook for Python sources.
+    _AVAILABLE_NOW = ()
+
+SOURCE_NAME = "cdc_test_changelog"
+
+
+def commits_option(commits: Sequence[Sequence[dict[str, Any]]]) -> str:
+    """JSON for the ``commits`` option: a list of commits, each a list of row dicts.
+
+    Timestamps are given as epoch microseconds; maps as lists of [key, value] pairs.
+    """
+    return json.dumps([list(rows) for rows in commits])
+
+
+@dataclass
+class CommitRange(InputPartition):
+    first: int
+    end: int
+
+
+def _arrow_type(data_type: Any) -> Any:
+    """Spark type -> Arrow type; timestamps must be ``timestamp[us, tz=UTC]`` to match."""
+    import pyarrow as pa
+    from pyspark.sql import types as T
+
+    simple = {
+        T.BooleanType: pa.bool_(), T.IntegerType: pa.int32(), T.LongType: pa.int64(),
+        T.ShortType: pa.int16(), T.ByteType: pa.int8(), T.FloatType: pa.float32(),
+        T.DoubleType: pa.float64(), T.StringType: pa.string(), T.BinaryType: pa.binary(),
+        T.DateType: pa.date32(), T.TimestampType: pa.timestamp("us", tz="UTC"),
+        T.TimestampNTZType: pa.timestamp("us"),
+    }
+    for spark_type, arrow_type in simple.items():
+        if isinstance(data_type, spark_type):
+            return arrow_type
+    if isinstance(data_type, T.DecimalType):
+        return pa.decimal128(data_type.precision, data_type.scale)
+    if isinstance(data_type, T.ArrayType):
+        return pa.list_(_arrow_type(data_type.elementType))
+    if isinstance(data_type, T.MapType):
+        return pa.map_(_arrow_type(data_type.keyType), _arrow_type(data_type.valueType))
+    if isinstance(data_type, T.StructType):
+        return pa.struct([pa.field(f.name, _arrow_type(f.dataType), f.nullable) for f in data_type])
+    raise TypeError(f"no Arrow type for {data_type}")
+
+
+def _arrow_batches(schema: StructType, commits: list[list[dict[str, Any]]], part: CommitRange):
+    import pyarrow as pa
+
+    arrow_schema = pa.schema([pa.field(f.name, _arrow_type(f.dataType), True) for f in schema])
+    for rows in commits[part.first : part.end]:
+        if rows:
+            yield pa.RecordBatch.from_pylist(rows, schema=arrow_schema)
+
+
+class _BatchReader(DataSourceReader):
+    def __init__(self, schema: StructType, commits: list[list[dict[str, Any]]]) -> None:
+        self.schema, self.commits = schema, commits
+
+    def partitions(self) -> Sequence[InputPartition]:
+        return [CommitRange(i, i + 1) for i in range(len(self.commits))]
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        return _arrow_batches(self.schema, self.commits, partition)  # type: ignore[arg-type]
+
+
+class _StreamReader(DataSourceStreamReader, *_AVAILABLE_NOW):  # type: ignore[misc]
+    """Serves ``commitsPerBatch`` commits per micro-batch, never splitting one."""
+
+    def __init__(self, schema: StructType, commits: list[list[dict[str, Any]]], per_batch: int):
+        self.schema, self.commits, self.per_batch = schema, commits, per_batch
+        self.position = 0  # 4.0/4.1 call latestOffset() without the start offset
+
+    def initialOffset(self) -> dict:
+        return {"commit": 0}
+
+    def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
+        base = start["commit"] if start is not None else self.position
+        self.position = min(base + self.per_batch, len(self.commits))
+        return {"commit": self.position}
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        pass
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        return [CommitRange(i, i + 1) for i in range(start["commit"], end["commit"])]
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        return _arrow_batches(self.schema, self.commits, partition)  # type: ignore[arg-type]
+
+    def commit(self, end: dict) -> None:
+        pass
+
+
+class ChangelogTestSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return SOURCE_NAME
+
+    def schema(self) -> str:
+        return self.options["schema"]
+
+    def _commits(self) -> list[list[dict[str, Any]]]:
+        return json.loads(self.options["commits"])
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return _BatchReader(schema, self._commits())
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        per_batch = int(self.options.get("commitsPerBatch", "1"))
+        return _StreamReader(schema, self._commits(), per_batch)
