@@ -26,7 +26,7 @@ SOURCE_NAME = "cdc_test_changelog"
 def commits_option(commits: Sequence[Sequence[dict[str, Any]]]) -> str:
     """JSON for the ``commits`` option: a list of commits, each a list of row dicts.
 
-    Timestamps are given as epoch microseconds; maps as lists of [key, value] pairs.
+    Timestamps are given as epoch microseconds; maps as dicts (string keys).
     """
     return json.dumps([list(rows) for rows in commits])
 
@@ -128,3 +128,13 @@ class ChangelogTestSource(DataSource):
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         per_batch = int(self.options.get("commitsPerBatch", "1"))
         return _StreamReader(schema, self._commits(), per_batch)
+
+
+def register(spark: Any) -> None:
+    """Register the source with a session; its code travels by value, not by module name."""
+    import sys
+
+    from pyspark import cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    spark.dataSource.register(ChangelogTestSource)

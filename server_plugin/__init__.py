@@ -1,0 +1,1 @@
+"""Runs inside the Spark Connect server: the Delta changelog data source (to come)."""

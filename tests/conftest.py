@@ -1,0 +1,94 @@
+"""The test harness: one real Spark Connect server per session, never a mock.
+
+Order: ``SPARK_REMOTE`` if set; else a Docker-based server if an engine is reachable (the
+containers work fills that in); else a local server from the installed pyspark, on
+127.0.0.1 and a free port, stopped by its PID at the end. A failing test gets the tail of
+the local server's log in its report.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import uuid
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+from pyspark.sql import SparkSession
+
+from client.local_server import LocalServer, start_local_server
+
+# Small shuffle width: the streaming aggregate runs a task per partition each micro-batch.
+TEST_SERVER_CONF = {"spark.sql.shuffle.partitions": "4"}
+
+_local_server: LocalServer | None = None
+
+
+def docker_engine_reachable() -> bool:
+    if shutil.which("docker") is None:
+        return False
+    probe = subprocess.run(["docker", "info"], capture_output=True, check=False, timeout=30)
+    return probe.returncode == 0
+
+
+@pytest.fixture(scope="session")
+def spark_remote(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    global _local_server
+    url = os.environ.get("SPARK_REMOTE")
+    if url:
+        print(f"\n[harness] using SPARK_REMOTE={url.split(';')[0]}")
+        yield url
+        return
+    if not docker_engine_reachable():
+        print("\n[harness] no Docker engine reachable: using a local Spark Connect server")
+    else:
+        print("\n[harness] Docker engine found, but no container server is defined yet: "
+              "using a local Spark Connect server")
+    log_path = tmp_path_factory.mktemp("server") / "server.log"
+    _local_server = start_local_server(conf=TEST_SERVER_CONF, log_path=log_path)
+    print(f"[harness] local server {_local_server.url} (log: {log_path})")
+    try:
+        yield _local_server.url
+    finally:
+        _local_server.stop()
+        _local_server = None
+
+
+@pytest.fixture(scope="session")
+def spark(spark_remote: str) -> Iterator[SparkSession]:
+    from tests.changelog_source import register
+
+    session = SparkSession.builder.remote(spark_remote).getOrCreate()
+    register(session)
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def query_name() -> str:
+    return f"q_{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def checkpoint(tmp_path: Path) -> str:
+    return str(tmp_path / "checkpoint")
+
+
+@pytest.fixture(autouse=True)
+def _stop_streams(request: pytest.FixtureRequest) -> Iterator[None]:
+    """No query outlives its test: a leftover stream holds a Python worker on the server."""
+    yield
+    if "spark" in request.fixturenames:
+        session: SparkSession = request.getfixturevalue("spark")
+        for query in session.streams.active:
+            query.stop()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and _local_server is not None:
+        report.sections.append(("Spark Connect server log (tail)", _local_server.log_tail(120)))
