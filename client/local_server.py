@@ -27,6 +27,19 @@ READY_LINE = "Spark Connect server started"
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 SUPPORTED_JAVA = (17, 21)
 
+# Warnings and errors only, except the one line that says the server is ready.
+_LOG4J2 = """\
+rootLogger.level = warn
+rootLogger.appenderRef.console.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex
+logger.server.name = org.apache.spark.sql.connect.service.SparkConnectServer
+logger.server.level = info
+"""
+
 
 class ServerStartError(RuntimeError):
     """The server could not be started; the message says why in one sentence."""
@@ -148,7 +161,12 @@ def start_local_server(
     }
     if token:
         settings["spark.connect.authenticate.token"] = token
+    if log_path is None:
+        log_path = Path(tempfile.mkdtemp(prefix="spark-cdc-server-")) / "server.log"
+    log4j = log_path.with_name("log4j2.properties")
+    log4j.write_text(_LOG4J2)
     command = [str(spark_home / "bin" / "spark-submit"), "--driver-memory", driver_memory]
+    command += ["--driver-java-options", f"-Dlog4j2.configurationFile=file:{log4j}"]
     command += ["--class", SERVER_CLASS, "--name", "spark-cdc-connect"]
     for key, value in settings.items():
         command += ["--conf", f"{key}={value}"]
@@ -164,8 +182,6 @@ def start_local_server(
     )
     if extra_python_path:
         env["PYTHONPATH"] = os.pathsep.join([*extra_python_path, env.get("PYTHONPATH", "")])
-    if log_path is None:
-        log_path = Path(tempfile.mkdtemp(prefix="spark-cdc-server-")) / "server.log"
     log: IO[bytes] = open(log_path, "wb")  # noqa: SIM115 - owned by the child process
     process = subprocess.Popen(
         command,

@@ -17,7 +17,7 @@ from pyspark.sql.connect.dataframe import DataFrame
 
 from client.errors import invalid_option
 from rewrite.batch import batch_row_level
-from rewrite.names import COMMIT_TIMESTAMP, COMMIT_VERSION
+from rewrite.names import COMMIT_TIMESTAMP, COMMIT_VERSION, HELPER_PREFIX
 from rewrite.options import CdcOptions, DeduplicationMode, OptionValue, parse_options
 from rewrite.plan_tree import mark_streaming_rewrite, reads_a_stream
 from rewrite.row_level import RowLevelPasses
@@ -47,9 +47,10 @@ def post_process(
     ranged = restrict_to_range(df, opts)
     if not passes.any:
         return ranged
+    checked = refuse_reserved_columns(ranged)
     if reads_a_stream(df):
-        return mark_streaming_rewrite(streaming_row_level(ranged, spec, passes))
-    return batch_row_level(ranged, spec, passes)
+        return mark_streaming_rewrite(streaming_row_level(checked, spec, passes))
+    return batch_row_level(checked, spec, passes)
 
 
 def required_passes(spec: ChangelogSpec, opts: CdcOptions) -> RowLevelPasses:
@@ -66,6 +67,17 @@ def required_passes(spec: ChangelogSpec, opts: CdcOptions) -> RowLevelPasses:
             "dropCarryovers (the default) or netChanges.",
         )
     return passes
+
+
+def refuse_reserved_columns(df: DataFrame) -> DataFrame:
+    """Fail analysis, naming the column, if an input column uses our helper prefix.
+
+    The schema is only known on the server: every ``__spark_cdc_*`` column is gathered
+    into a struct that must be empty, so a clash is a DATATYPE_MISMATCH naming it (and the
+    check folds away when there is none).
+    """
+    reserved = F.struct(df.colRegex(f"`{HELPER_PREFIX}.*`")).cast("struct<>")
+    return df.where(reserved.isNull() | F.lit(True))
 
 
 def restrict_to_range(df: DataFrame, opts: CdcOptions) -> DataFrame:

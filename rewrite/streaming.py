@@ -69,9 +69,10 @@ def with_commit_watermark(df: DataFrame) -> DataFrame:
 
 
 def _commit_timestamp_present() -> Column:
-    # try_cast is always nullable, so the optimizer cannot fold the test away when a source
-    # declares _commit_timestamp NOT NULL yet still sends a NULL.
-    probe = F.col(COMMIT_TIMESTAMP).try_cast("long")
+    # Spark folds isnull(c) to false when c is declared NOT NULL, yet a source may declare
+    # it and still send a NULL. ``try_add`` is always nullable, so this test stays put
+    # (a cast or plain arithmetic does not: both inherit the column's nullability).
+    probe = F.try_add(F.col(COMMIT_TIMESTAMP), F.expr("INTERVAL 0 SECONDS"))
     message = contract_violation_message(
         "NULL_COMMIT_TIMESTAMP",
         "A change row has a NULL _commit_timestamp; streaming CDC post-processing needs "

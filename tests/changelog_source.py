@@ -66,7 +66,7 @@ def _arrow_type(data_type: Any) -> Any:
 def _arrow_batches(schema: StructType, commits: list[list[dict[str, Any]]], part: CommitRange):
     import pyarrow as pa
 
-    arrow_schema = pa.schema([pa.field(f.name, _arrow_type(f.dataType), True) for f in schema])
+    arrow_schema = pa.schema([pa.field(f.name, _arrow_type(f.dataType), f.nullable) for f in schema])
     for rows in commits[part.first : part.end]:
         if rows:
             yield pa.RecordBatch.from_pylist(rows, schema=arrow_schema)
