@@ -31,6 +31,17 @@ def unsupported_output_mode(mode: str) -> CdcAnalysisException:
     )
 
 
+def downstream_watermark() -> CdcAnalysisException:
+    return CdcAnalysisException(
+        "UNSUPPORTED_FEATURE.CDC_DOWNSTREAM_WATERMARK",
+        "withWatermark() applied after CDC post-processing would stall this query: Spark "
+        "keeps one global watermark, the minimum of all, and rows reach your watermark only "
+        "after CDC's own watermark on _commit_timestamp has released them, so neither ever "
+        "advances. Apply withWatermark() to the change feed before post_process(), or write "
+        "the post-processed feed to a table and watermark the stream that reads it.",
+    )
+
+
 # Raised on the server by ``raise_error`` inside the query: the condition leads the message
 # so it survives the trip back as ``[CONDITION] ...`` text in the server's error.
 CONTRACT_VIOLATION = "CHANGELOG_CONTRACT_VIOLATION"

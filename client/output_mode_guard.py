@@ -1,4 +1,6 @@
-"""Refuse Update/Complete output modes for streams that hold a client-side CDC rewrite.
+"""Refuse stream starts that a client-side CDC rewrite cannot serve correctly.
+
+Update/Complete output modes, and a ``withWatermark`` applied after the rewrite.
 
 Spark rejects them for its native CDC plans, but a 4.0/4.1 server accepts
 ``outputMode("update")`` on any streaming aggregation, so nothing there would stop a
@@ -13,8 +15,8 @@ from typing import Any, Callable
 
 from pyspark.sql.connect.streaming.readwriter import DataStreamWriter
 
-from client.errors import unsupported_output_mode
-from rewrite.plan_tree import contains_streaming_rewrite
+from client.errors import downstream_watermark, unsupported_output_mode
+from rewrite.plan_tree import contains_streaming_rewrite, watermark_above_streaming_rewrite
 
 _APPEND = "append"
 
@@ -23,6 +25,8 @@ def check_output_mode(writer: DataStreamWriter, output_mode: str | None) -> None
     mode = (output_mode or writer._write_proto.output_mode or _APPEND).lower()
     if mode != _APPEND and contains_streaming_rewrite(writer._write_stream):
         raise unsupported_output_mode(mode)
+    if watermark_above_streaming_rewrite(writer._write_stream):
+        raise downstream_watermark()
 
 
 def install_output_mode_guard() -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from pyspark.sql.connect.dataframe import DataFrame
-from pyspark.sql.connect.plan import LogicalPlan
+from pyspark.sql.connect.plan import LogicalPlan, WithWatermark
 
 # Set on the root plan node of every streaming rewrite; survives any later transformation
 # because derived DataFrames hold that node as a descendant.
@@ -49,3 +49,24 @@ def mark_streaming_rewrite(df: DataFrame) -> DataFrame:
 
 def contains_streaming_rewrite(root: LogicalPlan) -> bool:
     return any(getattr(node, _STREAMING_REWRITE_MARK, False) for node in walk(root))
+
+
+def watermark_above_streaming_rewrite(root: LogicalPlan) -> bool:
+    """True if a ``withWatermark`` was applied to a stream after a rewrite.
+
+    Spark keeps one global watermark, the minimum over all watermark nodes. A node above
+    the rewrite sees rows only once the rewrite's own watermark has released them, and
+    until it sees rows its watermark is 0: the query would stall and never emit.
+    """
+    stack: list[tuple[LogicalPlan, bool]] = [(root, False)]
+    seen: set[tuple[int, bool]] = set()
+    while stack:
+        node, below_watermark = stack.pop()
+        if (id(node), below_watermark) in seen:
+            continue
+        seen.add((id(node), below_watermark))
+        if below_watermark and getattr(node, _STREAMING_REWRITE_MARK, False):
+            return True
+        below = below_watermark or isinstance(node, WithWatermark)
+        stack.extend((child, below) for child in _children(node))
+    return False

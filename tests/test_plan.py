@@ -1,0 +1,101 @@
+"""The plan is built on the client alone: zero RPCs, and a protobuf of the expected shape."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import pytest
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.connect.proto import Relation
+
+from rewrite import ChangelogSpec, post_process
+from rewrite.names import EVENTS
+from rewrite.plan_tree import reads_a_stream
+from tests.feeds import feed, row
+
+
+class CountingStub:
+    """Records every gRPC method called on the client's stub."""
+
+    def __init__(self, stub: Any) -> None:
+        self._stub = stub
+        self.calls: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._stub, name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            self.calls.append(name)
+            return method(*args, **kwargs)
+
+        return call
+
+
+@pytest.fixture
+def rpcs(spark: SparkSession) -> Iterator[CountingStub]:
+    client = spark.client
+    counting = CountingStub(client._stub)
+    client._stub = counting
+    try:
+        yield counting
+    finally:
+        client._stub = counting._stub
+
+
+WIDE = ", ".join(f"c{i} int" for i in range(200))
+SPEC = ChangelogSpec(row_id=["c0"], row_version="c1")
+FULL_ROW = ChangelogSpec(row_id=["c0"])
+SCHEMA = f"{WIDE}, _change_type string, _commit_version long, _commit_timestamp timestamp"
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["batch", "streaming"])
+@pytest.mark.parametrize("spec", [SPEC, FULL_ROW], ids=["row version", "full row"])
+def test_post_process_makes_no_server_round_trip(
+    spark: SparkSession, rpcs: CountingStub, streaming: bool, spec: ChangelogSpec
+) -> None:
+    source = feed(spark, [row(1, "a", "insert", 1)], schema=SCHEMA, streaming=streaming)
+    options = {"computeUpdates": True, "startingTimestamp": "2024-01-01", "endingTimestamp": "2025-01-01"}
+    post_process(source, spec, options)  # first call: pyspark's own one-time config fetch
+    rpcs.calls.clear()
+    out = post_process(source, spec, options)
+    out.writeStream if streaming else out.where("c0 > 0")  # noqa: B018
+    assert rpcs.calls == []
+
+
+def _relation_types(df: DataFrame, spark: SparkSession) -> list[str]:
+    """Relation kinds from the root down the first-child chain of the plan protobuf."""
+    relation: Relation = df._plan.plan(spark.client)
+    kinds = []
+    while True:
+        kind = relation.WhichOneof("rel_type")
+        kinds.append(kind)
+        child = getattr(relation, kind)
+        if "input" not in child.DESCRIPTOR.fields_by_name or not child.HasField("input"):
+            return kinds
+        relation = child.input
+
+
+def test_streaming_plan_shape(spark: SparkSession) -> None:
+    out = post_process(feed(spark, [], streaming=True), SPEC, {"computeUpdates": True})
+    kinds = _relation_types(out, spark)
+    assert kinds[0] == "with_columns"  # _commit_timestamp without watermark metadata
+    assert kinds[1] == "drop"  # helpers
+    assert kinds[2] == "with_columns"  # relabel
+    assert kinds[3] == "project"  # inline
+    assert kinds[4] == "filter"  # carry-overs
+    assert kinds[5] == "aggregate"
+    assert kinds[6] == "with_watermark"
+    assert kinds[7] == "filter"  # NULL _commit_timestamp guard
+    assert kinds[-1] == "read"
+    aggregate = out._plan._child._child._child._child._child.plan(spark.client).aggregate
+    names = [e.alias.name[0] for e in aggregate.aggregate_expressions]
+    assert names[-1] == EVENTS
+    assert reads_a_stream(out)
+
+
+def test_batch_plan_shape_is_a_window(spark: SparkSession) -> None:
+    out = post_process(feed(spark, []), SPEC, {"computeUpdates": True})
+    kinds = _relation_types(out, spark)
+    assert "aggregate" not in kinds and "with_watermark" not in kinds
+    assert str(out._plan.plan(spark.client)).count("window {") >= 1
+    assert not reads_a_stream(out)
