@@ -17,9 +17,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Mapping
+from typing import IO
 
 import pyspark
 
@@ -203,8 +204,7 @@ def _wait_until_ready(server: LocalServer, timeout: float) -> None:
         if not server.alive():
             raise ServerStartError(
                 f"The Spark Connect server exited with code {server.process.returncode} "
-                f"before it was ready; its log ({server.log_path}) ends with:\n"
-                + server.log_tail()
+                f"before it was ready; its log ({server.log_path}) ends with:\n" + server.log_tail()
             )
         if READY_LINE in server.log_path.read_text(errors="replace") and _answers(server):
             return

@@ -11,7 +11,8 @@ before the start command is sent: no query ever exists on the server.
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from pyspark.sql.connect.streaming.readwriter import DataStreamWriter
 

@@ -42,4 +42,3 @@ def batch_row_level(df: DataFrame, spec: ChangelogSpec, passes: RowLevelPasses) 
     if passes.update_detection:
         out = out.withColumn(CHANGE_TYPE, relabelled_change_type())
     return out.drop(*HELPERS)
-

@@ -7,14 +7,14 @@ mistakes reports the same one first on both sides.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import Mapping, Union
 
 from client.errors import invalid_option
 from rewrite.timestamps import is_spark_timestamp
 
-OptionValue = Union[str, bool, int]
+OptionValue = str | bool | int
 
 
 class DeduplicationMode(Enum):
@@ -90,13 +90,12 @@ def parse_options(options: Mapping[str, OptionValue] | None) -> CdcOptions:
         )
     starting_version = _version(given, "startingVersion")
     ending_version = _version(given, "endingVersion")
-    if starting_version is not None and ending_version is not None:
-        if ending_version < starting_version:
-            raise invalid_option(
-                "INVALID_RANGE",
-                f"endingVersion {ending_version} is before startingVersion {starting_version}: "
-                "swap them or widen the range.",
-            )
+    if ending_version is not None and ending_version < starting_version:  # type: ignore[operator]
+        raise invalid_option(
+            "INVALID_RANGE",
+            f"endingVersion {ending_version} is before startingVersion {starting_version}: "
+            "swap them or widen the range.",
+        )
     return CdcOptions(
         deduplication_mode=mode,
         compute_updates=compute_updates,

@@ -7,7 +7,7 @@ rewrites?) is in the plan objects the client holds, so we read those instead.
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 from pyspark.sql.connect.dataframe import DataFrame
 from pyspark.sql.connect.plan import LogicalPlan, WithWatermark

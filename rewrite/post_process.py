@@ -8,7 +8,7 @@ and the changelog holds intermediate changes. Building the plan never calls the 
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from pyspark.errors import PySparkNotImplementedError
 from pyspark.sql.connect import functions as F

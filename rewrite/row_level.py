@@ -75,7 +75,9 @@ def group_aggregates(row_version: str | None) -> dict[str, Column]:
     }
     if row_version is not None:
         version = F.col(row_version)
-        aggregates.update({MIN_RV: F.min(version), MAX_RV: F.max(version), RV_CNT: F.count(version)})
+        aggregates.update(
+            {MIN_RV: F.min(version), MAX_RV: F.max(version), RV_CNT: F.count(version)}
+        )
     return aggregates
 
 

@@ -35,9 +35,7 @@ from rewrite.row_level import (
 from rewrite.spec import ChangelogSpec
 
 
-def streaming_row_level(
-    df: DataFrame, spec: ChangelogSpec, passes: RowLevelPasses
-) -> DataFrame:
+def streaming_row_level(df: DataFrame, spec: ChangelogSpec, passes: RowLevelPasses) -> DataFrame:
     watermarked = with_commit_watermark(df)
     by_version = passes.carryover_removal and spec.row_version is not None
     aggregates = group_aggregates(spec.row_version if by_version else None)

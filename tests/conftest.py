@@ -12,8 +12,8 @@ import os
 import shutil
 import subprocess
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 from pyspark.sql import SparkSession
@@ -44,8 +44,10 @@ def spark_remote(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if not docker_engine_reachable():
         print("\n[harness] no Docker engine reachable: using a local Spark Connect server")
     else:
-        print("\n[harness] Docker engine found, but no container server is defined yet: "
-              "using a local Spark Connect server")
+        print(
+            "\n[harness] Docker engine found, but no container server is defined yet: "
+            "using a local Spark Connect server"
+        )
     log_path = tmp_path_factory.mktemp("server") / "server.log"
     _local_server = start_local_server(conf=TEST_SERVER_CONF, log_path=log_path)
     print(f"[harness] local server {_local_server.url} (log: {log_path})")
@@ -58,7 +60,7 @@ def spark_remote(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def spark(spark_remote: str) -> Iterator[SparkSession]:
-    from tests.changelog_source import register
+    from server_plugin.sample_changelog import register
 
     session = SparkSession.builder.remote(spark_remote).getOrCreate()
     register(session)

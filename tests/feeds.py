@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta, timezone
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import ArrayType, BinaryType, MapType, StructType, TimestampType
 
-from tests.changelog_source import SOURCE_NAME, commits_option
+from server_plugin.sample_changelog import SOURCE_NAME, commits_option
 
 BASE_TIME = datetime(2024, 1, 1, tzinfo=timezone.utc)
 SCHEMA = "id int, v string, _change_type string, _commit_version long, _commit_timestamp timestamp"
@@ -123,9 +124,12 @@ def _collected(value: Any, data_type: Any) -> Any:
 
 
 def schema_without_metadata(schema: StructType) -> StructType:
-    return StructType.fromJson({**schema.jsonValue(), "fields": [
-        {**f, "metadata": {}} for f in schema.jsonValue()["fields"]
-    ]})
+    return StructType.fromJson(
+        {
+            **schema.jsonValue(),
+            "fields": [{**f, "metadata": {}} for f in schema.jsonValue()["fields"]],
+        }
+    )
 
 
 # ----------------------------------------------------------------------------------------

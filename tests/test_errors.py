@@ -19,12 +19,20 @@ ID = ChangelogSpec(row_id=["id"])
 @pytest.mark.parametrize(
     ("options", "condition", "named"),
     [
-        ({"startingVersion": 1, "startingTimestamp": "2024-01-01"}, "CONFLICTING_RANGE_TYPES", "startingTimestamp"),
+        (
+            {"startingVersion": 1, "startingTimestamp": "2024-01-01"},
+            "CONFLICTING_RANGE_TYPES",
+            "startingTimestamp",
+        ),
         ({"endingVersion": 3}, "MISSING_STARTING_VERSION", "startingVersion"),
         ({"endingTimestamp": "2024-01-01"}, "MISSING_STARTING_TIMESTAMP", "startingTimestamp"),
         ({"deduplicationMode": "latest"}, "INVALID_DEDUPLICATION_MODE", "deduplicationMode"),
         ({"startingTimestamp": "2024-13-45"}, "INVALID_TIMESTAMP", "startingTimestamp"),
-        ({"startingTimestamp": "2024-01-01", "endingTimestamp": "soon"}, "INVALID_TIMESTAMP", "endingTimestamp"),
+        (
+            {"startingTimestamp": "2024-01-01", "endingTimestamp": "soon"},
+            "INVALID_TIMESTAMP",
+            "endingTimestamp",
+        ),
         (
             {"deduplicationMode": "none", "computeUpdates": "true"},
             "UPDATE_DETECTION_REQUIRES_CARRY_OVER_REMOVAL",
@@ -46,13 +54,19 @@ def test_invalid_options_are_refused_by_post_process(
 
 
 def test_options_are_validated_before_update_detection_requirements(spark: SparkSession) -> None:
-    options = {"deduplicationMode": "none", "computeUpdates": True, "startingTimestamp": "2024-13-45"}
+    options = {
+        "deduplicationMode": "none",
+        "computeUpdates": True,
+        "startingTimestamp": "2024-13-45",
+    }
     with pytest.raises(AnalysisException) as caught:
         post_process(spark.range(1), ID, options)
     assert caught.value.getCondition() == "INVALID_CDC_OPTION.INVALID_TIMESTAMP"
 
 
-def test_update_detection_without_carryovers_needs_no_carryover_removal(spark: SparkSession) -> None:
+def test_update_detection_without_carryovers_needs_no_carryover_removal(
+    spark: SparkSession,
+) -> None:
     spec = ChangelogSpec(row_id=["id"], contains_carryover_rows=False)
     post_process(spark.range(1), spec, {"deduplicationMode": "none", "computeUpdates": True})
 
@@ -154,7 +168,11 @@ def test_null_guard_survives_the_optimizer_on_a_non_nullable_column(spark: Spark
     ("schema", "spec", "missing"),
     [
         ("id int, v string, _commit_version long, _commit_timestamp timestamp", ID, "_change_type"),
-        ("id int, v string, _change_type string, _commit_timestamp timestamp", ID, "_commit_version"),
+        (
+            "id int, v string, _change_type string, _commit_timestamp timestamp",
+            ID,
+            "_commit_version",
+        ),
         (SCHEMA, ChangelogSpec(row_id=["key"]), "key"),
         (SCHEMA, ChangelogSpec(row_id=["id"], row_version="rv"), "rv"),
     ],
@@ -173,7 +191,8 @@ def test_missing_columns_are_named(
 def test_columns_with_the_reserved_prefix_are_named(
     spark: SparkSession, streaming: bool, column: str
 ) -> None:
-    schema = f"id int, {column} int, _change_type string, _commit_version long, _commit_timestamp timestamp"
+    metadata = "_change_type string, _commit_version long, _commit_timestamp timestamp"
+    schema = f"id int, {column} int, {metadata}"
     out = post_process(feed(spark, [], schema=schema, streaming=streaming), ID)
     with pytest.raises(AnalysisException) as caught:
         out.schema  # noqa: B018 - analysis is what we test

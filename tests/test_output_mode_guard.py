@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from pyspark.errors import AnalysisException
@@ -22,8 +23,8 @@ def _processed(spark: SparkSession) -> DataFrame:
 
 STARTS: dict[str, Callable[[Any, str, str], Any]] = {
     "start": lambda w, name, cp: w.format("memory").queryName(name).start(),
-    "start(outputMode=)": lambda w, name, cp: w.format("memory").queryName(name).start(
-        outputMode="complete"
+    "start(outputMode=)": lambda w, name, cp: (
+        w.format("memory").queryName(name).start(outputMode="complete")
     ),
     "toTable": lambda w, name, cp: w.option("checkpointLocation", cp).toTable(name),
     "foreachBatch": lambda w, name, cp: w.foreachBatch(lambda df, i: None).start(),
@@ -34,7 +35,9 @@ DERIVED: dict[str, Callable[[DataFrame], DataFrame]] = {
     "as is": lambda df: df,
     "filtered and projected": lambda df: df.where(F.col("id") > 0).select("id", "_change_type"),
     "unioned": lambda df: df.unionByName(df),
-    "joined": lambda df: df.join(df.sparkSession.range(5).withColumnRenamed("id", "k"), F.col("id") == F.col("k")),
+    "joined": lambda df: df.join(
+        df.sparkSession.range(5).withColumnRenamed("id", "k"), F.col("id") == F.col("k")
+    ),
 }
 
 
@@ -66,7 +69,11 @@ def test_the_guard_sees_through_later_transformations(
 
 def test_append_works(spark: SparkSession, query_name: str) -> None:
     out = run_stream(_processed(spark), query_name)
-    assert sorted(r[2] for r in collect_rows(out)) == ["insert", "update_postimage", "update_preimage"]
+    assert sorted(r[2] for r in collect_rows(out)) == [
+        "insert",
+        "update_postimage",
+        "update_preimage",
+    ]
 
 
 def test_streams_without_a_rewrite_are_untouched(spark: SparkSession, query_name: str) -> None:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from pyspark.sql import DataFrame, SparkSession
@@ -54,11 +55,15 @@ def test_post_process_makes_no_server_round_trip(
     spark: SparkSession, rpcs: CountingStub, streaming: bool, spec: ChangelogSpec
 ) -> None:
     source = feed(spark, [row(1, "a", "insert", 1)], schema=SCHEMA, streaming=streaming)
-    options = {"computeUpdates": True, "startingTimestamp": "2024-01-01", "endingTimestamp": "2025-01-01"}
+    options = {
+        "computeUpdates": True,
+        "startingTimestamp": "2024-01-01",
+        "endingTimestamp": "2025-01-01",
+    }
     post_process(source, spec, options)  # first call: pyspark's own one-time config fetch
     rpcs.calls.clear()
     out = post_process(source, spec, options)
-    out.writeStream if streaming else out.where("c0 > 0")  # noqa: B018
+    out.writeStream if streaming else out.where("c0 > 0")
     assert rpcs.calls == []
 
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
@@ -161,8 +162,8 @@ def test_composite_row_id_uses_every_column(run: Run) -> None:
     spec = ChangelogSpec(row_id=["id", "name"], contains_carryover_rows=False)
     rows, _ = run(changes, spec, {"computeUpdates": True}, schema=COMPOSITE_SCHEMA)
     assert rows == expect(
-        changes[:2]
-        + [
+        [
+            *changes[:2],
             row(2, "x", "update_preimage", 2, name="Carol"),
             row(2, "y", "update_postimage", 2, name="Carol"),
         ],
@@ -222,7 +223,12 @@ def test_full_row_carryover_detection_with_nested_array_map_and_null_values(run:
     micros_changed = pair(6, base, {**base, "ts": ts.replace(microsecond=123457)})
     string_null_vs_text = pair(7, {**base, "s": {"a": None, "b": None}}, {**base, "s": None})
     changes = (
-        same + all_null + nested_changed + map_changed + null_vs_value + micros_changed
+        same
+        + all_null
+        + nested_changed
+        + map_changed
+        + null_vs_value
+        + micros_changed
         + string_null_vs_text
     )
     rows, schema = run(changes, ID, {}, schema=WIDE_SCHEMA)
@@ -240,12 +246,8 @@ def test_duplicate_changes_pass_when_only_carryover_removal_runs(run: Run) -> No
 
 def test_range_options_filter_before_post_processing(run: Run) -> None:
     rows, _ = run(CHANGES, ID, {"startingVersion": 2, "endingVersion": "2"})
-    assert rows == expect(
-        [r for r in CHANGES if r["_commit_version"] == 2 and r["id"] != 1]
-    )
-    rows, _ = run(
-        CHANGES, ID, {"startingVersion": "1", "startingBoundInclusive": "false"}
-    )
+    assert rows == expect([r for r in CHANGES if r["_commit_version"] == 2 and r["id"] != 1])
+    rows, _ = run(CHANGES, ID, {"startingVersion": "1", "startingBoundInclusive": "false"})
     assert rows == expect([r for r in CHANGES if r["_commit_version"] > 1 and r["id"] != 1])
     rows, _ = run(
         CHANGES,

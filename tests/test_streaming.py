@@ -37,7 +37,9 @@ def test_commits_per_micro_batch_do_not_change_the_result(
 ) -> None:
     changes = _history(6)
     batch = collect_rows(post_process(feed(spark, changes), ID, OPTIONS))
-    stream = post_process(feed(spark, changes, streaming=True, commits_per_batch=per_batch), ID, OPTIONS)
+    stream = post_process(
+        feed(spark, changes, streaming=True, commits_per_batch=per_batch), ID, OPTIONS
+    )
     assert collect_rows(run_stream(stream, query_name)) == batch
     assert len(batch) == 3 + 6 * 3  # carry-overs gone, updates relabelled, inserts kept
 

@@ -1,16 +1,23 @@
-"""A test-only Python data source serving a change feed one or more whole commits at a time.
+"""``cdc_sample_changelog``: a Python data source serving a fixed change feed, whole commits
+per micro-batch (``commitsPerBatch``, default 1). The demo and the tests feed it.
 
-Commits travel in the options as JSON, so the class is self-contained: it is pickled to the
-server by value and needs nothing there but pyspark and pyarrow.
+Commits travel in the options as JSON, so the class is self-contained: ``register`` pickles
+it to the server by value and it needs nothing there but pyspark and pyarrow.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+)
 from pyspark.sql.types import StructType
 
 try:  # Spark 4.2+: lets trigger(availableNow=True) run its final no-data batch.
@@ -20,7 +27,7 @@ try:  # Spark 4.2+: lets trigger(availableNow=True) run its final no-data batch.
 except ImportError:  # 4.0/4.1 have no such hook for Python sources.
     _AVAILABLE_NOW = ()
 
-SOURCE_NAME = "cdc_test_changelog"
+SOURCE_NAME = "cdc_sample_changelog"
 
 
 def commits_option(commits: Sequence[Sequence[dict[str, Any]]]) -> str:
@@ -43,10 +50,17 @@ def _arrow_type(data_type: Any) -> Any:
     from pyspark.sql import types as T
 
     simple = {
-        T.BooleanType: pa.bool_(), T.IntegerType: pa.int32(), T.LongType: pa.int64(),
-        T.ShortType: pa.int16(), T.ByteType: pa.int8(), T.FloatType: pa.float32(),
-        T.DoubleType: pa.float64(), T.StringType: pa.string(), T.BinaryType: pa.binary(),
-        T.DateType: pa.date32(), T.TimestampType: pa.timestamp("us", tz="UTC"),
+        T.BooleanType: pa.bool_(),
+        T.IntegerType: pa.int32(),
+        T.LongType: pa.int64(),
+        T.ShortType: pa.int16(),
+        T.ByteType: pa.int8(),
+        T.FloatType: pa.float32(),
+        T.DoubleType: pa.float64(),
+        T.StringType: pa.string(),
+        T.BinaryType: pa.binary(),
+        T.DateType: pa.date32(),
+        T.TimestampType: pa.timestamp("us", tz="UTC"),
         T.TimestampNTZType: pa.timestamp("us"),
     }
     for spark_type, arrow_type in simple.items():
@@ -66,7 +80,11 @@ def _arrow_type(data_type: Any) -> Any:
 def _arrow_batches(schema: StructType, commits: list[list[dict[str, Any]]], part: CommitRange):
     import pyarrow as pa
 
-    arrow_schema = pa.schema([pa.field(f.name, _arrow_type(f.dataType), f.nullable) for f in schema])
+    arrow_schema = pa.schema(
+        [pa.field(f.name, _arrow_type(f.dataType), f.nullable) for f in schema]
+    )
+    if not isinstance(part, CommitRange):  # Spark's single default partition of an empty feed
+        return
     for rows in commits[part.first : part.end]:
         if rows:
             yield pa.RecordBatch.from_pylist(rows, schema=arrow_schema)
@@ -111,7 +129,7 @@ class _StreamReader(DataSourceStreamReader, *_AVAILABLE_NOW):  # type: ignore[mi
         pass
 
 
-class ChangelogTestSource(DataSource):
+class SampleChangelogSource(DataSource):
     @classmethod
     def name(cls) -> str:
         return SOURCE_NAME
@@ -137,4 +155,4 @@ def register(spark: Any) -> None:
     from pyspark import cloudpickle
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    spark.dataSource.register(ChangelogTestSource)
+    spark.dataSource.register(SampleChangelogSource)
