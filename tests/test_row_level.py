@@ -55,42 +55,33 @@ CHANGES = [
 ]
 
 
+WITHOUT_CARRYOVER = [r for r in CHANGES if not (r["id"] == 1 and r["_commit_version"] == 2)]
+WITH_UPDATES = [
+    row(1, "a", "insert", 1),
+    row(2, "b", "insert", 1),
+    row(3, "c", "insert", 1),
+    row(2, "b", "update_preimage", 2),
+    row(2, "B", "update_postimage", 2),
+    row(3, "c", "delete", 2),
+    row(4, "d", "insert", 3),
+]
+
+
 def test_carryover_removal_only(run: Run) -> None:
     rows, schema = run(CHANGES, ID, {"deduplicationMode": "dropCarryovers"})
-    assert rows == expect([r for r in CHANGES if not (r["id"] == 1 and r["_commit_version"] == 2)])
+    assert rows == expect(WITHOUT_CARRYOVER)
     assert schema == StructType.fromDDL(SCHEMA)
 
 
 def test_update_detection_only(run: Run) -> None:
-    feed_rows = [r for r in CHANGES if not (r["id"] == 1 and r["_commit_version"] == 2)]
-    rows, schema = run(feed_rows, NO_CARRYOVERS, {"computeUpdates": True})
-    assert rows == expect(
-        [
-            row(1, "a", "insert", 1),
-            row(2, "b", "insert", 1),
-            row(3, "c", "insert", 1),
-            row(2, "b", "update_preimage", 2),
-            row(2, "B", "update_postimage", 2),
-            row(3, "c", "delete", 2),
-            row(4, "d", "insert", 3),
-        ]
-    )
+    rows, schema = run(WITHOUT_CARRYOVER, NO_CARRYOVERS, {"computeUpdates": True})
+    assert rows == expect(WITH_UPDATES)
     assert schema == StructType.fromDDL(SCHEMA)
 
 
 def test_carryover_removal_and_update_detection_fused(run: Run) -> None:
     rows, _ = run(CHANGES, ID, {"computeUpdates": "TRUE", "deduplicationMode": "DROPCARRYOVERS"})
-    assert rows == expect(
-        [
-            row(1, "a", "insert", 1),
-            row(2, "b", "insert", 1),
-            row(3, "c", "insert", 1),
-            row(2, "b", "update_preimage", 2),
-            row(2, "B", "update_postimage", 2),
-            row(3, "c", "delete", 2),
-            row(4, "d", "insert", 3),
-        ]
-    )
+    assert rows == expect(WITH_UPDATES)
 
 
 def test_neither_pass_returns_the_feed_unchanged(run: Run) -> None:
@@ -245,10 +236,11 @@ def test_duplicate_changes_pass_when_only_carryover_removal_runs(run: Run) -> No
 
 
 def test_range_options_filter_before_post_processing(run: Run) -> None:
+    in_v2 = [r for r in WITHOUT_CARRYOVER if r["_commit_version"] == 2]
     rows, _ = run(CHANGES, ID, {"startingVersion": 2, "endingVersion": "2"})
-    assert rows == expect([r for r in CHANGES if r["_commit_version"] == 2 and r["id"] != 1])
+    assert rows == expect(in_v2)
     rows, _ = run(CHANGES, ID, {"startingVersion": "1", "startingBoundInclusive": "false"})
-    assert rows == expect([r for r in CHANGES if r["_commit_version"] > 1 and r["id"] != 1])
+    assert rows == expect([r for r in WITHOUT_CARRYOVER if r["_commit_version"] > 1])
     rows, _ = run(
         CHANGES,
         ID,
@@ -258,4 +250,4 @@ def test_range_options_filter_before_post_processing(run: Run) -> None:
             "endingBoundInclusive": False,
         },
     )
-    assert rows == expect([r for r in CHANGES if r["_commit_version"] == 2 and r["id"] != 1])
+    assert rows == expect(in_v2)
