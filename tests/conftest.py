@@ -50,7 +50,6 @@ def spark_remote(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         )
     log_path = tmp_path_factory.mktemp("server") / "server.log"
     _local_server = start_local_server(conf=TEST_SERVER_CONF, log_path=log_path)
-    print(f"[harness] local server {_local_server.url} (log: {log_path})")
     try:
         yield _local_server.url
     finally:
