@@ -33,21 +33,28 @@ def docker_engine_reachable() -> bool:
     return probe.returncode == 0
 
 
-@pytest.fixture(scope="session")
-def spark_remote(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    global _local_server
+def server_choice() -> str:
+    """Which server the session uses, in words (never with a token)."""
     url = os.environ.get("SPARK_REMOTE")
     if url:
-        print(f"\n[harness] using SPARK_REMOTE={url.split(';')[0]}")
+        return f"using SPARK_REMOTE={url.split(';')[0]}"
+    if not docker_engine_reachable():
+        return "no Docker engine reachable: using a local Spark Connect server"
+    return "Docker engine found, but no container server is defined yet: using a local server"
+
+
+@pytest.fixture(scope="session")
+def spark_remote(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    global _local_server
+    capture = request.config.pluginmanager.getplugin("capturemanager")
+    with capture.global_and_fixture_disabled():
+        print(f"\n[spark-cdc-connect harness] {server_choice()}", flush=True)
+    url = os.environ.get("SPARK_REMOTE")
+    if url:
         yield url
         return
-    if not docker_engine_reachable():
-        print("\n[harness] no Docker engine reachable: using a local Spark Connect server")
-    else:
-        print(
-            "\n[harness] Docker engine found, but no container server is defined yet: "
-            "using a local Spark Connect server"
-        )
     log_path = tmp_path_factory.mktemp("server") / "server.log"
     _local_server = start_local_server(conf=TEST_SERVER_CONF, log_path=log_path)
     try:
