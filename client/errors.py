@@ -42,6 +42,16 @@ def downstream_watermark() -> CdcAnalysisException:
     )
 
 
+def unsupported_net_changes_column(column: str, data_type: str) -> CdcAnalysisException:
+    return CdcAnalysisException(
+        "UNSUPPORTED_FEATURE.CDC_NET_CHANGES_MAP_KEY",
+        f"Streaming netChanges carries each row through JSON, which cannot hold the non-string "
+        f"map keys of column '{column}' ({data_type}). Turn the map into an array (e.g. "
+        "map_entries) before post-processing, or compute net changes in batch.",
+        column=column,
+    )
+
+
 # Raised on the server by ``raise_error`` inside the query: the condition leads the message
 # so it survives the trip back as ``[CONDITION] ...`` text in the server's error.
 CONTRACT_VIOLATION = "CHANGELOG_CONTRACT_VIOLATION"

@@ -25,6 +25,11 @@ MIN_IMAGE = HELPER_PREFIX + "min_image"
 MAX_IMAGE = HELPER_PREFIX + "max_image"
 EVENTS = HELPER_PREFIX + "events"
 IS_CARRYOVER = HELPER_PREFIX + "is_carryover"
+# Net changes: the batch window's helpers, Spark's names.
+ROW_NUMBER = HELPER_PREFIX + "row_number"
+ROW_COUNT = HELPER_PREFIX + "row_count"
+FIRST_CHANGE_TYPE = HELPER_PREFIX + "first_row_change_type_value"
+LAST_CHANGE_TYPE = HELPER_PREFIX + "last_row_change_type_value"
 HELPERS = (
     DEL_CNT,
     INS_CNT,
@@ -36,4 +41,13 @@ HELPERS = (
     MAX_IMAGE,
     EVENTS,
     IS_CARRYOVER,
+    ROW_NUMBER,
+    ROW_COUNT,
+    FIRST_CHANGE_TYPE,
+    LAST_CHANGE_TYPE,
 )
+
+
+def row_id_helper(index: int) -> str:
+    """The streaming key column for the row id's ``index``-th part (Spark's name)."""
+    return f"{HELPER_PREFIX}rowid_{index}"

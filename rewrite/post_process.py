@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from pyspark.errors import PySparkNotImplementedError
 from pyspark.sql.connect import functions as F
 from pyspark.sql.connect.column import Column
 from pyspark.sql.connect.dataframe import DataFrame
@@ -18,6 +17,7 @@ from pyspark.sql.connect.dataframe import DataFrame
 from client.errors import invalid_option
 from rewrite.batch import batch_row_level
 from rewrite.names import COMMIT_TIMESTAMP, COMMIT_VERSION, HELPER_PREFIX
+from rewrite.net_changes import batch_net_changes, streaming_net_changes
 from rewrite.options import CdcOptions, DeduplicationMode, OptionValue, parse_options
 from rewrite.plan_tree import mark_streaming_rewrite, reads_a_stream
 from rewrite.row_level import RowLevelPasses
@@ -36,21 +36,22 @@ def post_process(
     """
     opts = parse_options(options)
     passes = required_passes(spec, opts)
-    if (
+    net = (
         opts.deduplication_mode is DeduplicationMode.NET_CHANGES
         and spec.contains_intermediate_changes
-    ):
-        raise PySparkNotImplementedError(
-            errorClass="NOT_IMPLEMENTED",
-            messageParameters={"feature": "deduplicationMode=netChanges"},
-        )
+    )
     ranged = restrict_to_range(df, opts)
-    if not passes.any:
+    if not (passes.any or net):
         return ranged
     checked = refuse_reserved_columns(ranged)
     if reads_a_stream(df):
-        return mark_streaming_rewrite(streaming_row_level(checked, spec, passes))
-    return batch_row_level(checked, spec, passes)
+        if net:
+            out = streaming_net_changes(checked, spec, passes, opts.compute_updates)
+        else:
+            out = streaming_row_level(checked, spec, passes)
+        return mark_streaming_rewrite(out)
+    out = batch_row_level(checked, spec, passes) if passes.any else checked
+    return batch_net_changes(out, spec, opts.compute_updates) if net else out
 
 
 def required_passes(spec: ChangelogSpec, opts: CdcOptions) -> RowLevelPasses:

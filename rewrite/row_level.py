@@ -41,9 +41,10 @@ class RowLevelPasses:
         return self.carryover_removal or self.update_detection
 
 
-# to_json settings that keep every distinction the comparison needs: microseconds on
-# timestamps (the default format stops at milliseconds) and explicit nulls.
-_IMAGE_JSON_OPTIONS = {
+# to_json settings that keep every distinction a comparison or a round trip through
+# from_json needs: microseconds on timestamps (the default stops at milliseconds) and
+# explicit nulls.
+EXACT_JSON_OPTIONS = {
     "timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX",
     "timestampNTZFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSS",
     "ignoreNullFields": "false",
@@ -96,7 +97,7 @@ def row_image(row: Column) -> Column:
     Spark cannot compare maps with ``=``, so rows are compared through their JSON text.
     Equal rows give equal text; the text is only built for candidate pairs.
     """
-    return F.to_json(row.dropFields(*METADATA_COLUMNS, *HELPERS), _IMAGE_JSON_OPTIONS)
+    return F.to_json(row.dropFields(*METADATA_COLUMNS, *HELPERS), EXACT_JSON_OPTIONS)
 
 
 def relabelled_change_type() -> Column:

@@ -177,3 +177,66 @@ def model_post_process(
 
 def _image(r: dict[str, Any]) -> Any:
     return _json_value({k: v for k, v in r.items() if k not in METADATA})
+
+
+PRE_EVENTS = ("delete", "update_preimage")
+POST_EVENTS = ("insert", "update_postimage")
+
+
+def model_net_changes(
+    rows: Sequence[dict[str, Any]], row_id: Sequence[str], *, compute_updates: bool
+) -> list[dict[str, Any]]:
+    """Batch net changes: per row id, Spark's matrix over its first and last event."""
+    by_id: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        by_id[tuple(r[c] for c in row_id)].append(r)
+    out: list[dict[str, Any]] = []
+    for events in by_id.values():
+        events.sort(key=lambda r: (r["_commit_version"], r["_change_type"] in POST_EVENTS))
+        out += _net(events[0], events[-1], compute_updates)
+    return out
+
+
+def _net(first: dict[str, Any], last: dict[str, Any], compute_updates: bool) -> list[dict]:
+    before, after = first["_change_type"] in PRE_EVENTS, last["_change_type"] in POST_EVENTS
+    pre, post = ("update_preimage", "update_postimage") if compute_updates else ("delete", "insert")
+    if before and after:
+        return [{**first, "_change_type": pre}, {**last, "_change_type": post}]
+    if after:
+        return [{**last, "_change_type": "insert"}]
+    if before:
+        return [{**first, "_change_type": "delete"}]
+    return []
+
+
+def model_streaming_net_changes(
+    micro_batches: Sequence[Sequence[dict[str, Any]]],
+    row_id: Sequence[str],
+    *,
+    compute_updates: bool,
+) -> list[dict[str, Any]]:
+    """Streaming net changes, micro-batch by micro-batch, as documented in the README.
+
+    A row id's window takes every event until a micro-batch whose watermark (the largest
+    commit time of the micro-batches before it) has reached the id's last commit time and
+    that brings no new event for it; then it is emitted and forgotten. After the input,
+    Spark's no-data micro-batch releases what is left.
+    """
+    windows: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    out: list[dict[str, Any]] = []
+    watermark: datetime | None = None
+    for rows in [*micro_batches, []]:
+        for r in sorted(
+            rows, key=lambda r: (r["_commit_version"], r["_change_type"] in POST_EVENTS)
+        ):
+            windows.setdefault(tuple(r[c] for c in row_id), []).append(r)
+        touched = {tuple(r[c] for c in row_id) for r in rows}
+        for key in [k for k, events in windows.items() if k not in touched]:
+            events = windows[key]
+            if watermark is not None and events[-1]["_commit_timestamp"] <= watermark:
+                out += _net(events[0], events[-1], compute_updates)
+                del windows[key]
+        if rows:
+            latest = max(r["_commit_timestamp"] for r in rows)
+            watermark = latest if watermark is None else max(watermark, latest)
+    return out

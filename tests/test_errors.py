@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from pyspark.errors import AnalysisException, PySparkNotImplementedError
+from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
@@ -76,12 +76,6 @@ def test_empty_row_id_is_refused(row_id: Any) -> None:
     with pytest.raises(AnalysisException) as caught:
         ChangelogSpec(row_id=row_id)
     assert caught.value.getCondition() == "INVALID_CHANGELOG_SCHEMA.MISSING_ROW_ID"
-
-
-def test_net_changes_is_not_yet_supported(spark: SparkSession) -> None:
-    with pytest.raises(PySparkNotImplementedError) as caught:
-        post_process(spark.range(1), ID, {"deduplicationMode": "netChanges"})
-    assert "netChanges" in str(caught.value)
 
 
 def test_net_changes_on_a_changelog_without_intermediate_changes_runs_row_level_passes(

@@ -11,7 +11,17 @@ from pyspark.sql import SparkSession
 from pyspark.sql.types import StructType
 
 from rewrite import ChangelogSpec, post_process
-from tests.feeds import as_tuples, collect_rows, feed, model_post_process, row, run_stream
+from tests.feeds import (
+    as_tuples,
+    by_commit,
+    collect_rows,
+    feed,
+    model_net_changes,
+    model_post_process,
+    model_streaming_net_changes,
+    row,
+    run_stream,
+)
 
 SCHEMA = (
     "id int, v string, rv long, _change_type string, _commit_version long, "
@@ -50,32 +60,50 @@ SPECS = st.builds(
     row_version=st.sampled_from(["rv", None]),
     contains_carryover_rows=st.booleans(),
     represents_update_as_delete_and_insert=st.booleans(),
+    contains_intermediate_changes=st.booleans(),
 )
 OPTIONS = st.fixed_dictionaries(
     {
-        "deduplicationMode": st.sampled_from(["none", "dropCarryovers"]),
+        "deduplicationMode": st.sampled_from(["none", "dropCarryovers", "netChanges"]),
         "computeUpdates": st.booleans(),
     }
 )
 
 
-def _expected(rows: list[dict[str, Any]], spec: ChangelogSpec, options: dict[str, Any]) -> Any:
+def _expected(
+    rows: list[dict[str, Any]], spec: ChangelogSpec, options: dict[str, Any], streaming: bool
+) -> Any:
     dedupe = options["deduplicationMode"] != "none"
     updates = options["computeUpdates"] and spec.represents_update_as_delete_and_insert
     if updates and spec.contains_carryover_rows and not dedupe:
         return None  # refused: UPDATE_DETECTION_REQUIRES_CARRY_OVER_REMOVAL
-    kept = model_post_process(
-        rows,
-        spec.row_id,
-        row_version=spec.row_version,
-        carryover_removal=dedupe and spec.contains_carryover_rows,
-        update_detection=updates,
-    )
+    net = options["deduplicationMode"] == "netChanges" and spec.contains_intermediate_changes
+
+    def row_level(changes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return model_post_process(
+            changes,
+            spec.row_id,
+            row_version=spec.row_version,
+            carryover_removal=dedupe and spec.contains_carryover_rows,
+            update_detection=updates,
+        )
+
+    if net and streaming:  # one commit per micro-batch, as ``feed`` serves them
+        batches = [row_level(commit) for commit in by_commit(rows)]
+        kept = model_streaming_net_changes(
+            batches, spec.row_id, compute_updates=options["computeUpdates"]
+        )
+    elif net:
+        kept = model_net_changes(
+            row_level(rows), spec.row_id, compute_updates=options["computeUpdates"]
+        )
+    else:
+        kept = row_level(rows)
     return as_tuples(kept, StructType.fromDDL(SCHEMA))
 
 
 def _check(spark: SparkSession, rows: Any, spec: Any, options: Any, streaming: str | None) -> None:
-    expected = _expected(rows, spec, options)
+    expected = _expected(rows, spec, options, streaming=bool(streaming))
     if expected is None:
         with pytest.raises(Exception, match="UPDATE_DETECTION_REQUIRES_CARRY_OVER_REMOVAL"):
             post_process(feed(spark, rows, schema=SCHEMA), spec, options)
@@ -99,3 +127,14 @@ def test_streaming_matches_the_model(
     import uuid
 
     _check(spark, rows, spec, options, f"model_{uuid.uuid4().hex[:10]}")
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
+@given(rows=changelogs(), spec=SPECS, compute_updates=st.booleans())
+def test_streaming_net_changes_match_the_model(
+    spark: SparkSession, rows: Any, spec: Any, compute_updates: bool
+) -> None:
+    import uuid
+
+    options = {"deduplicationMode": "netChanges", "computeUpdates": compute_updates}
+    _check(spark, rows, spec, options, f"net_{uuid.uuid4().hex[:10]}")

@@ -51,11 +51,13 @@ SCHEMA = f"{WIDE}, _change_type string, _commit_version long, _commit_timestamp 
 
 @pytest.mark.parametrize("streaming", [False, True], ids=["batch", "streaming"])
 @pytest.mark.parametrize("spec", [SPEC, FULL_ROW], ids=["row version", "full row"])
+@pytest.mark.parametrize("mode", ["dropCarryovers", "netChanges"])
 def test_post_process_makes_no_server_round_trip(
-    spark: SparkSession, rpcs: CountingStub, streaming: bool, spec: ChangelogSpec
+    spark: SparkSession, rpcs: CountingStub, streaming: bool, spec: ChangelogSpec, mode: str
 ) -> None:
     source = feed(spark, [row(1, "a", "insert", 1)], schema=SCHEMA, streaming=streaming)
     options = {
+        "deduplicationMode": mode,
         "computeUpdates": True,
         "startingTimestamp": "2024-01-01",
         "endingTimestamp": "2025-01-01",
