@@ -93,6 +93,16 @@ def run_stream(df: DataFrame, query_name: str, trigger: dict[str, Any] | None = 
     return df.sparkSession.table(query_name)
 
 
+def drain(df: DataFrame, query_name: str) -> list[dict[str, Any]]:
+    """Run a stream into a memory sink until it has taken everything; its progress reports."""
+    query = df.writeStream.format("memory").queryName(query_name).start()
+    try:
+        query.processAllAvailable()
+        return list(query.recentProgress)
+    finally:
+        query.stop()
+
+
 def collect_rows(df: DataFrame) -> list[tuple[Any, ...]]:
     return sorted((tuple(r) for r in df.collect()), key=_sort_key)
 
@@ -104,6 +114,11 @@ def _sort_key(values: tuple[Any, ...]) -> str:
 def as_tuples(rows: Iterable[dict[str, Any]], schema: StructType) -> list[tuple[Any, ...]]:
     """Rows as ``collect()`` returns them, for comparing whole outputs."""
     return sorted((_collected(r, schema) for r in rows), key=_sort_key)
+
+
+def expect(rows: Iterable[dict[str, Any]], schema: str = SCHEMA) -> list[tuple[Any, ...]]:
+    """Expected rows, as ``collect_rows`` returns them."""
+    return as_tuples(rows, StructType.fromDDL(schema))
 
 
 def _collected(value: Any, data_type: Any) -> Any:
@@ -193,11 +208,11 @@ def model_net_changes(
     out: list[dict[str, Any]] = []
     for events in by_id.values():
         events.sort(key=lambda r: (r["_commit_version"], r["_change_type"] in POST_EVENTS))
-        out += _net(events[0], events[-1], compute_updates)
+        out += model_net(events[0], events[-1], compute_updates)
     return out
 
 
-def _net(first: dict[str, Any], last: dict[str, Any], compute_updates: bool) -> list[dict]:
+def model_net(first: dict[str, Any], last: dict[str, Any], compute_updates: bool) -> list[dict]:
     before, after = first["_change_type"] in PRE_EVENTS, last["_change_type"] in POST_EVENTS
     pre, post = ("update_preimage", "update_postimage") if compute_updates else ("delete", "insert")
     if before and after:
@@ -234,7 +249,7 @@ def model_streaming_net_changes(
         for key in [k for k, events in windows.items() if k not in touched]:
             events = windows[key]
             if watermark is not None and events[-1]["_commit_timestamp"] <= watermark:
-                out += _net(events[0], events[-1], compute_updates)
+                out += model_net(events[0], events[-1], compute_updates)
                 del windows[key]
         if rows:
             latest = max(r["_commit_timestamp"] for r in rows)

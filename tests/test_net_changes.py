@@ -9,11 +9,10 @@ from typing import Any
 import pytest
 from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
-from pyspark.sql.types import StructType
 
 from client.output_mode_guard import STATE_STORE_PROVIDER
 from rewrite import ChangelogSpec, post_process
-from tests.feeds import SCHEMA, as_tuples, collect_rows, feed, row, run_stream
+from tests.feeds import SCHEMA, collect_rows, drain, expect, feed, model_net, row, run_stream
 
 # A changelog that writes updates as pre/post images and has no carry-overs: only the net
 # changes pass runs.
@@ -22,10 +21,6 @@ NET_ONLY = ChangelogSpec(
 )
 PRE = ("delete", "update_preimage")
 POST = ("insert", "update_postimage")
-
-
-def _tuples(rows: list[dict], schema: str = SCHEMA) -> list[tuple]:
-    return as_tuples(rows, StructType.fromDDL(schema))
 
 
 def _net(compute_updates: bool) -> dict[str, Any]:
@@ -45,22 +40,8 @@ def _both(
     return batch, collect_rows(run_stream(stream, query_name))
 
 
-# Spark's matrix, written out: (first event's class, last event's class) -> output rows.
+# (first event, last event) -> Spark's matrix, as the reference model writes it out.
 COMBINATIONS = list(itertools.product(PRE + POST, repeat=2))
-
-
-def _matrix(first: dict, last: dict, compute_updates: bool) -> list[dict]:
-    before, after = first["_change_type"] in PRE, last["_change_type"] in POST
-    if before and after:
-        pre, post = (
-            ("update_preimage", "update_postimage") if compute_updates else ("delete", "insert")
-        )
-        return [{**first, "_change_type": pre}, {**last, "_change_type": post}]
-    if after:
-        return [{**last, "_change_type": "insert"}]
-    if before:
-        return [{**first, "_change_type": "delete"}]
-    return []
 
 
 @pytest.mark.parametrize("compute_updates", [False, True])
@@ -75,9 +56,9 @@ def test_every_first_and_last_event_combination(
         middle_type = "insert" if first_type in PRE else "delete"
         last = row(i, f"last{i}", last_type, 3)
         changes += [first, row(i, f"mid{i}", middle_type, 2), last]
-        expected += _matrix(first, last, compute_updates)
+        expected += model_net(first, last, compute_updates)
     batch, stream = _both(spark, changes, NET_ONLY, _net(compute_updates), query_name)
-    assert batch == _tuples(expected)
+    assert batch == expect(expected)
     assert stream == batch
 
 
@@ -111,8 +92,8 @@ def test_insert_then_delete_cancels_and_updates_collapse(
         row(3, "z", "insert", 4),
         row(4, "p", "delete", 1),
     ]
-    assert batch == _tuples(expected)
-    assert stream == _tuples([*expected, row(1, "a", "insert", 1), row(1, "a", "delete", 4)])
+    assert batch == expect(expected)
+    assert stream == expect([*expected, row(1, "a", "insert", 1), row(1, "a", "delete", 4)])
 
 
 def test_composite_row_id(spark: SparkSession, query_name: str) -> None:
@@ -133,7 +114,7 @@ def test_composite_row_id(spark: SparkSession, query_name: str) -> None:
         row(1, "a", "delete", 2, k="y"),
     ]
     batch, stream = _both(spark, changes, spec, _net(True), query_name, schema)
-    assert batch == _tuples([row(1, "b", "insert", 2, k="x")], schema)
+    assert batch == expect([row(1, "b", "insert", 2, k="x")], schema)
     assert stream == batch
 
 
@@ -165,10 +146,10 @@ def test_with_carry_over_removal_and_update_detection(
     spec = ChangelogSpec(row_id=["id"])
     batch, stream = _both(spark, _merge_history(), spec, _net(compute_updates), query_name)
     # id 2's carry-overs are no changes; id 3 was inserted at v1 and deleted at v3
-    assert batch == _tuples([row(1, "a3", "insert", 3), row(2, "b", "insert", 1)])
+    assert batch == expect([row(1, "a3", "insert", 3), row(2, "b", "insert", 1)])
     # the stream releases ids 2 and 3 at v2 (carry-overs do not touch an id); id 3's delete
     # then opens a new window
-    assert stream == _tuples(
+    assert stream == expect(
         [
             row(1, "a3", "insert", 3),
             row(2, "b", "insert", 1),
@@ -182,7 +163,7 @@ def test_a_range_of_versions_is_netted_as_a_whole_in_batch(spark: SparkSession) 
     spec = ChangelogSpec(row_id=["id"])
     options = {**_net(True), "startingVersion": 2, "endingVersion": 3}
     out = collect_rows(post_process(feed(spark, _merge_history()), spec, options))
-    assert out == _tuples(
+    assert out == expect(
         [
             row(1, "a", "update_preimage", 2),
             row(1, "a3", "update_postimage", 3),
@@ -218,8 +199,8 @@ def test_streaming_emits_again_for_an_id_touched_after_its_emission(
     insert before the delete arrives, and cannot take it back."""
     changes = [row(1, "a", "insert", 1), row(2, "b", "insert", 2), row(1, "a", "delete", 3)]
     batch, stream = _both(spark, changes, NET_ONLY, _net(True), query_name)
-    assert batch == _tuples([row(2, "b", "insert", 2)])
-    assert stream == _tuples(
+    assert batch == expect([row(2, "b", "insert", 2)])
+    assert stream == expect(
         [row(1, "a", "insert", 1), row(2, "b", "insert", 2), row(1, "a", "delete", 3)]
     )
 
@@ -228,13 +209,10 @@ def test_stream_keeps_no_state_for_emitted_ids(spark: SparkSession, query_name: 
     changes = [row(i, "a", "insert", 1) for i in range(50)]
     changes += [row(i, "a", "delete", 2) for i in range(25)]
     stream = post_process(feed(spark, changes, streaming=True), NET_ONLY, _net(True))
-    query = stream.writeStream.format("memory").queryName(query_name).start()
-    try:
-        query.processAllAvailable()
-        last = query.lastProgress
-    finally:
-        query.stop()
-    assert [op["numRowsTotal"] for op in last["stateOperators"]] == [0]
+    progress = drain(stream, query_name)
+    assert [op["numRowsTotal"] for op in progress[-1]["stateOperators"]] == [0]
+    dropped = [op["numRowsDroppedByWatermark"] for p in progress for op in p["stateOperators"]]
+    assert dropped and not any(dropped)
     assert len(spark.table(query_name).collect()) == 25
 
 
@@ -244,7 +222,7 @@ def test_default_state_store_suffices_and_session_is_left_as_it_was(
     before = spark.conf.get(STATE_STORE_PROVIDER, None)
     changes = [row(1, "a", "insert", 1), row(1, "b", "insert", 2)]
     stream = post_process(feed(spark, changes, streaming=True), NET_ONLY, _net(True))
-    assert collect_rows(run_stream(stream, query_name)) == _tuples([row(1, "b", "insert", 2)])
+    assert collect_rows(run_stream(stream, query_name)) == expect([row(1, "b", "insert", 2)])
     assert spark.conf.get(STATE_STORE_PROVIDER, None) == before
 
 

@@ -10,7 +10,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.types import StructType
 
 from rewrite import ChangelogSpec, post_process
-from tests.feeds import SCHEMA, as_tuples, collect_rows, feed, row, run_stream
+from tests.feeds import SCHEMA, collect_rows, expect, feed, row, run_stream
 
 ID = ChangelogSpec(row_id=["id"])
 NO_CARRYOVERS = ChangelogSpec(row_id=["id"], contains_carryover_rows=False)
@@ -35,10 +35,6 @@ def run(request: pytest.FixtureRequest, spark: SparkSession, query_name: str) ->
         return collect_rows(out), out.schema
 
     return go
-
-
-def expect(rows: Sequence[dict[str, Any]], schema: str = SCHEMA) -> list[tuple[Any, ...]]:
-    return as_tuples(rows, StructType.fromDDL(schema))
 
 
 CHANGES = [

@@ -10,7 +10,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from rewrite import ChangelogSpec, post_process
-from tests.feeds import SCHEMA, collect_rows, commit_time, feed, row, run_stream
+from tests.feeds import SCHEMA, collect_rows, commit_time, drain, feed, row, run_stream
 
 ID = ChangelogSpec(row_id=["id"])
 OPTIONS = {"computeUpdates": True}
@@ -45,13 +45,9 @@ def test_commits_per_micro_batch_do_not_change_the_result(
 
 
 def test_nothing_is_dropped_by_the_watermark(spark: SparkSession, query_name: str) -> None:
-    stream = post_process(feed(spark, _history(5), streaming=True), ID, OPTIONS)
-    query = stream.writeStream.format("memory").queryName(query_name).start()
-    try:
-        query.processAllAvailable()
-        progress = query.recentProgress
-    finally:
-        query.stop()
+    progress = drain(
+        post_process(feed(spark, _history(5), streaming=True), ID, OPTIONS), query_name
+    )
     dropped = [
         op.get("numRowsDroppedByWatermark", 0)
         for p in progress
