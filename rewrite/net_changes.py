@@ -38,13 +38,11 @@ from rewrite.names import (
     UPDATE_PREIMAGE,
     row_id_helper,
 )
+from rewrite.net_state import POST_EVENTS, PRE_EVENTS
 from rewrite.plan_tree import walk
 from rewrite.row_level import EXACT_JSON_OPTIONS, RowLevelPasses, checked_change_type, row_image
 from rewrite.spec import ChangelogSpec
 from rewrite.streaming import with_commit_watermark
-
-PRE_EVENTS = (DELETE, UPDATE_PREIMAGE)
-POST_EVENTS = (INSERT, UPDATE_POSTIMAGE)
 
 
 def batch_net_changes(df: DataFrame, spec: ChangelogSpec, compute_updates: bool) -> DataFrame:

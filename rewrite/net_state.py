@@ -26,10 +26,12 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+# Spark's change types, spelled here rather than imported from ``rewrite.names``: this
+# module runs where the package may be absent, so it imports nothing from it.
 DELETE, INSERT = "delete", "insert"
 UPDATE_PREIMAGE, UPDATE_POSTIMAGE = "update_preimage", "update_postimage"
-_PRE_EVENTS = (DELETE, UPDATE_PREIMAGE)
-_POST_EVENTS = (INSERT, UPDATE_POSTIMAGE)
+PRE_EVENTS = (DELETE, UPDATE_PREIMAGE)
+POST_EVENTS = (INSERT, UPDATE_POSTIMAGE)
 
 # The operator's output (the client decodes ``row`` and replaces ``_change_type``) and its
 # state, as DDL.
@@ -49,7 +51,7 @@ class Event(NamedTuple):
     @property
     def order(self) -> tuple[Any, int]:
         """Spark's order: by commit version, pre-events before post-events."""
-        return (self.version, 0 if self.change in _PRE_EVENTS else 1)
+        return (self.version, 0 if self.change in PRE_EVENTS else 1)
 
 
 @dataclass(frozen=True)
@@ -89,8 +91,8 @@ class NetRules:
 
     def net(self, first: tuple[str, str], last: tuple[str, str]) -> list[tuple[str, str]]:
         """Spark's (existedBefore, existsAfter) matrix over (row, change) pairs."""
-        existed_before = first[1] in _PRE_EVENTS
-        exists_after = last[1] in _POST_EVENTS
+        existed_before = first[1] in PRE_EVENTS
+        exists_after = last[1] in POST_EVENTS
         if existed_before and exists_after:
             pre, post = (
                 (UPDATE_PREIMAGE, UPDATE_POSTIMAGE) if self.compute_updates else (DELETE, INSERT)
