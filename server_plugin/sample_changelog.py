@@ -20,6 +20,9 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from server_plugin.arrow_types import arrow_schema
+from server_plugin.registration import register_by_value
+
 try:  # Spark 4.2+: lets trigger(availableNow=True) run its final no-data batch.
     from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 
@@ -44,50 +47,15 @@ class CommitRange(InputPartition):
     end: int
 
 
-def _arrow_type(data_type: Any) -> Any:
-    """Spark type -> Arrow type; timestamps must be ``timestamp[us, tz=UTC]`` to match."""
-    import pyarrow as pa
-    from pyspark.sql import types as T
-
-    simple = {
-        T.BooleanType: pa.bool_(),
-        T.IntegerType: pa.int32(),
-        T.LongType: pa.int64(),
-        T.ShortType: pa.int16(),
-        T.ByteType: pa.int8(),
-        T.FloatType: pa.float32(),
-        T.DoubleType: pa.float64(),
-        T.StringType: pa.string(),
-        T.BinaryType: pa.binary(),
-        T.DateType: pa.date32(),
-        T.TimestampType: pa.timestamp("us", tz="UTC"),
-        T.TimestampNTZType: pa.timestamp("us"),
-    }
-    for spark_type, arrow_type in simple.items():
-        if isinstance(data_type, spark_type):
-            return arrow_type
-    if isinstance(data_type, T.DecimalType):
-        return pa.decimal128(data_type.precision, data_type.scale)
-    if isinstance(data_type, T.ArrayType):
-        return pa.list_(_arrow_type(data_type.elementType))
-    if isinstance(data_type, T.MapType):
-        return pa.map_(_arrow_type(data_type.keyType), _arrow_type(data_type.valueType))
-    if isinstance(data_type, T.StructType):
-        return pa.struct([pa.field(f.name, _arrow_type(f.dataType), f.nullable) for f in data_type])
-    raise TypeError(f"no Arrow type for {data_type}")
-
-
 def _arrow_batches(schema: StructType, commits: list[list[dict[str, Any]]], part: CommitRange):
     import pyarrow as pa
 
-    arrow_schema = pa.schema(
-        [pa.field(f.name, _arrow_type(f.dataType), f.nullable) for f in schema]
-    )
+    target = arrow_schema(schema)
     if not isinstance(part, CommitRange):  # Spark's single default partition of an empty feed
         return
     for rows in commits[part.first : part.end]:
         if rows:
-            yield pa.RecordBatch.from_pylist(rows, schema=arrow_schema)
+            yield pa.RecordBatch.from_pylist(rows, schema=target)
 
 
 class _BatchReader(DataSourceReader):
@@ -150,9 +118,4 @@ class SampleChangelogSource(DataSource):
 
 def register(spark: Any) -> None:
     """Register the source with a session; its code travels by value, not by module name."""
-    import sys
-
-    from pyspark import cloudpickle
-
-    cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    spark.dataSource.register(SampleChangelogSource)
+    register_by_value(spark, SampleChangelogSource)

@@ -1,0 +1,313 @@
+"""``delta_changelog``: a Delta table's change feed from its transaction log, under Spark's
+changelog contract, batch and streaming, for any Spark Connect server from 4.0 on.
+
+Streams are modelled on Delta's own source, with one deliberate difference: a micro-batch
+never splits a commit (the initial snapshot included), so a zero-delay watermark on
+``_commit_timestamp`` downstream never sees a commit's rows arrive late.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+)
+from pyspark.sql.types import StructType
+
+from server_plugin.delta_log import DeltaLog, check_readable_protocol
+from server_plugin.errors import option_error, source_error
+from server_plugin.file_tasks import (
+    FileTask,
+    check_no_reserved_columns,
+    commit_tasks,
+    read_task,
+    snapshot_tasks,
+)
+from server_plugin.offsets import Offset, check_forward
+from server_plugin.registration import register_by_value
+from server_plugin.source_options import SourceOptions, parse_source_options
+from server_plugin.table_schema import (
+    changelog_schema,
+    readable_as,
+    schema_changed,
+    table_schema,
+)
+from server_plugin.timeline import TimedCommit, Timeline
+
+try:  # Spark 4.2+: admission control and trigger(availableNow=True) for Python sources.
+    from pyspark.sql.streaming.datasource import (
+        ReadAllAvailable,
+        ReadMaxBytes,
+        ReadMaxFiles,
+        SupportsTriggerAvailableNow,
+    )
+
+    _AVAILABLE_NOW: tuple[type, ...] = (SupportsTriggerAvailableNow,)
+except ImportError:
+    ReadAllAvailable = ReadMaxBytes = ReadMaxFiles = None  # type: ignore[assignment,misc]
+    _AVAILABLE_NOW = ()
+
+SOURCE_NAME = "delta_changelog"
+
+
+def register(spark: Any) -> None:
+    """For a server without this package installed (it still needs deltalake): register
+    ``delta_changelog`` with this session, its code shipped with the call."""
+    register_by_value(spark, DeltaChangelogSource)
+
+
+class DeltaChangelogSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return SOURCE_NAME
+
+    def schema(self) -> StructType:
+        options = parse_source_options(self.options)
+        delta_log = DeltaLog(options.path, options.storage)
+        table = _checked_table(delta_log)
+        if options.has_end:
+            end = _batch_range(options, Timeline(delta_log, options.fail_on_data_loss))[1]
+            if end != table.version():
+                table = delta_log.table(end)
+        schema = table_schema(table.schema().to_json())
+        check_no_reserved_columns(schema)
+        return changelog_schema(schema)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return DeltaChangelogReader(parse_source_options(self.options), schema)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        options = parse_source_options(self.options)
+        if options.has_end:
+            raise option_error(
+                "ENDING_BOUND_IN_STREAM",
+                "A stream has no end: drop endingVersion/endingTimestamp, and use "
+                "trigger(availableNow=True) to stop after what the table holds now.",
+            )
+        return DeltaChangelogStreamReader(options, schema)
+
+
+class _Reader:
+    """What the batch and the stream reader share; pickled to executors for ``read``."""
+
+    def __init__(self, options: SourceOptions, schema: StructType) -> None:
+        self.options = options
+        self.schema = schema
+        self.table_schema = StructType(schema.fields[:-3])
+        self.log = DeltaLog(options.path, options.storage)
+        self.timeline = Timeline(self.log, options.fail_on_data_loss)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Executors only read files: ship what ``read`` needs, not the driver's caches.
+        return {"options": self.options, "schema": self.schema, "log": self.log}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.options, self.schema, self.log = state["options"], state["schema"], state["log"]
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        if not isinstance(partition, FileTask):  # Spark's placeholder for "no partitions"
+            return iter(())
+        return read_task(self.log, self.schema, partition, self.options.fail_on_data_loss)
+
+    def _unreadable(self, timed: TimedCommit, why: str) -> Exception | None:
+        if readable_as(timed.schema, self.table_schema):
+            return None
+        return schema_changed(timed.commit.version, timed.schema, self.table_schema, why)
+
+
+class DeltaChangelogReader(_Reader, DataSourceReader):
+    def partitions(self) -> Sequence[InputPartition]:
+        first, last = _batch_range(self.options, self.timeline)
+        tasks: list[FileTask] = []
+        for timed in self.timeline.commits(first, None, last=last):
+            problem = self._unreadable(
+                timed,
+                "its rows cannot be read with the range's final schema; split the "
+                "read at that version.",
+            )
+            if problem is not None:
+                raise problem
+            tasks += commit_tasks(timed.commit, timed.timestamp_ms)
+        return tasks
+
+
+class DeltaChangelogStreamReader(_Reader, DataSourceStreamReader, *_AVAILABLE_NOW):  # type: ignore[misc]
+    """Admits whole commits per micro-batch, within maxFilesPerTrigger/maxBytesPerTrigger
+    (on servers that pass limits: 4.2+), but always at least one."""
+
+    def __init__(self, options: SourceOptions, schema: StructType) -> None:
+        super().__init__(options, schema)
+        table = _checked_table(self.log)
+        self.table_id: str = table.metadata().id
+        self.started_at: int = table.version()  # later schema changes fail the stream
+        self.target: int | None = None  # trigger(availableNow=True): the last version to read
+        self.position: Offset | None = None  # 4.0/4.1 call latestOffset() without a start
+
+    def initialOffset(self) -> dict[str, Any]:
+        options = self.options
+        if options.starting_version is not None:
+            first = options.starting_version + (0 if options.starting_inclusive else 1)
+            if options.starting_version > self.started_at:
+                raise _starting_after_latest(options.starting_version, self.started_at)
+            return Offset(self.table_id, first, False, None).to_json()
+        if options.starting_timestamp_ms is not None:
+            first = _first_version_from(options, self.timeline, self.log.commit_versions())
+            return Offset(self.table_id, first, False, None).to_json()
+        return Offset(self.table_id, None, not options.starting_latest, None).to_json()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self.target = _latest_version(self.log)
+
+    def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
+        if start is not None:
+            begin = Offset.from_json(start, self.table_id)
+        else:
+            begin = self.position or Offset.from_json(self.initialOffset(), self.table_id)
+        end = self._advance(begin, limit)
+        self.position = end
+        return end.to_json()
+
+    def _advance(self, start: Offset, limit: Any) -> Offset:
+        if start.version is None:  # the first batch pins the version: snapshot or latest
+            pinned = self.target if self.target is not None else _latest_version(self.log)
+            recorded = self.log.commit(pinned)
+            stamp = recorded.timestamp_ms if recorded is not None else None
+            return Offset(self.table_id, pinned + 1, False, stamp)
+        max_files, max_bytes = self._limits(limit)
+        files = size = admitted = 0
+        end = start
+        for timed in self.timeline.commits(start.version, start.previous_ms, last=self.target):
+            problem = self._schema_problem(timed)
+            if problem is not None:
+                if admitted:
+                    break
+                raise problem
+            tasks = commit_tasks(timed.commit, timed.timestamp_ms)
+            more_files, more_bytes = len(tasks), sum(t.size for t in tasks)
+            if admitted and (files + more_files > max_files or size + more_bytes > max_bytes):
+                break
+            files, size, admitted = files + more_files, size + more_bytes, admitted + 1
+            end = Offset(self.table_id, timed.commit.version + 1, False, timed.timestamp_ms)
+        return end
+
+    def _limits(self, limit: Any) -> tuple[float, float]:
+        """Our options decide the limits; Spark only overrides them with "everything"."""
+        if ReadAllAvailable is None or limit is None or isinstance(limit, ReadAllAvailable):
+            return float("inf"), float("inf")
+        files, size = self.options.file_limit, self.options.max_bytes
+        return (files or float("inf")), (size or float("inf"))
+
+    def getDefaultReadLimit(self) -> Any:
+        if self.options.file_limit is None:
+            return ReadMaxBytes(self.options.max_bytes)
+        return ReadMaxFiles(self.options.file_limit)
+
+    def _schema_problem(self, timed: TimedCommit) -> Exception | None:
+        version = timed.commit.version
+        changed = timed.commit.metadata is not None and timed.schema != self.table_schema
+        if changed and version > self.started_at:
+            return schema_changed(
+                version,
+                timed.schema,
+                self.table_schema,
+                "the stream's schema is fixed when it starts. Restart the query to read on "
+                "with the new schema (a new checkpoint if columns were dropped or retyped).",
+            )
+        return self._unreadable(
+            timed, "this stream cannot read those rows; start it from a later version."
+        )
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        first = Offset.from_json(start, self.table_id)
+        last = Offset.from_json(end, self.table_id)
+        check_forward(first, last)
+        if self.position is None or (self.position.version or 0) < (last.version or 0):
+            self.position = last
+        if first.version is None:
+            if not first.initial_snapshot or last.version is None:
+                return []
+            snapshot = last.version - 1
+            return snapshot_tasks(self.log.table(snapshot), snapshot, last.previous_ms or 0)
+        tasks: list[FileTask] = []
+        for timed in self.timeline.commits(first.version, first.previous_ms, last.version - 1):
+            problem = self._schema_problem(timed)
+            if problem is not None:
+                raise problem
+            tasks += commit_tasks(timed.commit, timed.timestamp_ms)
+        return tasks
+
+    def commit(self, end: dict) -> None:
+        pass
+
+
+def _checked_table(delta_log: DeltaLog) -> Any:
+    table = delta_log.table()
+    protocol = table.protocol()
+    check_readable_protocol(
+        {"readerFeatures": protocol.reader_features or ()},
+        {"configuration": table.metadata().configuration},
+    )
+    return table
+
+
+def _latest_version(delta_log: DeltaLog) -> int:
+    versions = delta_log.commit_versions()
+    if not versions:
+        raise source_error("NOT_A_DELTA_TABLE", f"'{delta_log.uri}' has no commits.")
+    return versions[-1]
+
+
+def _starting_after_latest(version: int, latest: int) -> Exception:
+    return option_error(
+        "STARTING_VERSION_AFTER_LATEST",
+        f"startingVersion {version} is after the table's latest version {latest}; "
+        "use a version <= latest, or 'latest' to read only commits made from now on.",
+    )
+
+
+def _first_version_from(options: SourceOptions, timeline: Timeline, versions: list[int]) -> int:
+    stamp = options.starting_timestamp_ms
+    assert stamp is not None
+    first = timeline.first_at_or_after(stamp + (0 if options.starting_inclusive else 1), versions)
+    if first is None:  # nothing recorded that late: the next commit will be
+        return (versions[-1] + 1) if versions else 0
+    return first
+
+
+def _batch_range(options: SourceOptions, timeline: Timeline) -> tuple[int, int]:
+    """The versions a batch read covers; an empty range is ``first > last``."""
+    versions = timeline.log.commit_versions()
+    if not versions:
+        raise source_error("NOT_A_DELTA_TABLE", f"'{timeline.log.uri}' has no commits.")
+    latest = versions[-1]
+    if options.starting_latest:
+        raise option_error(
+            "INVALID_VERSION",
+            "startingVersion 'latest' is for streams; a batch read needs a version number.",
+        )
+    if options.starting_version is not None:
+        if options.starting_version > latest:
+            raise _starting_after_latest(options.starting_version, latest)
+        first = options.starting_version + (0 if options.starting_inclusive else 1)
+    elif options.starting_timestamp_ms is not None:
+        first = _first_version_from(options, timeline, versions)
+        if first > latest:
+            raise option_error(
+                "STARTING_TIMESTAMP_AFTER_LATEST",
+                "startingTimestamp is after the table's latest commit; nothing to read.",
+            )
+    else:
+        first = 0
+    last = latest
+    if options.ending_version is not None:
+        last = min(latest, options.ending_version - (0 if options.ending_inclusive else 1))
+    elif options.ending_timestamp_ms is not None:
+        stamp = options.ending_timestamp_ms - (0 if options.ending_inclusive else 1)
+        found = timeline.last_at_or_before(stamp, versions)
+        last = found if found is not None else -1
+    return first, last

@@ -1,0 +1,22 @@
+"""Errors the Delta changelog source raises inside the server.
+
+A Python data source cannot raise PySpark's error classes across the worker boundary: the
+client receives the exception's text. So every message leads with its condition in Spark's
+``[CONDITION.SUB] ...`` form, which survives the trip and can be matched on the client.
+"""
+
+from __future__ import annotations
+
+
+class ChangelogSourceError(Exception):
+    def __init__(self, condition: str, message: str) -> None:
+        super().__init__(f"[{condition}] {message}")
+        self.condition = condition
+
+
+def source_error(kind: str, message: str) -> ChangelogSourceError:
+    return ChangelogSourceError(f"DELTA_CHANGELOG.{kind}", message)
+
+
+def option_error(kind: str, message: str) -> ChangelogSourceError:
+    return ChangelogSourceError(f"INVALID_CDC_OPTION.{kind}", message)

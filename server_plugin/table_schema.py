@@ -1,0 +1,54 @@
+"""Table schemas as the change feed sees them, and when an older one can be read as newer.
+
+Delta stores the schema as Spark's own StructType JSON, so it parses directly. Field
+metadata (comments, generation expressions) is not part of a change feed and is dropped.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
+
+from server_plugin.errors import source_error
+
+CHANGELOG_FIELDS = (
+    StructField("_change_type", StringType(), False),
+    StructField("_commit_version", LongType(), False),
+    StructField("_commit_timestamp", TimestampType(), False),
+)
+
+
+def table_schema(schema_string: str) -> StructType:
+    return StructType.fromJson(_without_metadata(json.loads(schema_string)))
+
+
+def changelog_schema(table: StructType) -> StructType:
+    return StructType([*table.fields, *CHANGELOG_FIELDS])
+
+
+def readable_as(older: StructType, newer: StructType) -> bool:
+    """Every column of ``older`` is in ``newer`` with the same type, and what ``newer``
+    adds is nullable: old files then read as ``newer`` with NULLs, nothing reinterpreted."""
+    columns = {f.name: f for f in newer.fields}
+    if any(f.name not in columns or columns[f.name].dataType != f.dataType for f in older):
+        return False
+    known = {f.name for f in older.fields}
+    return all(f.nullable for f in newer.fields if f.name not in known)
+
+
+def schema_changed(version: int, found: StructType, reading: StructType, why: str) -> Exception:
+    return source_error(
+        "SCHEMA_CHANGED",
+        f"Version {version} of the table has schema {found.simpleString()}, but this read "
+        f"uses {reading.simpleString()}; {why}",
+    )
+
+
+def _without_metadata(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_metadata(v) if k != "metadata" else {} for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without_metadata(v) for v in value]
+    return value

@@ -1,0 +1,152 @@
+"""Commits in version order, with the two things a change feed adds to them: a strictly
+increasing commit timestamp and the schema each commit's rows were written with.
+
+Timestamps are made monotonic the way Delta's history does it: a commit whose recorded
+time is not above its predecessor's gets the predecessor's + 1 ms. A downstream zero-delay
+watermark drops any commit that does not move time forward, so this is what keeps a
+stream lossless when writers' clocks disagree. The chain starts at the first version read
+and a stream carries it in its offsets, so a restart continues it exactly.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from zoneinfo import ZoneInfo
+
+from pyspark.sql.types import StructType
+
+from server_plugin.delta_log import Commit, DeltaLog, check_readable_protocol
+from server_plugin.errors import option_error, source_error
+from server_plugin.table_schema import table_schema
+
+log = logging.getLogger("delta_changelog")
+
+
+def next_timestamp(recorded_ms: int, previous_ms: int | None) -> int:
+    return recorded_ms if previous_ms is None or recorded_ms > previous_ms else previous_ms + 1
+
+
+@dataclass(frozen=True)
+class TimedCommit:
+    commit: Commit
+    timestamp_ms: int
+    schema: StructType  # the schema the commit's data files were written with
+
+
+class Timeline:
+    """Reads commits from a version on; tracks the schema in effect across them."""
+
+    def __init__(self, delta_log: DeltaLog, fail_on_data_loss: bool) -> None:
+        self.log = delta_log
+        self.fail_on_data_loss = fail_on_data_loss
+        self._schema_after: dict[int, StructType] = {}
+
+    def schema_at(self, version: int) -> StructType:
+        """The schema in effect after ``version`` (loads that snapshot once)."""
+        if version not in self._schema_after:
+            table = self.log.table(version)
+            self._schema_after[version] = table_schema(table.schema().to_json())
+        return self._schema_after[version]
+
+    def commits(
+        self,
+        first: int,
+        previous_ms: int | None,
+        last: int | None = None,
+        stop: Callable[[int], bool] | None = None,
+    ) -> Iterator[TimedCommit]:
+        """Commits ``first..last`` (or until the log ends); a missing commit file in the
+        middle is data loss (raised, or skipped with failOnDataLoss=false)."""
+        if last is not None and first > last:
+            return
+        version = first
+        schema = self.schema_at(first - 1) if first > 0 else None
+        while last is None or version <= last:
+            commit = self.log.commit(version)
+            if commit is None:
+                later = next((v for v in self.log.commit_versions() if v > version), None)
+                if later is None:  # the end of the log, not a gap
+                    return
+                self._data_loss(version, later)
+                version, schema = later, self.schema_at(later)
+                continue
+            if commit.metadata is not None:
+                check_readable_protocol(commit.protocol, commit.metadata)
+                schema = table_schema(commit.metadata["schemaString"])
+            elif commit.protocol is not None and schema is not None:
+                check_readable_protocol(commit.protocol, {})
+            if schema is None:
+                raise source_error("DATA_LOSS", f"Version {version} has no table schema.")
+            self._schema_after[version] = schema
+            previous_ms = next_timestamp(commit.timestamp_ms, previous_ms)
+            yield TimedCommit(commit, previous_ms, schema)
+            if stop is not None and stop(version):
+                return
+            version += 1
+
+    def _data_loss(self, version: int, next_available: int) -> None:
+        message = (
+            f"Commit {version} of '{self.log.uri}' is gone (its log file was cleaned up); "
+            f"the next available commit is {next_available}"
+        )
+        if self.fail_on_data_loss:
+            raise source_error(
+                "DATA_LOSS",
+                f"{message}. Start from version {next_available} or later, or set "
+                "failOnDataLoss=false to skip what is gone.",
+            )
+        log.warning("%s; skipping ahead because failOnDataLoss=false.", message)
+
+    # -- timestamps to versions --------------------------------------------------------
+
+    def first_at_or_after(self, timestamp_ms: int, versions: list[int]) -> int | None:
+        """The first commit recorded at or after the time (binary search over the log)."""
+        lo, hi = 0, len(versions)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self._recorded(versions[mid]) >= timestamp_ms:
+                hi = mid
+            else:
+                lo = mid + 1
+        return versions[lo] if lo < len(versions) else None
+
+    def last_at_or_before(self, timestamp_ms: int, versions: list[int]) -> int | None:
+        first_after = self.first_at_or_after(timestamp_ms + 1, versions)
+        if first_after is None:
+            return versions[-1] if versions else None
+        earlier = [v for v in versions if v < first_after]
+        return earlier[-1] if earlier else None
+
+    def _recorded(self, version: int) -> int:
+        commit = self.log.commit(version)
+        if commit is None:
+            raise source_error("DATA_LOSS", f"Commit {version} disappeared while being read.")
+        return commit.timestamp_ms
+
+
+def parse_timestamp_ms(option: str, text: str) -> int:
+    """A Spark timestamp string as epoch milliseconds; a string without a zone is UTC."""
+    value = text.strip()
+    zone = None
+    head, _, tail = value.rpartition(" ")
+    if head and ("/" in tail or tail in ("UTC", "GMT")):
+        value, zone = head, tail
+    if value.endswith("Z"):
+        value = value[:-1] + "+00:00"
+    try:
+        moment = datetime.fromisoformat(value)
+        if zone is not None:
+            moment = moment.replace(tzinfo=ZoneInfo(zone))
+    except (ValueError, KeyError) as error:
+        raise option_error(
+            "INVALID_TIMESTAMP",
+            f"Option '{option}' is not a timestamp: '{text}'. Use 'yyyy-MM-dd[ HH:mm:ss[.SSSSSS]]' "
+            "with an optional zone ('Z', '+02:00' or 'Europe/Paris'); no zone means UTC.",
+        ) from error
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    epoch = datetime(1970, 1, 1, tzinfo=timezone.utc)
+    return (moment - epoch) // timedelta(milliseconds=1)
