@@ -12,6 +12,7 @@ from rewrite.row_level import (
     group_aggregates,
     is_single_pair,
     keep_unless,
+    keyed,
     relabelled_change_type,
     row_image,
     same_row_version,
@@ -20,7 +21,8 @@ from rewrite.spec import ChangelogSpec
 
 
 def batch_row_level(df: DataFrame, spec: ChangelogSpec, passes: RowLevelPasses) -> DataFrame:
-    group = Window.partitionBy(*[F.col(c) for c in spec.row_id], F.col(COMMIT_VERSION))
+    df, key = keyed(df, spec.row_id)
+    group = Window.partitionBy(*key, F.col(COMMIT_VERSION))
     by_version = passes.carryover_removal and spec.row_version is not None
     aggregates = group_aggregates(spec.row_version if by_version else None)
     out = df.select("*", *[agg.over(group).alias(name) for name, agg in aggregates.items()])

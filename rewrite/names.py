@@ -25,6 +25,7 @@ MIN_IMAGE = HELPER_PREFIX + "min_image"
 MAX_IMAGE = HELPER_PREFIX + "max_image"
 EVENTS = HELPER_PREFIX + "events"
 IS_CARRYOVER = HELPER_PREFIX + "is_carryover"
+ROW_KEY = HELPER_PREFIX + "row_key"  # the whole-row identity of a feed without a row id
 # Net changes: the batch window's helpers, Spark's names.
 ROW_NUMBER = HELPER_PREFIX + "row_number"
 ROW_COUNT = HELPER_PREFIX + "row_count"
@@ -41,6 +42,7 @@ HELPERS = (
     MAX_IMAGE,
     EVENTS,
     IS_CARRYOVER,
+    ROW_KEY,
     ROW_NUMBER,
     ROW_COUNT,
     FIRST_CHANGE_TYPE,

@@ -14,7 +14,7 @@ from pyspark.sql.connect import functions as F
 from pyspark.sql.connect.column import Column
 from pyspark.sql.connect.dataframe import DataFrame
 
-from client.errors import invalid_option
+from client.errors import CdcAnalysisException, invalid_option
 from rewrite.batch import batch_row_level
 from rewrite.names import COMMIT_TIMESTAMP, COMMIT_VERSION, HELPER_PREFIX
 from rewrite.net_changes import batch_net_changes, streaming_net_changes
@@ -40,6 +40,14 @@ def post_process(
         opts.deduplication_mode is DeduplicationMode.NET_CHANGES
         and spec.contains_intermediate_changes
     )
+    if spec.row_id is None and (passes.update_detection or net):
+        raise CdcAnalysisException(
+            "INVALID_CHANGELOG_SCHEMA.MISSING_ROW_ID",
+            "Update detection (computeUpdates) and net changes need a row id, the column(s) "
+            "that identify a row across its versions: give one (ChangelogSpec(row_id=[...]), "
+            "or option('rowId', 'id') on ChangelogReader), or use the default "
+            "dropCarryovers without computeUpdates.",
+        )
     ranged = restrict_to_range(df, opts)
     if not (passes.any or net):
         return ranged

@@ -7,10 +7,12 @@ row image; update detection relabels a group's delete+insert pair as an update.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pyspark.sql.connect import functions as F
 from pyspark.sql.connect.column import Column
+from pyspark.sql.connect.dataframe import DataFrame
 
 from client.errors import contract_violation_message
 from rewrite.names import (
@@ -25,6 +27,7 @@ from rewrite.names import (
     MAX_RV,
     METADATA_COLUMNS,
     MIN_RV,
+    ROW_KEY,
     RV_CNT,
     UPDATE_POSTIMAGE,
     UPDATE_PREIMAGE,
@@ -98,6 +101,14 @@ def row_image(row: Column) -> Column:
     Equal rows give equal text; the text is only built for candidate pairs.
     """
     return F.to_json(row.dropFields(*METADATA_COLUMNS, *HELPERS), EXACT_JSON_OPTIONS)
+
+
+def keyed(df: DataFrame, row_id: Sequence[str] | None) -> tuple[DataFrame, list[Column]]:
+    """``df`` and the columns its groups are keyed by: the row id, or without one a helper
+    column holding the whole row's image (a star cannot appear in a grouping key)."""
+    if row_id is None:
+        return df.withColumn(ROW_KEY, row_image(F.struct("*"))), [F.col(ROW_KEY)]
+    return df, [F.col(c) for c in row_id]
 
 
 def relabelled_change_type() -> Column:

@@ -13,16 +13,21 @@ class ChangelogSpec:
     """Row identity and capabilities of a change feed, as a DSv2 ``Changelog`` declares them.
 
     ``row_version=None`` means carry-overs are found by comparing the two rows' images
-    (every non-metadata column) instead of a version column.
+    (every non-metadata column) instead of a version column. ``row_id=None`` is for feeds
+    without one: a row is identified by its whole content, which is enough to find
+    carry-overs (a delete and an insert of one identical row in one commit) but not
+    updates or net changes, which need to know that two different rows are one.
     """
 
-    row_id: Sequence[str]
+    row_id: Sequence[str] | None
     row_version: str | None = None
     contains_carryover_rows: bool = True
     represents_update_as_delete_and_insert: bool = True
     contains_intermediate_changes: bool = True
 
     def __post_init__(self) -> None:
+        if self.row_id is None:  # rows identified by their whole content
+            return
         row_id = (self.row_id,) if isinstance(self.row_id, str) else tuple(self.row_id)
         if not row_id or any(not isinstance(c, str) or not c.strip() for c in row_id):
             raise CdcAnalysisException(

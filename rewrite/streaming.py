@@ -28,6 +28,7 @@ from rewrite.row_level import (
     group_aggregates,
     is_single_pair,
     keep_unless,
+    keyed,
     relabelled_change_type,
     row_image,
     same_row_version,
@@ -36,11 +37,11 @@ from rewrite.spec import ChangelogSpec
 
 
 def streaming_row_level(df: DataFrame, spec: ChangelogSpec, passes: RowLevelPasses) -> DataFrame:
-    watermarked = with_commit_watermark(df)
+    watermarked, key = keyed(with_commit_watermark(df), spec.row_id)
     by_version = passes.carryover_removal and spec.row_version is not None
     aggregates = group_aggregates(spec.row_version if by_version else None)
     grouped = watermarked.groupBy(
-        *[F.col(c) for c in spec.row_id], F.col(COMMIT_VERSION), F.col(COMMIT_TIMESTAMP)
+        *key, F.col(COMMIT_VERSION), F.col(COMMIT_TIMESTAMP)
     ).agg(
         *[agg.alias(name) for name, agg in aggregates.items()],
         F.collect_list(F.struct("*")).alias(EVENTS),
