@@ -13,13 +13,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
 from pyspark.sql.types import StructType
 
 from server_plugin.delta_log import Commit, DeltaLog, check_readable_protocol
-from server_plugin.errors import option_error, source_error
+from server_plugin.errors import ChangelogSourceError, option_error, source_error
 from server_plugin.table_schema import table_schema
 
 log = logging.getLogger("delta_changelog")
@@ -47,9 +48,26 @@ class Timeline:
     def schema_at(self, version: int) -> StructType:
         """The schema in effect after ``version`` (loads that snapshot once)."""
         if version not in self._schema_after:
-            table = self.log.table(version)
+            try:
+                table = self.log.table(version)
+            except ChangelogSourceError:
+                table = self._table_with_schema_of(version)
             self._schema_after[version] = table_schema(table.schema().to_json())
         return self._schema_after[version]
+
+    def _table_with_schema_of(self, version: int) -> Any:
+        """When the log before ``version`` is cleaned up, its snapshot cannot be loaded, but
+        the latest one has its schema if no commit since changed it."""
+        latest = self.log.table()
+        for later in range(version + 1, latest.version() + 1):
+            commit = self.log.commit(later)
+            if commit is None or commit.metadata is not None:
+                raise source_error(
+                    "DATA_LOSS",
+                    f"The schema of version {version} cannot be determined: the log before it "
+                    "was cleaned up. Start from a later version.",
+                )
+        return latest
 
     def commits(
         self,
