@@ -150,10 +150,12 @@ def commit_file(path: str, version: int) -> Path:
     return Path(path) / "_delta_log" / f"{version:020d}.json"
 
 
-def append_commit(path: str, actions: list[dict[str, Any]]) -> int:
+def append_commit(
+    path: str, actions: list[dict[str, Any]], info: dict[str, Any] | None = None
+) -> int:
     """Write the next commit by hand (for log shapes delta-rs cannot produce)."""
     version = latest_version(path) + 1
-    info = {"commitInfo": {"timestamp": 1_800_000_000_000, "operation": "MANUAL"}}
+    info = {"commitInfo": info or {"timestamp": 1_800_000_000_000, "operation": "MANUAL"}}
     lines = [json.dumps(a) for a in [info, *actions]]
     commit_file(path, version).write_text("\n".join(lines) + "\n")
     return version

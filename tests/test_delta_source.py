@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -266,6 +267,37 @@ def test_cleaned_up_log_fails_or_is_skipped(spark: SparkSession, tmp_path: Path)
         read.load(path).collect()
     kept = read.option("failOnDataLoss", "false").load(path).collect()
     assert sorted((r.id, r._commit_version) for r in kept) == [(2, 2), (3, 3)]
+
+
+def test_commit_timestamps_prefer_in_commit_time_and_never_go_back(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    path = str(tmp_path / "t")
+    write_deltalake(path, rows([0]))
+    base = 1_900_000_000_000  # later than anything delta-rs wrote just now
+    for i, info in enumerate(
+        [
+            {"timestamp": base - 5, "inCommitTimestamp": base},  # in-commit time wins
+            {"timestamp": base - 100},  # behind its predecessor: predecessor + 1 ms
+            {"timestamp": base - 50},  # still behind: + 1 ms again
+            {"timestamp": base + 10},  # ahead again: as recorded
+        ],
+        start=1,
+    ):
+        add = dict(_first_add(path), path=_copy_data_file(path, i))
+        append_commit(path, [{"add": add}], info)
+    got = spark.read.format("delta_changelog").option("startingVersion", 1).load(path)
+    stamps = sorted(
+        (r._commit_version, int(r._commit_timestamp.timestamp() * 1000)) for r in got.collect()
+    )
+    assert stamps == [(1, base), (2, base + 1), (3, base + 2), (4, base + 10)]
+
+
+def _copy_data_file(path: str, i: int) -> str:
+    source = Path(path) / _first_add(path)["path"]
+    target = source.with_name(f"copy-{i}.parquet")
+    shutil.copy(source, target)
+    return str(target.relative_to(path))
 
 
 def test_registered_from_the_client(spark_remote: str, tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ batch, lossless restarts, the initial snapshot under a zero-delay watermark, fai
 from __future__ import annotations
 
 import itertools
+import os
 import shutil
 import time
 from collections import defaultdict
@@ -19,7 +20,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from client import ChangelogReader
-from tests.delta_tables import dml_partitioned, rows
+from tests.delta_tables import commit_file, dml_partitioned, rows
 from tests.feeds import collect_rows
 
 # Python sources get admission control and SupportsTriggerAvailableNow in Spark 4.2.
@@ -219,6 +220,30 @@ def test_checkpoint_of_another_table_is_refused(
     write_deltalake(path, rows(range(2)))  # same path, a new table
     with pytest.raises(StreamingQueryException, match="OFFSET_FROM_ANOTHER_TABLE"):
         run()
+
+
+def test_stream_over_a_cleaned_up_log_fails_or_skips(
+    spark: SparkSession, tmp_path: Path, query_name: str
+) -> None:
+    path = str(tmp_path / "t")
+    for i in range(4):
+        write_deltalake(path, rows([i]), mode="append")
+    DeltaTable(path).create_checkpoint()
+    for version in (0, 1):
+        os.remove(commit_file(path, version))
+
+    def run(**options: Any) -> list[int]:
+        stream = _raw_stream(spark, path, startingVersion=0, **options)
+        query = stream.writeStream.format("memory").queryName(query_name).start()
+        try:
+            query.processAllAvailable()
+        finally:
+            query.stop()
+        return sorted(r.id for r in spark.table(query_name).collect())
+
+    with pytest.raises(StreamingQueryException, match=r"DATA_LOSS.*Commit 0 "):
+        run()
+    assert run(failOnDataLoss=False) == [2, 3]
 
 
 def test_ending_bound_is_refused_for_a_stream(spark: SparkSession, tmp_path: Path) -> None:
