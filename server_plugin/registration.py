@@ -9,7 +9,14 @@ from typing import Any
 
 
 def register_by_value(spark: Any, source: type) -> None:
+    """Spark 4.1+ lets a session's registration shadow an installed source; 4.0 refuses,
+    and then the server's installed copy is the one used."""
     from pyspark import cloudpickle
+    from pyspark.errors import AnalysisException
 
     cloudpickle.register_pickle_by_value(sys.modules["server_plugin"])
-    spark.dataSource.register(source)
+    try:
+        spark.dataSource.register(source)
+    except AnalysisException as error:
+        if error.getCondition() != "DATA_SOURCE_ALREADY_EXISTS":
+            raise

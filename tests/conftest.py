@@ -66,10 +66,14 @@ def spark_remote(
 
 @pytest.fixture(scope="session")
 def spark(spark_remote: str) -> Iterator[SparkSession]:
+    from server_plugin.delta_changelog import register as register_delta_changelog
     from server_plugin.sample_changelog import register
 
     session = SparkSession.builder.remote(spark_remote).getOrCreate()
     register(session)
+    if os.environ.get("SPARK_REMOTE"):
+        # A server we did not start may lack the plugin; the local one discovers it.
+        register_delta_changelog(session)
     yield session
     session.stop()
 
