@@ -9,6 +9,7 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.connect.proto import Relation
 
+from client import ChangelogReader
 from rewrite import ChangelogSpec, post_process
 from rewrite.names import EVENTS
 from rewrite.plan_tree import reads_a_stream
@@ -106,3 +107,33 @@ def test_batch_plan_shape_is_a_window(spark: SparkSession) -> None:
     assert "aggregate" not in kinds and "with_watermark" not in kinds
     assert str(out._plan.plan(spark.client)).count("window {") >= 1
     assert not reads_a_stream(out)
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["batch", "streaming"])
+def test_changelog_reader_makes_no_server_round_trip(
+    spark: SparkSession, rpcs: CountingStub, streaming: bool
+) -> None:
+    reader = ChangelogReader(spark, streaming=streaming).options(
+        rowId="id", computeUpdates=True, startingVersion=2, maxFilesPerTrigger=5
+    )
+    reader.changes("/data/orders")
+    rpcs.calls.clear()
+    out = reader.changes("/data/orders")
+    read = str(out._plan.plan(spark.client))
+    assert rpcs.calls == []
+    assert reads_a_stream(out) == streaming
+    # The source gets the range (to skip commits) and its own options; not rowId/computeUpdates.
+    for sent in ('"delta_changelog"', '"startingVersion"', '"maxFilesPerTrigger"'):
+        assert sent in read
+    assert '"rowId"' not in read and '"computeUpdates"' not in read
+
+
+def test_changelog_reader_widens_a_zone_less_timestamp_for_the_source(
+    spark: SparkSession,
+) -> None:
+    reader = ChangelogReader(spark).options(
+        startingTimestamp="2024-05-01 12:00:00", endingTimestamp="2024-05-02T00:00:00Z"
+    )
+    plan = str(reader.changes("/t")._plan.plan(spark.client))
+    assert '"2024-04-30T18:00:00+00:00"' in plan  # 18 h earlier: any session time zone
+    assert '"2024-05-02T00:00:00+00:00"' in plan  # explicit zone: as given
