@@ -26,7 +26,10 @@ CHANGE_TYPE = "_change_type"
 COMMIT_VERSION = "_commit_version"
 COMMIT_TIMESTAMP = "_commit_timestamp"
 METADATA_COLUMNS = (CHANGE_TYPE, COMMIT_VERSION, COMMIT_TIMESTAMP)
-BATCH_ROWS = 64 * 1024
+# Arrow batches of about a million values: big enough to amortize the per-batch cost of the
+# Python-to-JVM hand-over (256k rows of 4 columns read ~10% faster than 64k), small enough
+# for wide tables.
+BATCH_VALUES = 1 << 20
 
 log = logging.getLogger("delta_changelog")
 
@@ -116,7 +119,8 @@ def read_task(
     for field in data_fields:
         if field.name in partition:
             constants[field.name] = _partition_value(partition[field.name], field.type)
-    for batch in parquet.iter_batches(batch_size=BATCH_ROWS, columns=wanted):
+    batch_rows = max(1024, BATCH_VALUES // max(1, len(wanted)))
+    for batch in parquet.iter_batches(batch_size=batch_rows, columns=wanted):
         rows = batch.num_rows
         columns = []
         for field in target:
