@@ -73,7 +73,7 @@ class DeltaChangelogSource(DataSource):
         if options.has_end:
             end = _batch_range(options, Timeline(delta_log, options.fail_on_data_loss))[1]
             if end != table.version():
-                table = delta_log.table(end)
+                table = delta_log.table(max(end, 0))
         schema = table_schema(table.schema().to_json())
         check_no_reserved_columns(schema)
         return changelog_schema(schema)

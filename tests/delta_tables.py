@@ -159,3 +159,21 @@ def append_commit(
     lines = [json.dumps(a) for a in [info, *actions]]
     commit_file(path, version).write_text("\n".join(lines) + "\n")
     return version
+
+
+def first_action(path: str, kind: str) -> dict[str, Any]:
+    """The first ``kind`` action ("add", "metaData", ...) of version 0."""
+    for line in commit_file(path, 0).read_text().splitlines():
+        action = json.loads(line)
+        if kind in action:
+            return action[kind]
+    raise AssertionError(f"no {kind} action in version 0")
+
+
+def log_cleaned_up_before_version_2(path: str) -> None:
+    """Four one-row appends, a checkpoint at 3, commit files 0 and 1 gone (log cleanup)."""
+    for i in range(4):
+        write_deltalake(path, rows([i]), mode="append")
+    DeltaTable(path).create_checkpoint()
+    for version in (0, 1):
+        commit_file(path, version).unlink()

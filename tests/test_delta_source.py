@@ -6,8 +6,6 @@ The key invariant, for every version v of every scenario: the post-processed cha
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
 from collections import defaultdict
 from pathlib import Path
@@ -32,9 +30,10 @@ from tests.delta_tables import (
     SCENARIOS,
     append_commit,
     apply_changes,
-    commit_file,
     dml,
+    first_action,
     latest_version,
+    log_cleaned_up_before_version_2,
     rows,
     snapshot,
 )
@@ -208,7 +207,7 @@ def test_not_a_delta_table(spark: SparkSession, tmp_path: Path) -> None:
 def test_column_mapping_is_refused_by_name(spark: SparkSession, tmp_path: Path) -> None:
     path = str(tmp_path / "t")
     write_deltalake(path, rows(range(3)))
-    metadata = _metadata(path)
+    metadata = first_action(path, "metaData")
     metadata["configuration"] = {"delta.columnMapping.mode": "name"}
     append_commit(path, [{"metaData": metadata}])
     with pytest.raises(Exception, match=r"UNSUPPORTED_TABLE_FEATURE.*columnMapping"):
@@ -218,7 +217,7 @@ def test_column_mapping_is_refused_by_name(spark: SparkSession, tmp_path: Path) 
 def test_deletion_vectors_are_refused_by_name(spark: SparkSession, tmp_path: Path) -> None:
     path = str(tmp_path / "t")
     write_deltalake(path, rows(range(3)))
-    add = _first_add(path)
+    add = first_action(path, "add")
     with_dv = dict(
         add,
         deletionVector={
@@ -257,11 +256,7 @@ def test_vacuumed_files_fail_or_are_skipped(spark: SparkSession, tmp_path: Path)
 
 def test_cleaned_up_log_fails_or_is_skipped(spark: SparkSession, tmp_path: Path) -> None:
     path = str(tmp_path / "t")
-    for i in range(4):
-        write_deltalake(path, rows([i]), mode="append")
-    DeltaTable(path).create_checkpoint()
-    for version in (0, 1):
-        os.remove(commit_file(path, version))
+    log_cleaned_up_before_version_2(path)
     read = spark.read.format("delta_changelog").option("startingVersion", 0)
     with pytest.raises(Exception, match=r"DATA_LOSS.*Commit 0 .*next available commit is 2"):
         read.load(path).collect()
@@ -284,7 +279,7 @@ def test_commit_timestamps_prefer_in_commit_time_and_never_go_back(
         ],
         start=1,
     ):
-        add = dict(_first_add(path), path=_copy_data_file(path, i))
+        add = dict(first_action(path, "add"), path=_copy_data_file(path, i))
         append_commit(path, [{"add": add}], info)
     got = spark.read.format("delta_changelog").option("startingVersion", 1).load(path)
     stamps = sorted(
@@ -294,7 +289,7 @@ def test_commit_timestamps_prefer_in_commit_time_and_never_go_back(
 
 
 def _copy_data_file(path: str, i: int) -> str:
-    source = Path(path) / _first_add(path)["path"]
+    source = Path(path) / first_action(path, "add")["path"]
     target = source.with_name(f"copy-{i}.parquet")
     shutil.copy(source, target)
     return str(target.relative_to(path))
@@ -313,19 +308,3 @@ def test_registered_from_the_client(spark_remote: str, tmp_path: Path) -> None:
         assert [(r.id, r._change_type) for r in got.collect()] == [(4, "delete")]
     finally:
         session.stop()
-
-
-def _metadata(path: str) -> dict[str, Any]:
-    for line in commit_file(path, 0).read_text().splitlines():
-        action = json.loads(line)
-        if "metaData" in action:
-            return action["metaData"]
-    raise AssertionError("no metaData in version 0")
-
-
-def _first_add(path: str) -> dict[str, Any]:
-    for line in commit_file(path, 0).read_text().splitlines():
-        action = json.loads(line)
-        if "add" in action:
-            return action["add"]
-    raise AssertionError("no add in version 0")

@@ -4,7 +4,6 @@ batch, lossless restarts, the initial snapshot under a zero-delay watermark, fai
 from __future__ import annotations
 
 import itertools
-import os
 import shutil
 import time
 from collections import defaultdict
@@ -20,7 +19,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from client import ChangelogReader
-from tests.delta_tables import commit_file, dml_partitioned, rows
+from tests.delta_tables import dml_partitioned, log_cleaned_up_before_version_2, rows
 from tests.feeds import collect_rows
 
 # Python sources get admission control and SupportsTriggerAvailableNow in Spark 4.2.
@@ -226,11 +225,7 @@ def test_stream_over_a_cleaned_up_log_fails_or_skips(
     spark: SparkSession, tmp_path: Path, query_name: str
 ) -> None:
     path = str(tmp_path / "t")
-    for i in range(4):
-        write_deltalake(path, rows([i]), mode="append")
-    DeltaTable(path).create_checkpoint()
-    for version in (0, 1):
-        os.remove(commit_file(path, version))
+    log_cleaned_up_before_version_2(path)
 
     def run(**options: Any) -> list[int]:
         stream = _raw_stream(spark, path, startingVersion=0, **options)
