@@ -40,9 +40,7 @@ def streaming_row_level(df: DataFrame, spec: ChangelogSpec, passes: RowLevelPass
     watermarked, key = keyed(with_commit_watermark(df), spec.row_id)
     by_version = passes.carryover_removal and spec.row_version is not None
     aggregates = group_aggregates(spec.row_version if by_version else None)
-    grouped = watermarked.groupBy(
-        *key, F.col(COMMIT_VERSION), F.col(COMMIT_TIMESTAMP)
-    ).agg(
+    grouped = watermarked.groupBy(*key, F.col(COMMIT_VERSION), F.col(COMMIT_TIMESTAMP)).agg(
         *[agg.alias(name) for name, agg in aggregates.items()],
         F.collect_list(F.struct("*")).alias(EVENTS),
     )

@@ -11,7 +11,7 @@ and a stream carries it in its offsets, so a restart continues it exactly.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -74,7 +74,6 @@ class Timeline:
         first: int,
         previous_ms: int | None,
         last: int | None = None,
-        stop: Callable[[int], bool] | None = None,
     ) -> Iterator[TimedCommit]:
         """Commits ``first..last`` (or until the log ends); a missing commit file in the
         middle is data loss (raised, or skipped with failOnDataLoss=false)."""
@@ -101,8 +100,6 @@ class Timeline:
             self._schema_after[version] = schema
             previous_ms = next_timestamp(commit.timestamp_ms, previous_ms)
             yield TimedCommit(commit, previous_ms, schema)
-            if stop is not None and stop(version):
-                return
             version += 1
 
     def _data_loss(self, version: int, next_available: int) -> None:
