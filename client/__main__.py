@@ -1,0 +1,7 @@
+"""``python -m client`` is ``spark-cdc``."""
+
+import sys
+
+from client.cli import main
+
+sys.exit(main())
