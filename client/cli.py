@@ -107,6 +107,7 @@ def _session(remote: str | None, token: str | None) -> Iterator[Any]:
 
     server = None
     if remote:
+        _check_reachable(remote)
         url = remote if not token or "token=" in remote else f"{remote.rstrip('/')}/;token={token}"
     else:
         print("Starting a local Spark Connect server on 127.0.0.1 ...", file=sys.stderr, flush=True)
@@ -125,6 +126,22 @@ def _session(remote: str | None, token: str | None) -> Iterator[Any]:
         finally:
             if server is not None:
                 server.stop()
+
+
+def _check_reachable(url: str) -> None:
+    """pyspark retries an unreachable server for minutes; a TCP probe answers at once."""
+    import socket
+    from urllib.parse import urlparse
+
+    address = urlparse(url.split(";")[0].replace("sc://", "http://", 1))
+    try:
+        with socket.create_connection((address.hostname or "localhost", address.port or 15002), 5):
+            pass
+    except OSError:
+        raise CliError(
+            f"Cannot reach the Spark Connect server at {address.hostname}:{address.port}: "
+            "is it running, and is the URL right?"
+        ) from None
 
 
 def follow(

@@ -1,0 +1,189 @@
+"""``spark-cdc`` end to end, as a user runs it: real processes, a real server, real tables."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from deltalake import DeltaTable, write_deltalake
+from pyspark.sql import SparkSession
+
+from client.local_server import free_port
+from tests.delta_tables import rows
+
+TOKEN = "s3cret-t0ken-for-tests"
+
+
+class Command:
+    """``python -m client ...`` with its output collected line by line."""
+
+    def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
+        self.lines: list[str] = []
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "client", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={**os.environ, **(env or {})},
+            start_new_session=True,
+        )
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    @property
+    def output(self) -> str:
+        return "\n".join(self.lines)
+
+    def wait_for(self, text: str, timeout: float = 240) -> None:
+        deadline = time.monotonic() + timeout
+        while text not in self.output:
+            if self.process.poll() is not None and not self._reader.is_alive():
+                raise AssertionError(
+                    f"exited {self.process.returncode} before {text!r}:\n{self.output}"
+                )
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no {text!r} within {timeout}s:\n{self.output}")
+            time.sleep(0.2)
+
+    def interrupt(self, timeout: float = 120) -> int:
+        """Ctrl-C, as a terminal sends it."""
+        os.killpg(self.process.pid, signal.SIGINT)
+        code = self.process.wait(timeout)
+        self._reader.join(10)
+        return code
+
+    def finish(self, timeout: float = 300) -> int:
+        code = self.process.wait(timeout)
+        self._reader.join(10)
+        return code
+
+
+@pytest.fixture(scope="module")
+def served() -> Iterator[tuple[int, Command]]:
+    port = free_port()
+    command = Command("serve", "--port", str(port), env={"SPARK_CDC_TOKEN": TOKEN})
+    try:
+        command.wait_for("Connect with:")
+        yield port, command
+    finally:
+        if command.process.poll() is None:
+            command.interrupt()
+
+
+def test_serve_needs_the_token_and_stops_on_ctrl_c(served: tuple[int, Command]) -> None:
+    port, command = served
+    with_token = SparkSession.builder.remote(f"sc://localhost:{port}/;token={TOKEN}").create()
+    try:
+        assert with_token.range(5).count() == 5
+    finally:
+        with_token.stop()
+    for url in (f"sc://localhost:{port}", f"sc://localhost:{port}/;token=wrong"):
+        refused = SparkSession.builder.remote(url).create()
+        try:
+            with pytest.raises(Exception, match=r"(?i)unauthenticated|token|authentication"):
+                refused.range(1).collect()
+        finally:
+            refused.stop()
+    assert f"sc://localhost:{port}/;token=<your token>" in command.output
+    assert command.interrupt() == 0
+    assert TOKEN not in command.output
+
+
+def test_wrong_token_is_one_sentence_without_the_token(tmp_path: Path) -> None:
+    port = free_port()
+    server = Command("serve", "--port", str(port), "--token", TOKEN)
+    try:
+        server.wait_for("Connect with:")
+        path = str(tmp_path / "t")
+        write_deltalake(path, rows(range(2)))
+        tail = Command(
+            "tail",
+            path,
+            "--row-id",
+            "id",
+            "--remote",
+            f"sc://localhost:{port}",
+            env={"SPARK_CDC_TOKEN": "not-" + TOKEN},
+        )
+        assert tail.finish() == 1
+        assert tail.lines == [
+            "spark-cdc: The server refused the connection: wrong or missing token "
+            "(set --token or $SPARK_CDC_TOKEN)."
+        ]
+    finally:
+        assert server.interrupt() == 0
+    assert TOKEN not in server.output
+
+
+def test_tail_follows_a_table_being_written(spark_remote: str, tmp_path: Path) -> None:
+    path = str(tmp_path / "orders")
+    write_deltalake(path, rows(range(3)))
+    tail = Command("tail", path, "--row-id", "id", "--remote", spark_remote)
+    try:
+        tail.wait_for("commit 0 ")
+        DeltaTable(path).update({"amount": "-1.0"}, predicate="id = 1")
+        write_deltalake(path, rows([7]), mode="append")
+        tail.wait_for("commit 2 ")
+    finally:
+        code = tail.interrupt()
+    assert code == 0, tail.output
+    text = tail.output
+    assert "update_preimage" in text and "update_postimage" in text
+    commit_1 = text[text.index("commit 1 ") : text.index("commit 2 ")]
+    assert commit_1.count("update_") == 2 and " insert " not in commit_1  # carry-overs gone
+    assert "Traceback" not in text
+
+
+@pytest.mark.parametrize(
+    ("args", "sentence"),
+    [
+        (["tail", "/no/such/table", "--row-id", "id"], "is not a Delta table"),
+        (["tail", "/t", "--row-id", "id", "--remote", "sc://localhost:{free}"], "Cannot reach"),
+        (["serve", "--port", "{taken}"], "already in use"),
+    ],
+)
+def test_errors_are_one_sentence_and_a_non_zero_exit(
+    spark_remote: str, args: list[str], sentence: str
+) -> None:
+    with socket_taken() as taken:
+        filled = [a.format(free=free_port(), taken=taken) for a in args]
+        if filled[0] == "tail" and "--remote" not in filled:
+            filled += ["--remote", spark_remote]
+        command = Command(*filled)
+        assert command.finish() == 1
+    assert len(command.lines) == 1 and command.lines[0].startswith("spark-cdc: "), command.output
+    assert sentence in command.lines[0]
+
+
+class socket_taken:
+    def __enter__(self) -> int:
+        import socket
+
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen()
+        return int(self.sock.getsockname()[1])
+
+    def __exit__(self, *exc: object) -> None:
+        self.sock.close()
+
+
+def test_demo_runs_the_main_job(spark_remote: str, tmp_path: Path) -> None:
+    demo = Command("demo", "--remote", spark_remote, "--seconds", "5", "--work-dir", str(tmp_path))
+    assert demo.finish() == 0, demo.output
+    text = demo.output
+    for expected in ("commit 0 ", "update_preimage", "update_postimage", "delete", "Done:"):
+        assert expected in text, text
+    assert "Traceback" not in text
