@@ -1,13 +1,14 @@
 """The test harness: one real Spark Connect server per session, never a mock.
 
-Order: ``SPARK_REMOTE`` if set; else a Docker-based server if an engine is reachable (the
-containers work fills that in); else a local server from the installed pyspark, on
-127.0.0.1 and a free port, stopped by its PID at the end. A failing test gets the tail of
+Order: ``SPARK_REMOTE`` if set; else the compose stack (compose/) when a Docker engine is
+reachable; else a local server from the installed pyspark, on 127.0.0.1 and a free port,
+stopped by its PID at the end. A failing test gets the tail of
 the local server's log in its report.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
@@ -26,6 +27,7 @@ TEST_SERVER_CONF = {"spark.sql.shuffle.partitions": "4"}
 _local_server: LocalServer | None = None
 
 
+@functools.lru_cache(maxsize=1)
 def docker_engine_reachable() -> bool:
     if shutil.which("docker") is None:
         return False
@@ -40,7 +42,7 @@ def server_choice() -> str:
         return f"using SPARK_REMOTE={url.split(';')[0]}"
     if not docker_engine_reachable():
         return "no Docker engine reachable: using a local Spark Connect server"
-    return "Docker engine found, but no container server is defined yet: using a local server"
+    return "Docker engine found: building and starting the compose stack (compose/)"
 
 
 @pytest.fixture(scope="session")
@@ -54,6 +56,12 @@ def spark_remote(
     url = os.environ.get("SPARK_REMOTE")
     if url:
         yield url
+        return
+    if docker_engine_reachable():
+        from tests.compose_server import compose_server
+
+        with compose_server(tmp_path_factory.getbasetemp()) as url:
+            yield url
         return
     log_path = tmp_path_factory.mktemp("server") / "server.log"
     _local_server = start_local_server(conf=TEST_SERVER_CONF, log_path=log_path)
