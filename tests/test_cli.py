@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -33,6 +34,9 @@ class Command:
             text=True,
             env={**os.environ, **(env or {})},
             start_new_session=True,
+            # As from a terminal: a runner that starts us in the background (SIGINT ignored,
+            # which children inherit) must not make Ctrl-C a no-op for the command.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -99,6 +103,8 @@ def test_serve_needs_the_token_and_stops_on_ctrl_c(served: tuple[int, Command]) 
     assert f"sc://localhost:{port}/;token=<your token>" in command.output
     assert command.interrupt() == 0
     assert TOKEN not in command.output
+    log = re.search(r"log: (\S+)\)", command.output)
+    assert log is not None and TOKEN not in Path(log.group(1)).read_text()
 
 
 def test_wrong_token_is_one_sentence_without_the_token(tmp_path: Path) -> None:
@@ -152,16 +158,18 @@ def test_tail_follows_a_table_being_written(spark_remote: str, tmp_path: Path) -
         (["tail", "/no/such/table", "--row-id", "id"], "is not a Delta table"),
         (["tail", "/t", "--row-id", "id", "--remote", "sc://localhost:{free}"], "Cannot reach"),
         (["serve", "--port", "{taken}"], "already in use"),
+        (["serve", "--port", "{free}"], "No Java found"),
     ],
 )
 def test_errors_are_one_sentence_and_a_non_zero_exit(
     spark_remote: str, args: list[str], sentence: str
 ) -> None:
+    no_java = {"PATH": str(Path(sys.executable).parent), "JAVA_HOME": ""}
     with socket_taken() as taken:
         filled = [a.format(free=free_port(), taken=taken) for a in args]
         if filled[0] == "tail" and "--remote" not in filled:
             filled += ["--remote", spark_remote]
-        command = Command(*filled)
+        command = Command(*filled, env=no_java if "Java" in sentence else None)
         assert command.finish() == 1
     assert len(command.lines) == 1 and command.lines[0].startswith("spark-cdc: "), command.output
     assert sentence in command.lines[0]
