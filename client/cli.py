@@ -162,28 +162,24 @@ def follow(
     feed = LiveFeed(df).start()
     started, total, last = time.monotonic(), 0, None
     tty = sys.stderr.isatty()
+
+    def show() -> None:
+        nonlocal total, last
+        for _, rows in feed.batches():
+            print_out(render(_ordered(rows, columns), columns))
+            total += len(rows)
+            last = max(((r["_commit_version"], r["_commit_timestamp"]) for r in rows), default=last)
+        if tty:
+            status = status_line(total, started, last)
+            print(f"\r{status}\033[K", end="", file=sys.stderr, flush=True)
+
     try:
-        while True:
+        while not until():
             feed.check()
-            for _, rows in feed.batches():
-                print_out(render(_ordered(rows, columns), columns))
-                total += len(rows)
-                last = max(
-                    ((r["_commit_version"], r["_commit_timestamp"]) for r in rows), default=last
-                )
-            if tty:
-                print(
-                    f"\r{status_line(total, started, last)}\033[K",
-                    end="",
-                    file=sys.stderr,
-                    flush=True,
-                )
-            if until():  # take what is left, then stop
-                feed.query.processAllAvailable()
-                for _, rows in feed.batches():
-                    print_out(render(_ordered(rows, columns), columns))
-                return
+            show()
             time.sleep(0.5)
+        feed.query.processAllAvailable()  # take what is left, then stop
+        show()
     finally:
         if tty:
             print(file=sys.stderr)
