@@ -193,8 +193,18 @@ def _ordered(rows: list[Any], columns: list[str]) -> list[Any]:
     """By commit, then row id, the before-image ahead of the after-image."""
     return sorted(
         rows,
-        key=lambda r: (r["_commit_version"], str(r[columns[0]]), _BEFORE_AFTER[r["_change_type"]]),
+        key=lambda r: (
+            r["_commit_version"],
+            _sortable(r[columns[0]]),
+            _BEFORE_AFTER[r["_change_type"]],
+        ),
     )
+
+
+def _sortable(value: Any) -> tuple[int, Any]:
+    """Numbers in numeric order, everything else as text after them."""
+    is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return (0, value) if is_number else (1, str(value))
 
 
 def _table_columns(spark: Any, table: str) -> list[str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 import uuid
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -84,7 +85,9 @@ class LiveFeed:
 
             shutil.rmtree(work_dir, ignore_errors=True)
 
-        self.df.sparkSession.range(1).foreach(remove)
+        with warnings.catch_warnings():  # pyspark warns that a foreach function has no hints
+            warnings.simplefilter("ignore", UserWarning)
+            self.df.sparkSession.range(1).foreach(remove)
 
 
 def render(rows: list[Any], columns: list[str]) -> str:
