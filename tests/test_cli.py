@@ -152,6 +152,25 @@ def test_tail_follows_a_table_being_written(spark_remote: str, tmp_path: Path) -
     assert "Traceback" not in text
 
 
+def test_tail_with_net_changes(spark_remote: str, tmp_path: Path) -> None:
+    path = str(tmp_path / "orders")
+    write_deltalake(path, rows(range(3)))  # v0: ids 0, 1, 2
+    DeltaTable(path).update({"amount": "5.0"}, predicate="id = 1")  # v1
+    DeltaTable(path).update({"amount": "6.0"}, predicate="id = 1")  # v2
+    DeltaTable(path).delete("id = 2")  # v3: inserted and deleted, so no net change
+    args = ["tail", path, "--row-id", "id", "--starting-version", "0", "--net-changes"]
+    tail = Command(*args, "--remote", spark_remote)
+    try:
+        tail.wait_for("commit 2 ")
+        time.sleep(3)  # anything else would have come with it
+    finally:
+        code = tail.interrupt()
+    assert code == 0, tail.output
+    changes = [line.split() for line in tail.lines if line.startswith("  insert")]
+    assert sorted((c[1], c[3]) for c in changes) == [("0", "0.0"), ("1", "6.0")], tail.output
+    assert "update_" not in tail.output and "delete" not in tail.output
+
+
 @pytest.mark.parametrize(
     ("args", "sentence"),
     [
