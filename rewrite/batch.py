@@ -30,6 +30,8 @@ def batch_row_level(df: DataFrame, spec: ChangelogSpec, passes: RowLevelPasses) 
     if passes.carryover_removal:
         if by_version:
             carryover = is_single_pair() & same_row_version()
+        elif spec.row_id is None:  # grouped by the row image: one image per group
+            carryover = is_single_pair()
         else:
             # Images are built only where a pair is possible: JSON text is not free.
             image = F.when(is_single_pair(), row_image(F.struct("*")))

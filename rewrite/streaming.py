@@ -22,6 +22,7 @@ from rewrite.names import (
     EVENTS,
     HELPERS,
     INS_CNT,
+    ROW_KEY,
 )
 from rewrite.row_level import (
     RowLevelPasses,
@@ -40,13 +41,17 @@ def streaming_row_level(df: DataFrame, spec: ChangelogSpec, passes: RowLevelPass
     watermarked, key = keyed(with_commit_watermark(df), spec.row_id)
     by_version = passes.carryover_removal and spec.row_version is not None
     aggregates = group_aggregates(spec.row_version if by_version else None)
+    # Without a row id the key already is the row image: the buffered rows need not hold it.
+    event = F.struct("*") if spec.row_id is not None else F.struct("*").dropFields(ROW_KEY)
     grouped = watermarked.groupBy(*key, F.col(COMMIT_VERSION), F.col(COMMIT_TIMESTAMP)).agg(
         *[agg.alias(name) for name, agg in aggregates.items()],
-        F.collect_list(F.struct("*")).alias(EVENTS),
+        F.collect_list(event).alias(EVENTS),
     )
     if passes.carryover_removal:
         if by_version:
             carryover = is_single_pair() & same_row_version()
+        elif spec.row_id is None:  # one image per group by construction
+            carryover = is_single_pair()
         else:
             distinct_images = F.array_distinct(F.transform(F.col(EVENTS), row_image))
             carryover = is_single_pair() & (F.size(distinct_images) == 1)

@@ -107,6 +107,21 @@ def test_post_processed_stream_equals_batch_and_drops_nothing(
     assert dropped and not any(dropped)
 
 
+def test_without_row_id_the_stream_drops_carry_overs_as_batch_does(
+    spark: SparkSession, tmp_path: Path, query_name: str
+) -> None:
+    path = str(tmp_path / "t")
+    dml_partitioned(path)
+    expected = ChangelogReader(spark).changes(path)
+    stream = ChangelogReader(spark, streaming=True).option("startingVersion", 0).changes(path)
+    query = stream.writeStream.format("memory").queryName(query_name).start()
+    query.processAllAvailable()
+    query.stop()
+    raw = spark.read.format("delta_changelog").option("startingVersion", 0).load(path)
+    assert collect_rows(spark.table(query_name)) == collect_rows(expected)
+    assert expected.count() < raw.count()  # carry-overs were there, and are gone
+
+
 def test_initial_snapshot_is_never_lost_to_the_watermark(
     spark: SparkSession, tmp_path: Path, query_name: str
 ) -> None:
