@@ -147,6 +147,8 @@ class DeltaChangelogStreamReader(_Reader, DataSourceStreamReader, *_AVAILABLE_NO
         self.started_at: int = table.version()  # later schema changes fail the stream
         self.target: int | None = None  # trigger(availableNow=True): the last version to read
         self.position: Offset | None = None  # 4.0/4.1 call latestOffset() without a start
+        # The files latestOffset admitted, for the partitions() call that plans that batch.
+        self._planned: tuple[Offset, Offset, list[FileTask]] | None = None
 
     def initialOffset(self) -> dict[str, Any]:
         options = self.options
@@ -180,7 +182,7 @@ class DeltaChangelogStreamReader(_Reader, DataSourceStreamReader, *_AVAILABLE_NO
             return Offset(self.table_id, pinned + 1, False, stamp)
         max_files, max_bytes = self._limits(limit)
         files = size = admitted = 0
-        end = start
+        end, batch = start, list[FileTask]()
         for timed in self.timeline.commits(start.version, start.previous_ms, last=self.target):
             problem = self._schema_problem(timed)
             if problem is not None:
@@ -193,6 +195,8 @@ class DeltaChangelogStreamReader(_Reader, DataSourceStreamReader, *_AVAILABLE_NO
                 break
             files, size, admitted = files + more_files, size + more_bytes, admitted + 1
             end = Offset(self.table_id, timed.commit.version + 1, False, timed.timestamp_ms)
+            batch += tasks
+        self._planned = (start, end, batch)
         return end
 
     def _limits(self, limit: Any) -> tuple[float, float]:
@@ -233,6 +237,8 @@ class DeltaChangelogStreamReader(_Reader, DataSourceStreamReader, *_AVAILABLE_NO
                 return []
             snapshot = last.version - 1
             return snapshot_tasks(self.log.table(snapshot), snapshot, last.previous_ms or 0)
+        if self._planned is not None and self._planned[:2] == (first, last):
+            return self._planned[2]  # already read and checked by latestOffset
         tasks: list[FileTask] = []
         for timed in self.timeline.commits(first.version, first.previous_ms, last.version - 1):
             problem = self._schema_problem(timed)
@@ -255,11 +261,15 @@ def _checked_table(delta_log: DeltaLog) -> Any:
     return table
 
 
-def _latest_version(delta_log: DeltaLog) -> int:
+def _commit_versions(delta_log: DeltaLog) -> list[int]:
     versions = delta_log.commit_versions()
     if not versions:
         raise source_error("NOT_A_DELTA_TABLE", f"'{delta_log.uri}' has no commits.")
-    return versions[-1]
+    return versions
+
+
+def _latest_version(delta_log: DeltaLog) -> int:
+    return _commit_versions(delta_log)[-1]
 
 
 def _starting_after_latest(version: int, latest: int) -> Exception:
@@ -281,9 +291,7 @@ def _first_version_from(options: SourceOptions, timeline: Timeline, versions: li
 
 def _batch_range(options: SourceOptions, timeline: Timeline) -> tuple[int, int]:
     """The versions a batch read covers; an empty range is ``first > last``."""
-    versions = timeline.log.commit_versions()
-    if not versions:
-        raise source_error("NOT_A_DELTA_TABLE", f"'{timeline.log.uri}' has no commits.")
+    versions = _commit_versions(timeline.log)
     latest = versions[-1]
     if options.starting_latest:
         raise option_error(
