@@ -28,8 +28,6 @@ def _spool_writer(spool: str, keep: int) -> Callable[[DataFrame, int], None]:
         import os
         import shutil
 
-        if batch.isEmpty():
-            return
         batch.write.mode("overwrite").parquet(f"{spool}/batch={batch_id:012d}")
         old = f"{spool}/batch={batch_id - keep:012d}"
         if batch_id >= keep and os.path.isdir(old):
@@ -66,9 +64,10 @@ class LiveFeed:
             self._next_batch += 1
             try:
                 rows = spark.read.parquet(f"{self.spool}/batch={batch_id:012d}").collect()
-            except AnalysisException:  # an empty micro-batch writes nothing
+            except AnalysisException:  # an empty micro-batch may leave no readable file
                 continue
-            yield batch_id, rows
+            if rows:
+                yield batch_id, rows
 
     def check(self) -> None:
         if self.query is not None and self.query.exception() is not None:
