@@ -49,7 +49,7 @@ def explain(error: BaseException) -> str:
     """One sentence for what the command line can run into."""
     text = str(error)
     lowered = text.lower()
-    if "unauthenticated" in lowered or "authentication" in lowered or "token" in lowered:
+    if "unauthenticated" in lowered or "authentication token" in lowered:
         return (
             "The server refused the connection: wrong or missing token "
             "(set --token or $SPARK_CDC_TOKEN)."
