@@ -27,6 +27,20 @@ TEST_SERVER_CONF = {"spark.sql.shuffle.partitions": "4"}
 _local_server: LocalServer | None = None
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--long",
+        action="store_true",
+        help="run the long variants of the reliability suite (more kills, longer writers)",
+    )
+
+
+@pytest.fixture(scope="session")
+def long_run(request: pytest.FixtureRequest) -> bool:
+    """True under ``--long``: reliability tests scale their rounds up."""
+    return bool(request.config.getoption("--long"))
+
+
 @functools.lru_cache(maxsize=1)
 def docker_engine_reachable() -> bool:
     if shutil.which("docker") is None:
