@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlparse
 
 import pyarrow.fs as pafs
 
-from server_plugin.errors import source_error
+from server_plugin.errors import corrupt_commit, source_error
 
 LOG_DIR = "_delta_log"
 
@@ -114,15 +115,17 @@ class DeltaLog:
         try:
             return DeltaTable(self.uri, version=version, storage_options=self.storage_options)
         except Exception as error:
+            self.check_commits_replayed_for(version)
+            reason = _first_line(error)
             if version is None or not DeltaTable.is_deltatable(self.uri, self.storage_options):
                 raise source_error(
                     "NOT_A_DELTA_TABLE",
-                    f"'{self.uri}' is not a Delta table the server can read ({error}). "
+                    f"'{self.uri}' is not a Delta table the server can read ({reason}). "
                     "Pass the table's root directory (the one holding _delta_log).",
                 ) from error
             raise source_error(
                 "DATA_LOSS",
-                f"Version {version} of '{self.uri}' can no longer be loaded ({error}); its log "
+                f"Version {version} of '{self.uri}' can no longer be loaded ({reason}); its log "
                 "was probably cleaned up. Start from a later version.",
             ) from error
 
@@ -133,18 +136,68 @@ class DeltaLog:
         path = self.location(commit_file(version))
         try:
             with self.fs.open_input_stream(path) as stream:
-                text = stream.read().decode("utf-8")
+                data = stream.read()
         except FileNotFoundError:
             return None
-        adds: list[FileAction] = []
-        removes: list[FileAction] = []
-        cdcs: list[FileAction] = []
-        info: dict[str, Any] = {}
-        metadata = protocol = None
-        for line in text.splitlines():
-            if not line.strip():
-                continue
+        try:
+            return parse_commit(version, data, lambda: self._modified_ms(path))
+        except ValueError as error:
+            where = f"{self.uri.rstrip('/')}/{commit_file(version)}"
+            raise corrupt_commit(version, self.uri, where, str(error)) from error
+
+    def _modified_ms(self, path: str) -> int:
+        mtime = self.fs.get_file_info(path).mtime
+        return int(mtime.timestamp() * 1000) if mtime else 0
+
+    def commit_versions(self) -> list[int]:
+        """Versions whose commit file exists, ascending (one listing of the log)."""
+        return self._log_versions(lambda rest: rest == "json")
+
+    def _log_versions(self, kind: Callable[[str], bool]) -> list[int]:
+        """Versions of the log files whose name after ``<version>.`` passes ``kind``."""
+        selector = pafs.FileSelector(self.location(LOG_DIR), allow_not_found=True)
+        versions = []
+        for info in self.fs.get_file_info(selector):
+            name = info.path.rsplit("/", 1)[-1]
+            stem, _, rest = name.partition(".")
+            if len(stem) == 20 and stem.isdigit() and kind(rest):
+                versions.append(int(stem))
+        return sorted(versions)
+
+    def check_commits_replayed_for(self, version: int | None) -> None:
+        """Raise CORRUPT_COMMIT for a damaged commit file that loading ``version`` (None:
+        the latest) replays, i.e. one after the last checkpoint at or before it.
+
+        Only called once delta-rs has failed to load the table: its error then says "Json
+        error" without naming the file, and a damaged commit is not "not a Delta table"."""
+        limit = float("inf") if version is None else version
+        checkpoints = self._log_versions(lambda rest: rest.startswith("checkpoint."))
+        after = max((v for v in checkpoints if v <= limit), default=-1)
+        for candidate in self.commit_versions():
+            if after < candidate <= limit:
+                self.commit(candidate)
+
+
+def parse_commit(version: int, data: bytes, file_time_ms: Callable[[], int]) -> Commit:
+    """A commit file's actions. Unknown action types are skipped, as Delta's readers do;
+    anything else that is not a well-formed action (a torn write, a non-JSON line, an
+    empty file: a commit holds at least one action) raises ValueError saying where.
+    ``file_time_ms`` is asked only when the commit records no time (very old writers)."""
+    adds: list[FileAction] = []
+    removes: list[FileAction] = []
+    cdcs: list[FileAction] = []
+    stamp: int | None = None
+    metadata = protocol = None
+    lines = data.decode("utf-8").splitlines()
+    if not any(line.strip() for line in lines):
+        raise ValueError("it is empty, but a commit holds at least one action")
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
             action = json.loads(line)
+            if not isinstance(action, dict):
+                raise ValueError(f"expected a JSON object, got {line.strip()[:40]!r}")
             if "add" in action:
                 adds.append(FileAction.from_json(action["add"]))
             elif "remove" in action:
@@ -153,28 +206,38 @@ class DeltaLog:
                 cdcs.append(FileAction.from_json(action["cdc"]))
             elif "commitInfo" in action:
                 info = action["commitInfo"] or {}
+                recorded = info.get("inCommitTimestamp", info.get("timestamp"))
+                stamp = None if recorded is None else int(recorded)
             elif "metaData" in action:
                 metadata = action["metaData"]
+                json.loads(metadata["schemaString"])
             elif "protocol" in action:
                 protocol = action["protocol"]
-        stamp = info.get("inCommitTimestamp", info.get("timestamp"))
-        if stamp is None:  # very old writers: the commit file's modification time
-            mtime = self.fs.get_file_info(path).mtime
-            stamp = int(mtime.timestamp() * 1000) if mtime else 0
-        return Commit(
-            version, int(stamp), tuple(adds), tuple(removes), tuple(cdcs), metadata, protocol
-        )
+        except (ValueError, KeyError, TypeError, AttributeError) as error:
+            raise ValueError(f"line {number} {_what_is_wrong(error)}") from error
+    return Commit(
+        version,
+        file_time_ms() if stamp is None else stamp,
+        tuple(adds),
+        tuple(removes),
+        tuple(cdcs),
+        metadata,
+        protocol,
+    )
 
-    def commit_versions(self) -> list[int]:
-        """Versions whose commit file exists, ascending (one listing of the log)."""
-        selector = pafs.FileSelector(self.location(LOG_DIR), allow_not_found=True)
-        versions = []
-        for info in self.fs.get_file_info(selector):
-            name = info.path.rsplit("/", 1)[-1]
-            stem, _, ext = name.partition(".")
-            if ext == "json" and len(stem) == 20 and stem.isdigit():
-                versions.append(int(stem))
-        return sorted(versions)
+
+def _what_is_wrong(error: Exception) -> str:
+    if isinstance(error, json.JSONDecodeError):
+        reason = error.msg.removesuffix(" at").removesuffix(" starting")
+        return f"is not JSON ({reason} at column {error.colno})"
+    if isinstance(error, KeyError):
+        return f"is not a valid action (missing field {error})"
+    return f"is not a valid action ({error})"
+
+
+def _first_line(error: Exception) -> str:
+    """delta-rs errors may carry a multi-line native backtrace; its first line says it."""
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
 def _local_path(uri: str) -> str | None:

@@ -20,3 +20,15 @@ def source_error(kind: str, message: str) -> ChangelogSourceError:
 
 def option_error(kind: str, message: str) -> ChangelogSourceError:
     return ChangelogSourceError(f"INVALID_CDC_OPTION.{kind}", message)
+
+
+def corrupt_commit(version: int, table: str, file: str, problem: str) -> ChangelogSourceError:
+    """Not data loss: the file is there but unreadable, so skipping it (failOnDataLoss=false)
+    would silently drop changes nobody can know; the fix is the file, not the query."""
+    return source_error(
+        "CORRUPT_COMMIT",
+        f"Commit {version} of '{table}' cannot be read: its log file '{file}' is damaged: "
+        f"{problem}. A commit file is written once and never changes, so the table's "
+        "transaction log is corrupt and failOnDataLoss=false does not skip it. Restore the "
+        "file from a backup or replica of the table, then rerun the query.",
+    )

@@ -50,7 +50,9 @@ class Timeline:
         if version not in self._schema_after:
             try:
                 table = self.log.table(version)
-            except ChangelogSourceError:
+            except ChangelogSourceError as error:
+                if error.condition != "DELTA_CHANGELOG.DATA_LOSS":
+                    raise  # a damaged log is not a cleaned-up one
                 table = self._table_with_schema_of(version)
             self._schema_after[version] = table_schema(table.schema().to_json())
         return self._schema_after[version]
