@@ -1,7 +1,8 @@
 """Refuse stream starts that a client-side CDC rewrite cannot serve correctly.
 
 Update/Complete output modes, and a ``withWatermark`` applied after the rewrite. The same
-hook gives a net changes stream the state store it needs.
+hook gives a net changes stream the state store it needs, and hands back a query watched
+for rows dropped behind the watermark (client/late_rows.py).
 
 Spark rejects them for its native CDC plans, but a 4.0/4.1 server accepts
 ``outputMode("update")`` on any streaming aggregation, so nothing there would stop a
@@ -19,6 +20,7 @@ from typing import Any
 from pyspark.sql.connect.streaming.readwriter import DataStreamWriter
 
 from client.errors import downstream_watermark, unsupported_output_mode
+from client.late_rows import watch
 from rewrite.net_changes import uses_transform_with_state
 from rewrite.plan_tree import contains_streaming_rewrite, watermark_above_streaming_rewrite
 
@@ -73,7 +75,8 @@ def install_output_mode_guard() -> None:
     def guarded_start(self: DataStreamWriter, *args: Any, **kwargs: Any) -> Any:
         check_output_mode(self, kwargs.get("outputMode"))
         with state_store_for(self):
-            return start(self, *args, **kwargs)
+            query = start(self, *args, **kwargs)
+        return watch(query) if contains_streaming_rewrite(self._write_stream) else query
 
     guarded_start._spark_cdc_guarded = True  # type: ignore[attr-defined]
     DataStreamWriter._start_internal = guarded_start  # type: ignore[method-assign]

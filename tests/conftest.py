@@ -15,10 +15,14 @@ import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
+from pyspark.sql.connect.streaming.query import StreamingQuery
+from pyspark.sql.connect.streaming.readwriter import DataStreamWriter
 
+from client.late_rows import first_drop
 from client.local_server import LocalServer, start_local_server
 
 # Small shuffle width: the streaming aggregate runs a task per partition each micro-batch.
@@ -110,13 +114,54 @@ def checkpoint(tmp_path: Path) -> str:
     return str(tmp_path / "checkpoint")
 
 
+_started: list[StreamingQuery] = []
+
+
+def _record_starts() -> None:
+    """Note every query a test starts, through the method all streaming starts go through."""
+    start = DataStreamWriter._start_internal
+
+    @functools.wraps(start)
+    def recorded(self: DataStreamWriter, *args: Any, **kwargs: Any) -> Any:
+        query = start(self, *args, **kwargs)
+        _started.append(query)
+        return query
+
+    DataStreamWriter._start_internal = recorded  # type: ignore[method-assign]
+
+
+_record_starts()
+
+
+def _on_harness_server(query: StreamingQuery, remote: str) -> bool:
+    """Whether the query's session is open on the harness server (a test may start and kill
+    servers of its own; asking a dead one would retry for minutes)."""
+    session = query._session
+    endpoint = remote.removeprefix("sc://").split("/")[0]
+    return not session.is_stopped and session.client._builder.endpoint == endpoint
+
+
 @pytest.fixture(autouse=True)
-def _stop_streams(request: pytest.FixtureRequest) -> Iterator[None]:
-    """No query outlives its test: a leftover stream holds a Python worker on the server."""
+def _streams_drop_nothing(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Every stream a test runs on the harness server drops no row behind the watermark
+    (Spark's silent loss), checked on the progress Spark keeps for it, and no query outlives
+    its test (a leftover stream holds a Python worker on the server)."""
+    _started.clear()
     yield
-    if "spark" in request.fixturenames:
-        session: SparkSession = request.getfixturevalue("spark")
-        for query in session.streams.active:
+    started, _started[:] = list(_started), []
+    if "spark_remote" not in request.fixturenames:
+        return
+    remote: str = request.getfixturevalue("spark_remote")
+    watched = [q for q in started if _on_harness_server(q, remote)]
+    if request.node.get_closest_marker("drops_late_rows") is None:
+        for query in watched:
+            drop = first_drop(query.recentProgress)
+            assert drop is None, (
+                f"query {query.name or query.id}: micro-batch {drop[0]} dropped {drop[1]} "
+                "row(s) behind the watermark"
+            )
+    for query in watched:
+        if query.isActive:
             query.stop()
 
 

@@ -1,0 +1,80 @@
+"""A feed breaking the timestamp contract fails the query loudly instead of losing rows.
+
+Spark drops rows at or below the watermark without an error; the client watches the
+progress of every stream holding a rewrite and turns the first drop into
+``CHANGELOG_CONTRACT_VIOLATION.ROWS_BEHIND_WATERMARK``.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from pyspark.errors import StreamingQueryException
+from pyspark.sql import SparkSession
+
+from client.late_rows import ROWS_BEHIND_WATERMARK, WatchedQuery
+from rewrite import ChangelogSpec, post_process
+from tests.feeds import BASE_TIME, collect_rows, expect, feed, row
+
+ID = ChangelogSpec(row_id=["id"])
+
+
+def _at(seconds: int, r: dict[str, Any]) -> dict[str, Any]:
+    return {**r, "_commit_timestamp": BASE_TIME + timedelta(seconds=seconds)}
+
+
+# Version 3 carries a timestamp below version 2's: once version 2 has moved the watermark,
+# Spark drops version 3's row.
+ON_TIME = [_at(10, row(1, "a", "insert", 1)), _at(20, row(2, "b", "insert", 2))]
+LATE = [_at(5, row(3, "c", "insert", 3))]
+
+
+def _start(spark: SparkSession, query_name: str) -> Any:
+    stream = post_process(feed(spark, ON_TIME + LATE, streaming=True), ID, {})
+    return stream.writeStream.format("memory").queryName(query_name).start()
+
+
+@pytest.mark.drops_late_rows
+def test_a_row_behind_the_watermark_fails_the_wait_and_stops_the_query(
+    spark: SparkSession, query_name: str
+) -> None:
+    query = _start(spark, query_name)
+    assert isinstance(query, WatchedQuery)
+    with pytest.raises(StreamingQueryException) as failure:
+        query.processAllAvailable()
+    assert failure.value.getCondition() == ROWS_BEHIND_WATERMARK
+    assert "dropped 1 row(s)" in str(failure.value)
+    assert not query.isActive
+    assert query.exception() is failure.value
+    # What was emitted before the drop stays; the dropped row is reported, not recovered.
+    assert collect_rows(spark.table(query_name)) == expect(ON_TIME)
+
+
+@pytest.mark.drops_late_rows
+def test_a_query_nobody_polls_is_stopped_by_the_listener(
+    spark: SparkSession, query_name: str
+) -> None:
+    query = _start(spark, query_name)
+    with pytest.raises(StreamingQueryException) as failure:
+        query.awaitTermination(240)  # returns only because the listener stopped the query
+    assert failure.value.getCondition() == ROWS_BEHIND_WATERMARK
+    assert not query.isActive
+
+
+def test_a_feed_keeping_the_contract_is_not_disturbed(spark: SparkSession, query_name: str) -> None:
+    on_time = [*ON_TIME, _at(30, row(3, "c", "insert", 3))]
+    stream = post_process(feed(spark, on_time, streaming=True), ID, {})
+    query = stream.writeStream.format("memory").queryName(query_name).start()
+    query.processAllAvailable()
+    assert query.exception() is None
+    query.stop()
+    assert collect_rows(spark.table(query_name)) == expect(on_time)
+
+
+def test_streams_without_a_rewrite_are_not_watched(spark: SparkSession, query_name: str) -> None:
+    stream = feed(spark, ON_TIME, streaming=True)
+    query = stream.writeStream.format("memory").queryName(query_name).start()
+    assert not isinstance(query, WatchedQuery)
+    query.stop()
