@@ -1,0 +1,1 @@
+"""Benchmarks: ``make bench`` (or ``./dev bench``) runs them and writes JSON plus a chart."""

@@ -1,0 +1,81 @@
+"""``python -m tests.bench`` (``make bench``): run the benchmarks on a local Spark Connect
+server, write ``results.json`` and ``chart.png``, print the table the README shows.
+
+    python -m tests.bench [--only streaming,batch,...] [--quick] [--reps N] [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from client.local_server import start_local_server
+from tests.bench.common import Bench, Figure
+from tests.bench.machine import describe_machine
+from tests.bench.report import draw_chart, table
+
+BENCHMARKS = ("streaming", "batch", "delta_source", "latency", "scaling")
+
+# The server settings the benchmarks run with, recorded with the results; README documents
+# why each one matters for CDC post-processing.
+SERVER_CONF = {
+    "spark.sql.shuffle.partitions": "4",
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.bench", description=__doc__)
+    parser.add_argument("--only", default=",".join(BENCHMARKS), help="comma-separated names")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run")
+    parser.add_argument("--reps", type=int, default=3, help="repetitions per side (median)")
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    parser.add_argument("--work", type=Path, help="folder for tables (kept between runs)")
+    args = parser.parse_args(argv)
+    names = [n.strip() for n in args.only.split(",") if n.strip()]
+    unknown = sorted(set(names) - set(BENCHMARKS))
+    if unknown:
+        parser.error(f"unknown benchmark(s) {unknown}; choose from {', '.join(BENCHMARKS)}")
+
+    work = args.work or Path(tempfile.gettempdir()) / "spark-cdc-bench"
+    work.mkdir(parents=True, exist_ok=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    server = start_local_server(conf=SERVER_CONF, log_path=work / "server.log")
+    started = time.time()
+    figures: list[Figure] = []
+    try:
+        spark = SparkSession.builder.remote(server.url).getOrCreate()
+        bench = Bench(spark=spark, work=work, reps=1 if args.quick else args.reps, quick=args.quick)
+        for name in names:
+            module = importlib.import_module(f"tests.bench.{name}")
+            print(f"== {name}", flush=True)
+            for figure in module.run(bench):
+                figures.append(figure)
+                print(f"   {figure.case}: {figure.ratio_label} = {figure.ratio}", flush=True)
+        spark.stop()
+    finally:
+        server.stop()
+
+    results = {
+        "machine": describe_machine(),
+        "server_conf": SERVER_CONF,
+        "quick": args.quick,
+        "reps": 1 if args.quick else args.reps,
+        "seconds": round(time.time() - started, 1),
+        "figures": [f.as_json() for f in figures],
+    }
+    (args.out / "results.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
+    draw_chart(figures, args.out / "chart.png")
+    print(table(figures))
+    print(f"wrote {args.out / 'results.json'} and {args.out / 'chart.png'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,72 @@
+"""What every benchmark shares: the session it runs in, interleaved timing, one result type.
+
+Each figure is a ratio of two runs made in the same process, repeated with the two sides
+interleaved (so drift of a loaded machine hits both), and reported as the median.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+
+@dataclass
+class Bench:
+    """A benchmark's world: one session on the local server, a work folder, the run's size."""
+
+    spark: SparkSession
+    work: Path
+    reps: int
+    quick: bool  # small sizes: proves the benchmark runs, measures nothing worth quoting
+
+    def folder(self, name: str) -> Path:
+        path = self.work / name
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+
+@dataclass
+class Figure:
+    """One line of the results table (and one bar of the chart)."""
+
+    benchmark: str  # "streaming", "batch", "delta_source", "latency", "scaling"
+    case: str  # what varies, in words: "100k rows/commit, 5 columns"
+    ratio_label: str  # how the headline number is formed: "(b)/(a)"
+    ratio: float | None  # the headline number (a ratio, or seconds/rows where said)
+    target: str | None = None  # "≥ 0.4", or None when the issue sets none
+    met: bool | None = None
+    medians: dict[str, float] = field(default_factory=dict)  # per side, e.g. rows/s
+    samples: dict[str, list[float]] = field(default_factory=dict)
+    notes: str = ""
+
+    def as_json(self) -> dict[str, Any]:
+        return self.__dict__.copy()
+
+
+def seconds(action: Callable[[], Any]) -> float:
+    started = time.perf_counter()
+    action()
+    return time.perf_counter() - started
+
+
+def interleaved(runs: Mapping[str, Callable[[], float]], reps: int) -> dict[str, list[float]]:
+    """Run each side ``reps`` times, alternating sides; each run returns its own measure."""
+    samples: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(reps):
+        for name, run in runs.items():
+            samples[name].append(run())
+    return samples
+
+
+def medians(samples: Mapping[str, list[float]]) -> dict[str, float]:
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def at_least(value: float | None, target: float) -> bool | None:
+    return None if value is None else value >= target
