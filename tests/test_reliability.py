@@ -1,0 +1,432 @@
+"""Reliability: break the pipeline on purpose and prove no change is lost or duplicated.
+
+A Delta table is written by a background thread (tests/writer.py: appends, copy-on-write
+updates, deletes, merges, compactions, checkpoints) while its post-processed change feed
+streams into Spark's parquet file sink, which is exactly-once through its ``_spark_metadata``
+log. The stream is stopped at random points, its server is killed with SIGKILL, several
+streams and several clients run at once; at the end every output must equal, as a multiset
+and with the same schema, what a batch read of the same table gives. Streaming restarts are
+exactly-once only if the source serves the same rows for an offset range every time and
+keeps commits whole across restarts, and if the rewrite's state and watermark survive them:
+these tests are what shows that, under a real server and real concurrent writes.
+
+Random choices are seeded; the seed is printed (``RELIABILITY_SEED=<seed>`` replays the same
+choices, though not the same timing). ``--long`` runs more rounds and more kills.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import pytest
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.connect.session import SparkSession as ConnectSession
+from pyspark.sql.streaming import StreamingQuery
+
+from client import ChangelogReader
+from client.local_server import LocalServer, start_local_server
+from client.output_mode_guard import (
+    DEFAULT_STATE_STORE,
+    ROCKSDB_STATE_STORE,
+    STATE_STORE_PROVIDER,
+)
+from tests.delta_tables import apply_changes, latest_version, snapshot
+from tests.feeds import as_tuples, collect_rows, model_post_process
+from tests.writer import TableWriter
+
+PROCESSED = {"rowId": "id", "computeUpdates": True}
+SERVER_CONF = {"spark.sql.shuffle.partitions": "4"}
+CHANGE_TYPES = {"insert", "delete", "update_preimage", "update_postimage"}
+
+
+@pytest.fixture
+def seed() -> int:
+    value = int(os.environ.get("RELIABILITY_SEED") or random.randrange(2**32))
+    print(f"reliability seed: {value} (RELIABILITY_SEED={value} replays the same choices)")
+    return value
+
+
+@pytest.fixture
+def default_session(spark: SparkSession) -> Iterator[SparkSession]:
+    """Sessions created here become pyspark's default and active session (``create()`` sets
+    both, and pyspark consults them, e.g. when it builds a UDF); give the harness session
+    its place back afterwards so later tests never talk to a stopped or killed server."""
+    yield spark
+    ConnectSession._set_default_and_active_session(spark)  # type: ignore[arg-type]
+
+
+def _stream(spark: SparkSession, path: str, **options: Any) -> DataFrame:
+    reader = ChangelogReader(spark, streaming=True).options(**PROCESSED, startingVersion=0)
+    return reader.options(**options).changes(path)
+
+
+def _start(df: DataFrame, out: str, checkpoint: str) -> StreamingQuery:
+    return df.writeStream.format("parquet").option("checkpointLocation", checkpoint).start(out)
+
+
+def _batch_log(checkpoint: str, out: str) -> tuple[int, int, int]:
+    """(planned, written, committed) micro-batches: the sizes of the checkpoint's offset log,
+    the sink's ``_spark_metadata`` log and the checkpoint's commit log. A planned batch
+    without a commit is one the query was stopped (or killed) in."""
+
+    def count(log: Path) -> int:  # the last batch id + 1: old entries get purged
+        names = os.listdir(log) if log.is_dir() else []
+        ids = [
+            int(n.removesuffix(".compact")) for n in names if n.removesuffix(".compact").isdigit()
+        ]
+        return max(ids, default=-1) + 1
+
+    return (
+        count(Path(checkpoint) / "offsets"),
+        count(Path(out) / "_spark_metadata"),
+        count(Path(checkpoint) / "commits"),
+    )
+
+
+def _stop_point(before: tuple[int, int, int], after: tuple[int, int, int]) -> str:
+    """Where in the micro-batch cycle a stop or kill landed, from the logs it left."""
+    planned, written, committed = after
+    if planned == committed:
+        where = "between batches"
+    elif written > committed:
+        where = "after the sink's log, before the commit log"
+    else:
+        where = "mid-batch"
+    return where + (", no batch completed" if committed == before[2] else "")
+
+
+def _fields(df: DataFrame) -> list[tuple[str, Any]]:
+    return [(f.name, f.dataType) for f in df.schema.fields]
+
+
+def _assert_same_changes(got: DataFrame, expected: DataFrame, context: str) -> list[Any]:
+    """Equal as multisets, with the same column names and types (a parquet read reports
+    every column nullable, so nullability is not compared). Returns the expected rows."""
+    assert _fields(got) == _fields(expected), context
+    got_rows, want = collect_rows(got), collect_rows(expected)
+    lost, extra = Counter(want) - Counter(got_rows), Counter(got_rows) - Counter(want)
+    assert not lost and not extra, (
+        f"{context}: {sum(lost.values())} rows lost {sorted(lost)[:10]}, "
+        f"{sum(extra.values())} duplicated or unexpected {sorted(extra)[:10]}"
+    )
+    assert got_rows == want, context
+    return want
+
+
+def test_stream_stopped_at_random_points_loses_and_duplicates_nothing(
+    spark: SparkSession, tmp_path: Path, long_run: bool, seed: int
+) -> None:
+    """K rounds of start, run 0-3 s, stop, on one checkpoint, while the table is written;
+    then one run to the end. A stop can land before the query plans its first batch, while
+    the source reads, while the sink writes, between the sink's log and the commit log."""
+    rng = random.Random(seed)
+    rounds = 100 if long_run else 20
+    path, out, checkpoint = (str(tmp_path / name) for name in ("orders", "out", "cp"))
+    writer = TableWriter(path, seed, pause=(0.1, 0.6))
+    outcomes: Counter[str] = Counter()
+    with writer:
+        for _ in range(rounds):
+            limit = rng.choice([1, 2, 4, 1000])  # files per micro-batch: more or fewer batches
+            before = _batch_log(checkpoint, out)
+            query = _start(_stream(spark, path, maxFilesPerTrigger=limit), out, checkpoint)
+            # A wait that also ends early if the query fails (reported right below).
+            query.awaitTermination(rng.uniform(0.0, 3.0))
+            query.stop()
+            assert query.exception() is None, f"seed {seed}: {query.exception()}"
+            outcomes[_stop_point(before, _batch_log(checkpoint, out))] += 1
+    query = _start(_stream(spark, path), out, checkpoint)
+    query.processAllAvailable()
+    query.stop()
+    print(
+        f"writer: {writer.stats}; stops: {dict(outcomes)}; batches: {_batch_log(checkpoint, out)}"
+    )
+
+    expected = ChangelogReader(spark).options(**PROCESSED).changes(path)
+    want = _assert_same_changes(spark.read.parquet(out), expected, f"seed {seed}")
+    assert {r[-3] for r in want} == CHANGE_TYPES  # updates, deletes and inserts all flowed
+
+
+# ----------------------------------------------------------------------------------------
+# The server killed with SIGKILL.
+# ----------------------------------------------------------------------------------------
+
+
+@contextmanager
+def _dedicated_server(tmp_path: Path, name: str) -> Iterator[tuple[LocalServer, SparkSession]]:
+    """A server of our own and a session on it, both always ended. A session whose server
+    is gone is dropped without ReleaseSession: pyspark retries an unreachable server for
+    minutes, and there is nothing left to release."""
+    server = start_local_server(
+        conf=SERVER_CONF, log_path=tmp_path / f"{name}.log", driver_memory="2g"
+    )
+    session: SparkSession | None = None
+    try:
+        session = SparkSession.builder.remote(server.url).create()
+        yield server, session
+    finally:
+        if session is not None:
+            session.release_session_on_close = server.alive()
+            session.stop()
+        server.stop()
+
+
+def _wait_until_in_flight(
+    query: StreamingQuery, checkpoint: str, out: str, committed: int, timeout: float = 300
+) -> None:
+    """Block until at least ``committed`` micro-batches are committed and the next one is
+    planned but not committed: the query is inside a batch. Reads only the checkpoint, so
+    the server is never asked anything at the moment it is killed."""
+    deadline = time.monotonic() + timeout
+    polls = 0
+    while True:
+        planned, _, done = _batch_log(checkpoint, out)
+        if done >= committed and planned > done:
+            return
+        polls += 1
+        if polls % 20 == 0:  # about once a second: a failed query never gets there
+            assert query.isActive, f"the query ended: {query.exception()}"
+        assert time.monotonic() < deadline, f"no batch in flight within {timeout:.0f}s"
+        time.sleep(0.05)
+
+
+def _kill(server: LocalServer) -> int:
+    """SIGKILL the server's whole process group (spark-submit, the JVM, its Python workers
+    in that group); return the server process's exit status."""
+    os.killpg(server.process.pid, signal.SIGKILL)
+    return server.process.wait(timeout=60)
+
+
+def test_server_killed_mid_batch_resumes_on_a_new_server_without_loss_or_duplicates(
+    spark: SparkSession, default_session: SparkSession, tmp_path: Path, long_run: bool, seed: int
+) -> None:
+    """kill -9 of the server while a micro-batch runs (no shutdown hook, no stop: offsets
+    logged, sink files half written, state not committed), then a new server and session
+    resume from the same checkpoint. The writer keeps committing while no server runs."""
+    rng = random.Random(seed)
+    kills = 3 if long_run else 1
+    path, out, checkpoint = (str(tmp_path / name) for name in ("orders", "out", "cp"))
+    kill_points: list[str] = []
+    with TableWriter(path, seed, pause=(0.1, 0.5)) as writer:
+        for life in range(kills):
+            with _dedicated_server(tmp_path, f"server-{life}") as (server, session):
+                limit = rng.choice([1, 2, 4])
+                query = _start(_stream(session, path, maxFilesPerTrigger=limit), out, checkpoint)
+                before = _batch_log(checkpoint, out)
+                _wait_until_in_flight(query, checkpoint, out, committed=before[2] + 1)
+                time.sleep(rng.uniform(0.0, 0.5))  # somewhere inside the batch
+                assert _kill(server) == -signal.SIGKILL
+                kill_points.append(_stop_point(before, _batch_log(checkpoint, out)))
+        with _dedicated_server(tmp_path, "server-last") as (server, session):
+            query = _start(_stream(session, path), out, checkpoint)
+            writer.wait_for_commits(writer.stats.commits + 5)  # commits after the restart too
+            writer.stop()
+            query.processAllAvailable()
+            query.stop()
+            assert query.exception() is None
+    print(f"writer: {writer.stats}; kills: {kill_points}; batches: {_batch_log(checkpoint, out)}")
+
+    expected = ChangelogReader(spark).options(**PROCESSED).changes(path)
+    want = _assert_same_changes(spark.read.parquet(out), expected, f"seed {seed}")
+    assert {r[-3] for r in want} == CHANGE_TYPES
+
+
+# ----------------------------------------------------------------------------------------
+# Concurrency: several streams on one table, several clients on one server.
+# ----------------------------------------------------------------------------------------
+
+NET = {"rowId": "id", "deduplicationMode": "netChanges", "computeUpdates": True}
+
+
+def _replayed(changes: DataFrame) -> Counter[tuple[Any, ...]]:
+    """The table a change feed rebuilds from nothing: +1 per insert/postimage row image,
+    -1 per delete/preimage (order does not matter for a multiset)."""
+    columns = [c for c in changes.columns if not c.startswith("_")]
+    return apply_changes(Counter(), [r.asDict() for r in changes.collect()], columns)
+
+
+def test_three_streams_over_one_table_being_written_each_get_their_own_result(
+    spark: SparkSession, tmp_path: Path, seed: int
+) -> None:
+    """Three queries read one table while it is written: post-processed with updates,
+    the raw source, net changes. Each has its own source instance, offsets, state and
+    watermark; nothing may leak from one to another. The first two equal their batch
+    reads. Streaming net changes differ from batch by design (README: an id touched again
+    after its emission opens a new window) but must rebuild the same table: replayed, it
+    equals the table's last snapshot, as the batch net changes do."""
+    path = str(tmp_path / "orders")
+    with TableWriter(path, seed, pause=(0.05, 0.3)) as writer:
+        streams = {
+            "updates": _stream(spark, path, maxFilesPerTrigger=2),
+            "raw": spark.readStream.format("delta_changelog")
+            .options(startingVersion=0, maxFilesPerTrigger=1)
+            .load(path),
+            "net": ChangelogReader(spark, streaming=True)
+            .options(**NET, startingVersion=0)
+            .changes(path),
+        }
+        queries = {
+            name: _start(df, str(tmp_path / name), str(tmp_path / f"{name}-cp"))
+            for name, df in streams.items()
+        }
+        writer.wait_for_commits(40)
+        writer.stop()
+        for query in queries.values():
+            query.processAllAvailable()
+        for name, query in queries.items():
+            query.stop()
+            assert query.exception() is None, f"{name}: {query.exception()}"
+    print(f"writer: {writer.stats}")
+
+    def out(name: str) -> DataFrame:
+        return spark.read.parquet(str(tmp_path / name))
+
+    batch = ChangelogReader(spark).options(**PROCESSED).changes(path)
+    _assert_same_changes(out("updates"), batch, f"seed {seed}, updates")
+    raw = spark.read.format("delta_changelog").load(path)
+    _assert_same_changes(out("raw"), raw, f"seed {seed}, raw source")
+    batch_net = ChangelogReader(spark).options(**NET).changes(path)
+    assert _fields(out("net")) == _fields(batch_net)
+    columns = [c for c in batch_net.columns if not c.startswith("_")]
+    final = snapshot(path, latest_version(path), columns)
+    assert _replayed(batch_net) == final
+    assert _replayed(out("net")) == final, f"seed {seed}, net changes"
+
+
+TIME_ZONE = "spark.sql.session.timeZone"
+CLIENT_KEY = "spark.cdc.reliability.client"
+# One client per row: its session time zone. The zones are hours apart, so a client that
+# read another's zone would move its timestamp bound by hours and get another result.
+CLIENTS = {
+    "batch-updates": "UTC",
+    "stream-updates": "America/Los_Angeles",
+    "stream-net": "Asia/Tokyo",
+    "batch-net-by-time": "Asia/Kolkata",
+}
+
+
+def _state_store_of(checkpoint: str) -> str:
+    """The state store a query started with, as its first offset log entry records it."""
+    metadata = (Path(checkpoint) / "offsets" / "0").read_text().splitlines()[1]
+    return json.loads(metadata)["conf"][STATE_STORE_PROVIDER]
+
+
+def test_four_clients_on_one_server_get_correct_and_independent_results(
+    spark: SparkSession,
+    spark_remote: str,
+    default_session: SparkSession,
+    tmp_path: Path,
+    seed: int,
+) -> None:
+    """Four threads, each with its own session on the harness server, run different
+    post-processing at the same time, each on its own table: batch updates on a table with
+    the change data feed on, a stream of updates over a table being written, a stream of
+    net changes, batch net changes bounded by a zone-less timestamp. Each result equals one
+    computed independently afterwards; each session keeps its own time zone, settings,
+    temporary view names (both streams use the memory sink name "changes") and state store
+    (the net changes start switches only its own session to RocksDB, for one command)."""
+    tables = {name: str(tmp_path / name) for name in CLIENTS}
+    for offset, name in enumerate(("batch-updates", "stream-net", "batch-net-by-time")):
+        TableWriter(tables[name], seed + offset, cdf=name == "batch-updates").write(30)
+    live = TableWriter(tables["stream-updates"], seed + 3, pause=(0.05, 0.3)).create()
+    # The time bound: the first commit from version 10 on that has rows, as a wall-clock
+    # time in the client's zone (collect() gives the client machine's local time).
+    raw = spark.read.format("delta_changelog").load(tables["batch-net-by-time"])
+    first = raw.where(F.col("_commit_version") >= 10).orderBy("_commit_version").first()
+    assert first is not None
+    bound_version = first["_commit_version"]
+    wall_clock = first["_commit_timestamp"].astimezone(ZoneInfo(CLIENTS["batch-net-by-time"]))
+    bound = wall_clock.strftime("%Y-%m-%d %H:%M:%S.%f")
+    checkpoints = {name: str(tmp_path / f"{name}-cp") for name in CLIENTS}
+    barrier = threading.Barrier(len(CLIENTS), timeout=300)
+
+    def stream_into_memory(df: DataFrame, name: str) -> StreamingQuery:
+        writer = df.writeStream.format("memory").queryName("changes")
+        return writer.option("checkpointLocation", checkpoints[name]).start()
+
+    def work(session: SparkSession, name: str) -> DataFrame:
+        table = tables[name]
+        if name == "batch-updates":
+            return ChangelogReader(session).options(**PROCESSED).changes(table)
+        if name == "batch-net-by-time":
+            reader = ChangelogReader(session).options(**NET, startingTimestamp=bound)
+            return reader.changes(table)
+        if name == "stream-updates":
+            with live:
+                query = stream_into_memory(_stream(session, table), name)
+                live.wait_for_commits(30)
+            query.processAllAvailable()
+        else:  # a table written before: all its commits come in the first micro-batch
+            stream = ChangelogReader(session, streaming=True).options(**NET, startingVersion=0)
+            query = stream_into_memory(stream.changes(table), name)
+            query.processAllAvailable()
+        query.stop()
+        assert query.exception() is None, f"{name}: {query.exception()}"
+        return session.table("changes")
+
+    def client(name: str) -> dict[str, Any]:
+        session = SparkSession.builder.remote(spark_remote).create()
+        try:
+            session.conf.set(TIME_ZONE, CLIENTS[name])
+            session.conf.set(CLIENT_KEY, name)
+            barrier.wait()
+            result = work(session, name)
+            return {
+                "rows": collect_rows(result),
+                "fields": _fields(result),
+                "conf": (session.conf.get(TIME_ZONE), session.conf.get(CLIENT_KEY)),
+                "state store": session.conf.get(STATE_STORE_PROVIDER, None),
+            }
+        except BaseException:
+            barrier.abort()
+            raise
+        finally:
+            session.stop()
+
+    with ThreadPoolExecutor(len(CLIENTS)) as pool:
+        futures = {name: pool.submit(client, name) for name in CLIENTS}
+        results = {name: future.result(timeout=600) for name, future in futures.items()}
+    print(f"writer of stream-updates: {live.stats}")
+
+    # Computed independently, in the main session: the Python reference model over the raw
+    # feed for the first client, batch reads for the others.
+    raw_updates = spark.read.format("delta_changelog").load(tables["batch-updates"])
+    modelled = model_post_process(
+        [r.asDict() for r in raw_updates.collect()],
+        ["id"],
+        row_version=None,
+        carryover_removal=True,
+        update_detection=True,
+    )
+    expected = {
+        "batch-updates": (as_tuples(modelled, raw_updates.schema), _fields(raw_updates)),
+        "stream-updates": ChangelogReader(spark)
+        .options(**PROCESSED)
+        .changes(tables["stream-updates"]),
+        "stream-net": ChangelogReader(spark).options(**NET).changes(tables["stream-net"]),
+        "batch-net-by-time": ChangelogReader(spark)
+        .options(**NET, startingVersion=bound_version)
+        .changes(tables["batch-net-by-time"]),
+    }
+    for name, want in expected.items():
+        rows, fields = want if isinstance(want, tuple) else (collect_rows(want), _fields(want))
+        assert rows, f"{name}: an empty expected result proves nothing"
+        assert results[name]["fields"] == fields, name
+        assert results[name]["rows"] == rows, name
+        assert results[name]["conf"] == (CLIENTS[name], name)
+        assert results[name]["state store"] in (None, DEFAULT_STATE_STORE), name
+    assert spark.conf.get(CLIENT_KEY, None) is None  # nothing leaked into the main session
+    assert _state_store_of(checkpoints["stream-updates"]) == DEFAULT_STATE_STORE
+    assert _state_store_of(checkpoints["stream-net"]) == ROCKSDB_STATE_STORE
