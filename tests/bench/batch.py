@@ -145,7 +145,8 @@ def sides(spark: SparkSession, path: str) -> dict[str, Callable[[], float]]:
 
 def measure(bench: Bench, rows: int) -> list[Figure]:
     path = feed_path(bench, rows)
-    _noop(bench.spark.read.parquet(path))  # warm-up, untimed: the first scan loads classes
+    if not bench.quick:
+        _noop(bench.spark.read.parquet(path))  # warm-up, untimed: the first scan loads classes
     per_commit = rows_per_commit(rows)
     samples = interleaved(sides(bench.spark, path), bench.reps)
     rates = {side: [rows / s for s in values] for side, values in samples.items()}

@@ -28,6 +28,7 @@ import json
 import statistics
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -45,7 +46,7 @@ BENCHMARK = "latency"
 TRIGGERS = [2.0, 1.0]  # seconds
 COMMIT_EVERY = 3.0  # seconds between the writer's commits
 COMMITS = 25
-QUICK_COMMITS = 3  # quick mode: the first trigger only, one warm-up commit
+QUICK_COMMITS = 3  # quick mode: the first trigger only, no warm-up commit
 TARGET = 2.0  # trigger intervals, median
 INITIAL_ROWS = 200
 STARTUP_TIMEOUT = 120.0
@@ -191,9 +192,27 @@ def _span(progress: Any) -> tuple[float, float]:
     return start, start + progress.durationMs["triggerExecution"] / 1000
 
 
-def micro_batch_summary(progress: list[Any], arrivals: list[Arrival]) -> str:
-    """How the micro-batches went: how long they took, and how soon a no-data micro-batch
-    (the one that releases what the batch before it read) started after that batch ended."""
+def batches_to_release(
+    committed: dict[int, float], arrivals: list[Arrival], progress: list[Any]
+) -> Counter[int]:
+    """Per commit, how many micro-batches after the one that read it (the first to start
+    after the commit returned) its rows reached the sink: 1 is the watermark's minimum."""
+    starts = sorted((_span(p)[0], p.batchId) for p in progress)
+    released = {v: a.batch for a in reversed(arrivals) for v in a.versions}
+    counts: Counter[int] = Counter()
+    for version, at in committed.items():
+        read = next((batch for start, batch in starts if start >= at), None)
+        if read is not None and version in released:
+            counts[released[version] - read] += 1
+    return counts
+
+
+def micro_batch_summary(
+    committed: dict[int, float], arrivals: list[Arrival], progress: list[Any]
+) -> str:
+    """How the micro-batches went: how long they took, how soon a no-data micro-batch (the
+    one that releases what the batch before it read) started after that batch ended, and
+    how many micro-batches each commit waited for."""
     spans = [_span(p) for p in progress]
     durations = [end - start for start, end in spans]
     gaps = [
@@ -203,10 +222,12 @@ def micro_batch_summary(progress: list[Any], arrivals: list[Arrival]) -> str:
     ]
     gap = f"median {statistics.median(gaps):.2f} s" if gaps else "none seen"
     collect = statistics.median([a.collected - a.called for a in arrivals])
+    waited = batches_to_release(committed, arrivals, progress)
     return (
         f"{len(progress)} micro-batches, median {statistics.median(durations):.2f} s "
         f"(max {max(durations):.2f} s); a no-data micro-batch after a data one started "
-        f"{gap} after it ended; foreachBatch collect median {collect:.2f} s"
+        f"{gap} after it ended; foreachBatch collect median {collect:.2f} s; "
+        f"micro-batches from reading a commit to releasing it: {dict(sorted(waited.items()))}"
     )
 
 
@@ -242,12 +263,12 @@ def measure(bench: Bench, trigger: float, commits: int, warmup: int) -> Figure:
             "update / copy-on-write delete), "
             f"dropCarryovers + computeUpdates; arrival = foreachBatch collected the rows; "
             + (f"never arrived: versions {missing}; " if missing else "")
-            + micro_batch_summary(progress, arrivals)
+            + micro_batch_summary(committed, arrivals, progress)
         ),
     )
 
 
 def run(bench: Bench) -> list[Figure]:
     if bench.quick:
-        return [measure(bench, TRIGGERS[0], QUICK_COMMITS, warmup=1)]
+        return [measure(bench, TRIGGERS[0], QUICK_COMMITS, warmup=0)]
     return [measure(bench, trigger, COMMITS, WARMUP) for trigger in TRIGGERS]
