@@ -1,0 +1,190 @@
+"""Streaming post-processing cost, side by side on one Delta table per case:
+
+(a) the raw ``delta_changelog`` stream into a no-op sink;
+(b) the same stream through ``ChangelogReader`` (dropCarryovers + computeUpdates), i.e. the
+    client-built watermark → aggregate → inline plan;
+(c) what users do without this project: the raw stream into ``foreachBatch``, applying a
+    batch window over (id, _commit_version) to each micro-batch — the same semantics,
+    carry-overs found by comparing whole rows, written by hand.
+
+Each commit rewrites the whole table (copy-on-write, as an UPDATE touching 10% of rows
+does on an unpartitioned table): half the commit's changelog rows are deletes, half
+inserts, 90% of the pairs carry-overs and 10% updates. One commit per micro-batch
+(``maxFilesPerTrigger=1``), ``availableNow`` so each run ends by itself after Spark's
+final no-data batch. Throughput is changelog rows read per second of wall time from
+``start()`` to the query's end.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from deltalake import write_deltalake
+from pyspark.sql import DataFrame, SparkSession
+
+from client import ChangelogReader
+from tests.bench.common import Bench, Figure, at_least, interleaved, medians, seconds
+
+# (changelog rows per commit, commits per run)
+SIZES = [(10_000, 20), (100_000, 8), (1_000_000, 3)]
+QUICK_SIZES = [(2_000, 3)]
+COLUMNS = [5, 50]
+QUICK_COLUMNS = [5]
+TARGET_AT = 100_000  # rows per commit where the issue sets (b)/(a) >= 0.4
+
+
+def _table(rows: int, columns: int, version: int) -> pa.Table:
+    """The table after ``version`` updates: every tenth id's ``c1`` moved on by one."""
+    ids = pa.array(range(rows), pa.int64())
+    touched = pc.less_equal(pc.modulo(ids, 10), version - 1) if version else None
+    data: dict[str, pa.Array] = {"id": ids}
+    for i in range(1, columns):
+        kind = i % 3
+        if kind == 1:
+            value = pc.add(ids, pa.scalar(i, pa.int64()))
+            if touched is not None and i == 1:
+                value = pc.add(value, pc.cast(touched, pa.int64()))
+            data[f"c{i}"] = value
+        elif kind == 2:
+            data[f"c{i}"] = pc.multiply(pc.cast(ids, pa.float64()), 0.5 + i)
+        else:
+            data[f"c{i}"] = pc.binary_join_element_wise("v", pc.cast(ids, pa.string()), "-")
+    return pa.table(data)
+
+
+def delta_table(bench: Bench, rows_per_commit: int, commits: int, columns: int) -> str:
+    """Version 0 inserts, versions 1..commits each rewrite the table; built once, reused."""
+    path = bench.work / f"streaming_{rows_per_commit}x{commits}x{columns}"
+    done = path / "_bench_complete"
+    if not done.exists():
+        rows = rows_per_commit // 2
+        for version in range(commits + 1):
+            write_deltalake(str(path), _table(rows, columns, version), mode="overwrite")
+        done.touch()
+    return str(path)
+
+
+def _raw(spark: SparkSession, path: str) -> DataFrame:
+    reader = spark.readStream.format("delta_changelog").option("startingVersion", 1)
+    return reader.option("maxFilesPerTrigger", 1).load(path)
+
+
+def _processed(spark: SparkSession, path: str) -> DataFrame:
+    reader = ChangelogReader(spark, streaming=True)
+    reader.options(rowId="id", computeUpdates=True, startingVersion=1, maxFilesPerTrigger=1)
+    return reader.changes(path)
+
+
+def window_per_micro_batch() -> Callable[[DataFrame, int], None]:
+    """A ``foreachBatch`` function doing carry-over removal and update detection with batch
+    windows, as users write it by hand (defined inside a function so it travels by value)."""
+
+    def post_process_batch(batch: DataFrame, batch_id: int) -> None:
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        data = [c for c in batch.columns if not c.startswith("_")]
+        group = Window.partitionBy("id", "_commit_version")
+        kind = F.col("_change_type")
+        image = F.to_json(F.struct(*data))
+        marked = (
+            batch.withColumn("__del", F.sum((kind == "delete").cast("int")).over(group))
+            .withColumn("__ins", F.sum((kind == "insert").cast("int")).over(group))
+            .withColumn("__lo", F.min(image).over(group))
+            .withColumn("__hi", F.max(image).over(group))
+        )
+        pair = (F.col("__del") == 1) & (F.col("__ins") == 1)
+        relabel = F.when(pair & (kind == "delete"), "update_preimage").when(
+            pair & (kind == "insert"), "update_postimage"
+        )
+        out = (
+            marked.where(~(pair & (F.col("__lo") == F.col("__hi"))))
+            .withColumn("_change_type", relabel.otherwise(kind))
+            .drop("__del", "__ins", "__lo", "__hi")
+        )
+        out.write.format("noop").mode("overwrite").save()
+
+    return post_process_batch
+
+
+def _run(start: Callable[[], Any]) -> float:
+    def go() -> None:
+        query = start()
+        query.awaitTermination()
+        if query.exception() is not None:
+            raise query.exception()  # type: ignore[misc]
+
+    return seconds(go)
+
+
+def measure(bench: Bench, rows_per_commit: int, commits: int, columns: int) -> Figure:
+    spark = bench.spark
+    path = delta_table(bench, rows_per_commit, commits, columns)
+    total = rows_per_commit * commits
+    noop = {"availableNow": True}
+
+    def sink(df: DataFrame) -> Any:
+        return df.writeStream.format("noop").trigger(**noop)
+
+    def checkpoint() -> str:  # a fresh one per run: runs must not resume each other
+        return tempfile.mkdtemp(prefix="cp_", dir=bench.folder("checkpoints"))
+
+    runs = {
+        "(a) raw": lambda: _run(
+            lambda: sink(_raw(spark, path)).option("checkpointLocation", checkpoint()).start()
+        ),
+        "(b) post_process": lambda: _run(
+            lambda: sink(_processed(spark, path)).option("checkpointLocation", checkpoint()).start()
+        ),
+        "(c) foreachBatch window": lambda: _run(
+            lambda: (
+                _raw(spark, path)
+                .writeStream.foreachBatch(window_per_micro_batch())
+                .trigger(**noop)
+                .option("checkpointLocation", checkpoint())
+                .start()
+            )
+        ),
+    }
+    samples = interleaved(runs, bench.reps)
+    rates = {name: [total / s for s in values] for name, values in samples.items()}
+    rate = medians(rates)
+    ratio = rate["(b) post_process"] / rate["(a) raw"]
+    targeted = rows_per_commit == TARGET_AT
+    return Figure(
+        benchmark="streaming",
+        case=f"{rows_per_commit:,} rows/commit, {columns} columns",
+        ratio_label="(b)/(a) rows/s",
+        ratio=round(ratio, 3),
+        target="≥ 0.4" if targeted else None,
+        met=at_least(ratio, 0.4) if targeted else None,
+        medians={name: round(value) for name, value in rate.items()},
+        samples={name: [round(v) for v in values] for name, values in rates.items()},
+        notes=f"{commits} commits of {rows_per_commit:,} changelog rows, one per micro-batch",
+    )
+
+
+def run(bench: Bench) -> list[Figure]:
+    sizes = QUICK_SIZES if bench.quick else SIZES
+    figures = []
+    for columns in QUICK_COLUMNS if bench.quick else COLUMNS:
+        for rows_per_commit, commits in sizes:
+            figure = measure(bench, rows_per_commit, commits, columns)
+            figures.append(figure)
+            rates = figure.medians
+            figures.append(
+                Figure(
+                    benchmark="streaming",
+                    case=figure.case,
+                    ratio_label="(b)/(c) rows/s",
+                    ratio=round(rates["(b) post_process"] / rates["(c) foreachBatch window"], 3),
+                    target="≥ 1",
+                    met=rates["(b) post_process"] >= rates["(c) foreachBatch window"],
+                    medians=rates,
+                )
+            )
+    return figures
