@@ -22,9 +22,11 @@ from pyspark.sql.types import StructType
 from server_plugin.delta_log import DeltaLog, check_readable_protocol
 from server_plugin.errors import option_error, source_error
 from server_plugin.file_tasks import (
+    FileGroup,
     FileTask,
     check_no_reserved_columns,
     commit_tasks,
+    group_tasks,
     read_task,
     snapshot_tasks,
 )
@@ -110,9 +112,10 @@ class _Reader:
         self.options, self.schema, self.log = state["options"], state["schema"], state["log"]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        if not isinstance(partition, FileTask):  # Spark's placeholder for "no partitions"
-            return iter(())
-        return read_task(self.log, self.schema, partition, self.options.fail_on_data_loss)
+        if not isinstance(partition, FileGroup):  # Spark's placeholder for "no partitions"
+            return
+        for task in partition.files:
+            yield from read_task(self.log, self.schema, task, self.options.fail_on_data_loss)
 
     def _unreadable(self, timed: TimedCommit, why: str) -> Exception | None:
         if readable_as(timed.schema, self.table_schema):
@@ -133,7 +136,7 @@ class DeltaChangelogReader(_Reader, DataSourceReader):
             if problem is not None:
                 raise problem
             tasks += commit_tasks(timed.commit, timed.timestamp_ms)
-        return tasks
+        return group_tasks(tasks)
 
 
 class DeltaChangelogStreamReader(_Reader, DataSourceStreamReader, *_AVAILABLE_NOW):  # type: ignore[misc]
@@ -236,16 +239,17 @@ class DeltaChangelogStreamReader(_Reader, DataSourceStreamReader, *_AVAILABLE_NO
             if not first.initial_snapshot or last.version is None:
                 return []
             snapshot = last.version - 1
-            return snapshot_tasks(self.log.table(snapshot), snapshot, last.previous_ms or 0)
+            table = self.log.table(snapshot)
+            return group_tasks(snapshot_tasks(table, snapshot, last.previous_ms or 0))
         if self._planned is not None and self._planned[:2] == (first, last):
-            return self._planned[2]  # already read and checked by latestOffset
+            return group_tasks(self._planned[2])  # already read and checked by latestOffset
         tasks: list[FileTask] = []
         for timed in self.timeline.commits(first.version, first.previous_ms, last.version - 1):
             problem = self._schema_problem(timed)
             if problem is not None:
                 raise problem
             tasks += commit_tasks(timed.commit, timed.timestamp_ms)
-        return tasks
+        return group_tasks(tasks)
 
     def commit(self, end: dict) -> None:
         pass

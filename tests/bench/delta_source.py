@@ -1,0 +1,204 @@
+"""The ``delta_changelog`` source: batch throughput against Spark's own parquet reader, and how
+long a stream over a long log takes to deliver its first micro-batch.
+
+Throughput is measured on an append-only table, so the source's change feed (every row an
+``insert``) and ``spark.read.parquet`` on the table folder read the same data files; both
+write into the ``noop`` sink, so the figure is reading, not writing. The long-log table is
+built once with delta-rs into the work folder (10k commits take minutes) and reused.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import statistics
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from deltalake import DeltaTable, write_deltalake
+
+from tests.bench.common import Bench, Figure, at_least, interleaved, medians, seconds
+
+BENCHMARK = "delta_source"
+THROUGHPUT_TARGET = 0.5
+MARKER = "_bench_complete.json"  # written last: a folder without it is rebuilt
+
+
+@dataclass(frozen=True)
+class Sizes:
+    rows: int  # throughput table, total
+    commits: int  # throughput table
+    log_commits: int  # long-log table: one single-row file per commit
+
+
+FULL = Sizes(rows=4_000_000, commits=20, log_commits=10_000)
+QUICK = Sizes(rows=4_000, commits=4, log_commits=200)
+
+
+def run(bench: Bench) -> list[Figure]:
+    sizes = QUICK if bench.quick else FULL
+    return [throughput(bench, sizes), *first_batch_latency(bench, sizes)]
+
+
+# -- (a) batch throughput -----------------------------------------------------------------
+
+
+def throughput(bench: Bench, sizes: Sizes) -> Figure:
+    path = str(append_only_table(bench.folder("delta_source") / "throughput", sizes))
+    spark = bench.spark
+    runs: dict[str, Callable[[], Any]] = {
+        "delta_changelog": lambda: spark.read.format("delta_changelog").load(path),
+        "parquet": lambda: spark.read.parquet(path),
+    }
+    counts = {name: make().count() for name, make in runs.items()}  # also warms both up
+    if len(set(counts.values())) != 1:
+        raise AssertionError(f"the two readers disagree on the row count: {counts}")
+    timed = interleaved({name: _noop_seconds(make) for name, make in runs.items()}, bench.reps)
+    ratios = [p / d for d, p in zip(timed["delta_changelog"], timed["parquet"], strict=True)]
+    ratio = statistics.median(ratios)
+    rows = sizes.rows
+    files = _data_files(path)
+    return Figure(
+        benchmark=BENCHMARK,
+        case=(
+            f"{rows:,} rows, {sizes.commits} commits, {files} files; "
+            "long, string, double, timestamp + string partition column"
+        ),
+        ratio_label="delta_changelog rows/s ÷ parquet rows/s (median of paired runs)",
+        ratio=ratio,
+        target=f"≥ {THROUGHPUT_TARGET}",
+        met=at_least(ratio, THROUGHPUT_TARGET),
+        medians={f"{name} rows/s": rows / s for name, s in medians(timed).items()},
+        samples={f"{name} seconds": values for name, values in timed.items()},
+        notes="both into the noop sink; spark.read.parquet on the table folder",
+    )
+
+
+def _noop_seconds(make: Callable[[], Any]) -> Callable[[], float]:
+    return lambda: seconds(lambda: make().write.format("noop").mode("overwrite").save())
+
+
+def append_only_table(folder: Path, sizes: Sizes) -> Path:
+    """``sizes.rows`` rows over ``sizes.commits`` appends, partitioned by a two-valued column
+    (so each commit writes two files and the partition values come from the log)."""
+    params = {"rows": sizes.rows, "commits": sizes.commits, "layout": 1}
+    if _built(folder, params):
+        return folder
+    _fresh(folder)
+    per_commit = sizes.rows // sizes.commits
+    for commit in range(sizes.commits):
+        data = _mixed_rows(commit * per_commit, per_commit)
+        write_deltalake(str(folder), data, mode="append", partition_by=["region"])
+    _mark(folder, params)
+    return folder
+
+
+def _mixed_rows(start: int, count: int) -> pa.Table:
+    ids = pa.array(range(start, start + count), pa.int64())
+    base = int(datetime(2024, 1, 1, tzinfo=timezone.utc).timestamp() * 1_000_000)
+    micros = pc.add(pc.multiply(ids, 1_000_003), base)
+    return pa.table(
+        {
+            "id": ids,
+            "name": pa.array([f"customer-{i % 100_003}" for i in range(start, start + count)]),
+            "amount": pc.divide(pc.cast(ids, pa.float64()), 7.0),
+            "updated_at": micros.cast(pa.timestamp("us", tz="UTC")),
+            "region": pa.array(["eu" if i % 2 else "us" for i in range(start, start + count)]),
+        }
+    )
+
+
+# -- (b) first micro-batch over a long log ------------------------------------------------
+
+
+def first_batch_latency(bench: Bench, sizes: Sizes) -> list[Figure]:
+    path = str(long_log_table(bench.folder("delta_source") / "long_log", sizes.log_commits))
+    starts = {"snapshot (default start)": {}, "startingVersion=0": {"startingVersion": "0"}}
+    figures = []
+    for case, options in starts.items():
+        samples = [_first_batch_seconds(bench, path, options) for _ in range(_latency_reps(bench))]
+        figures.append(
+            Figure(
+                benchmark=BENCHMARK,
+                case=f"stream from {case}: {sizes.log_commits:,} commits/files, checkpointed log",
+                ratio_label="seconds to first batch",
+                ratio=statistics.median(samples),
+                medians={"seconds to first batch": statistics.median(samples)},
+                samples={"seconds to first batch": samples},
+                notes="start() to batch 0 reported done, noop sink, default trigger and limits",
+            )
+        )
+    return figures
+
+
+def _latency_reps(bench: Bench) -> int:
+    """Each sample is a whole stream start; a few are enough for a median."""
+    return max(1, min(bench.reps, 3))
+
+
+def _first_batch_seconds(bench: Bench, path: str, options: dict[str, str]) -> float:
+    checkpoint = bench.folder("delta_source") / f"checkpoint-{uuid.uuid4().hex}"
+    reader = bench.spark.readStream.format("delta_changelog").options(**options)
+    started = time.perf_counter()
+    query = (
+        reader.load(path)
+        .writeStream.format("noop")
+        .option("checkpointLocation", str(checkpoint))
+        .start()
+    )
+    try:
+        while not any(p.get("batchId") == 0 for p in query.recentProgress):
+            if query.exception() is not None:
+                raise RuntimeError(f"the stream failed: {query.exception()}")
+            time.sleep(0.05)
+        return time.perf_counter() - started
+    finally:
+        query.stop()
+        shutil.rmtree(checkpoint, ignore_errors=True)
+
+
+def long_log_table(folder: Path, commits: int) -> Path:
+    """One single-row append per commit; delta-rs checkpoints every 100 commits, as it does
+    for any table, so the snapshot loads from a checkpoint while the log stays long."""
+    params = {"commits": commits, "layout": 1}
+    if _built(folder, params):
+        return folder
+    _fresh(folder)
+    write_deltalake(str(folder), _tiny_rows(0))
+    table = DeltaTable(str(folder))  # reused: appends update it instead of reloading the log
+    for version in range(1, commits):
+        write_deltalake(table, _tiny_rows(version), mode="append")
+    _mark(folder, params)
+    return folder
+
+
+def _tiny_rows(version: int) -> pa.Table:
+    return pa.table({"id": pa.array([version], pa.int64()), "note": pa.array([f"v{version}"])})
+
+
+# -- built once -----------------------------------------------------------------------------
+
+
+def _built(folder: Path, params: dict[str, int]) -> bool:
+    marker = folder / MARKER
+    return marker.exists() and json.loads(marker.read_text()) == params
+
+
+def _fresh(folder: Path) -> None:
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+
+
+def _mark(folder: Path, params: dict[str, int]) -> None:
+    (folder / MARKER).write_text(json.dumps(params))
+
+
+def _data_files(path: str) -> int:
+    return sum(1 for _ in Path(path).rglob("*.parquet") if "_delta_log" not in _.parts)
