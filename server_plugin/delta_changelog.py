@@ -20,7 +20,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from server_plugin.delta_log import DeltaLog, check_readable_protocol
-from server_plugin.errors import option_error, source_error
+from server_plugin.errors import ChangelogSourceError, option_error, source_error
 from server_plugin.file_tasks import (
     FileGroup,
     FileTask,
@@ -152,6 +152,7 @@ class DeltaChangelogStreamReader(_Reader, DataSourceStreamReader, *_AVAILABLE_NO
         self.position: Offset | None = None  # 4.0/4.1 call latestOffset() without a start
         # The files latestOffset admitted, for the partitions() call that plans that batch.
         self._planned: tuple[Offset, Offset, list[FileTask]] | None = None
+        self._served = False  # whether the last latestOffset call admitted commits
 
     def initialOffset(self) -> dict[str, Any]:
         options = self.options
@@ -182,23 +183,32 @@ class DeltaChangelogStreamReader(_Reader, DataSourceStreamReader, *_AVAILABLE_NO
             pinned = self.target if self.target is not None else _latest_version(self.log)
             recorded = self.log.commit(pinned)
             stamp = recorded.timestamp_ms if recorded is not None else None
+            self._served = start.initial_snapshot
             return Offset(self.table_id, pinned + 1, False, stamp)
         max_files, max_bytes = self._limits(limit)
         files = size = admitted = 0
         end, batch = start, list[FileTask]()
-        for timed in self.timeline.commits(start.version, start.previous_ms, last=self.target):
-            problem = self._schema_problem(timed)
-            if problem is not None:
-                if admitted:
+        try:
+            for timed in self.timeline.commits(start.version, start.previous_ms, self.target):
+                problem = self._schema_problem(timed)
+                if problem is not None:
+                    raise problem
+                tasks = commit_tasks(timed.commit, timed.timestamp_ms)
+                more_files, more_bytes = len(tasks), sum(t.size for t in tasks)
+                if admitted and (files + more_files > max_files or size + more_bytes > max_bytes):
                     break
-                raise problem
-            tasks = commit_tasks(timed.commit, timed.timestamp_ms)
-            more_files, more_bytes = len(tasks), sum(t.size for t in tasks)
-            if admitted and (files + more_files > max_files or size + more_bytes > max_bytes):
-                break
-            files, size, admitted = files + more_files, size + more_bytes, admitted + 1
-            end = Offset(self.table_id, timed.commit.version + 1, False, timed.timestamp_ms)
-            batch += tasks
+                files, size, admitted = files + more_files, size + more_bytes, admitted + 1
+                end = Offset(self.table_id, timed.commit.version + 1, False, timed.timestamp_ms)
+                batch += tasks
+        except ChangelogSourceError:
+            if not admitted and (not self._served or self.target is not None):
+                raise
+            # A commit that cannot be served: serve the ones before it, then, right after a
+            # micro-batch with rows, answer "no new data" once. Spark then runs its no-data
+            # micro-batch, which releases the rows a downstream watermark still holds (a
+            # post-processed stream's last commit), and the next call fails. Not under
+            # availableNow: there "no new data" would end the query without the error.
+        self._served = admitted > 0
         self._planned = (start, end, batch)
         return end
 
