@@ -37,6 +37,7 @@ from typing import Any
 
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
+from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame
 
 from client import ChangelogReader
@@ -51,6 +52,7 @@ TARGET = 2.0  # trigger intervals, median
 INITIAL_ROWS = 200
 STARTUP_TIMEOUT = 120.0
 ARRIVAL_TIMEOUT = 60.0
+START_ATTEMPTS = 3
 WARMUP = 2  # commits before the measured ones: the first data micro-batches start workers
 
 
@@ -153,6 +155,27 @@ def _arrive(log: Path, versions: dict[int, float], trigger: float, query: Any) -
     _wait(done, ARRIVAL_TIMEOUT + 10 * trigger, query)
 
 
+def start_stream(bench: Bench, path: str, log: str, trigger: float) -> Any:
+    """Start the post-processed stream into the recording sink. On a loaded machine the
+    server may give up waiting for the ``foreachBatch`` Python worker to connect back;
+    that is a start-up failure, not a measure, so the start is tried again."""
+    for attempt in range(START_ATTEMPTS):
+        reader = ChangelogReader(bench.spark, streaming=True)
+        reader.options(rowId="id", computeUpdates=True, startingVersion="latest")
+        writer = (
+            reader.changes(path)
+            .writeStream.foreachBatch(recorder(log))
+            .trigger(processingTime=f"{trigger:g} seconds")
+            .option("checkpointLocation", f"{path}_checkpoint_{attempt}")
+        )
+        try:
+            return writer.start()
+        except PySparkException as error:
+            if "connect back" not in str(error) or attempt == START_ATTEMPTS - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
 def stream(
     bench: Bench, trigger: float, commits: int, warmup: int
 ) -> tuple[dict[int, float], list[Arrival], list[Any]]:
@@ -160,15 +183,7 @@ def stream(
     ``warmup`` commits that start the stream's Python workers and state), arrivals, progress."""
     path = new_table(bench)
     log = Path(path + "_arrivals.jsonl")
-    reader = ChangelogReader(bench.spark, streaming=True)
-    reader.options(rowId="id", computeUpdates=True, startingVersion="latest")
-    query = (
-        reader.changes(path)
-        .writeStream.foreachBatch(recorder(str(log)))
-        .trigger(processingTime=f"{trigger:g} seconds")
-        .option("checkpointLocation", path + "_checkpoint")
-        .start()
-    )
+    query = start_stream(bench, path, str(log), trigger)
     try:
         # "latest" is pinned by the first micro-batch: commit only after it ran.
         if not _wait(lambda: query.lastProgress is not None, STARTUP_TIMEOUT, query):
