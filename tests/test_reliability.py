@@ -23,7 +23,7 @@ import signal
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -31,6 +31,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
+from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.connect.session import SparkSession as ConnectSession
@@ -75,6 +76,50 @@ def _stream(spark: SparkSession, path: str, **options: Any) -> DataFrame:
 
 def _start(df: DataFrame, out: str, checkpoint: str) -> StreamingQuery:
     return df.writeStream.format("parquet").option("checkpointLocation", checkpoint).start(out)
+
+
+WORKER_START_TIMEOUT = "Python worker failed to connect back"
+
+
+class Supervised:
+    """A streaming query and how to start it again after one kind of failure only.
+
+    Spark gives a new Python worker a hard-coded 10 s to connect back (PythonWorkerFactory);
+    on an overloaded machine a query can fail that way, typically while it starts its
+    source. That is the machine, not the product: the query is started again from its
+    checkpoint, which is what an operator does and what these tests prove safe. Any other
+    failure fails the test; so does a fourth such restart.
+    """
+
+    def __init__(self, start: Callable[[], StreamingQuery], attempts: int = 3) -> None:
+        self._start = start
+        self.attempts = attempts
+        self.restarts = 0
+        self.query = start()
+
+    def restart_if_worker_timed_out(self) -> bool:
+        """Start the query again if it failed only because a worker came too late."""
+        error = self.query.exception()
+        if error is None or WORKER_START_TIMEOUT not in str(error):
+            return False
+        assert self.restarts < self.attempts, f"{self.restarts} restarts already: {error}"
+        print(f"restarting a query whose Python worker did not connect back in time: {error}")
+        self.query.stop()
+        self.restarts += 1
+        self.query = self._start()
+        return True
+
+    def drain(self) -> None:
+        """Take everything available, then stop; the query must end without error."""
+        while True:
+            try:
+                self.query.processAllAvailable()
+                break
+            except StreamingQueryException:
+                if not self.restart_if_worker_timed_out():
+                    raise
+        self.query.stop()
+        assert self.query.exception() is None, self.query.exception()
 
 
 def _batch_log(checkpoint: str, out: str) -> tuple[int, int, int]:
@@ -126,12 +171,25 @@ def _assert_same_changes(got: DataFrame, expected: DataFrame, context: str) -> l
     return want
 
 
+def _wait_for_trigger(query: StreamingQuery, timeout: float = 300) -> None:
+    """Block until the query runs a trigger, or has ended (past source initialization,
+    which takes seconds on a loaded machine: a stop timed from ``start()`` alone would
+    never reach a micro-batch there)."""
+    deadline = time.monotonic() + timeout
+    while query.isActive and not query.status["isTriggerActive"]:
+        assert time.monotonic() < deadline, f"no trigger ran within {timeout:.0f}s"
+        time.sleep(0.1)
+
+
+@pytest.mark.timeout(1800)  # --long: 100 rounds, and this machine may be shared
 def test_stream_stopped_at_random_points_loses_and_duplicates_nothing(
     spark: SparkSession, tmp_path: Path, long_run: bool, seed: int
 ) -> None:
-    """K rounds of start, run 0-3 s, stop, on one checkpoint, while the table is written;
-    then one run to the end. A stop can land before the query plans its first batch, while
-    the source reads, while the sink writes, between the sink's log and the commit log."""
+    """K rounds of start, run, stop on one checkpoint while the table is written, then one
+    run to the end. One round in five stops 0-1 s after start (often before the query
+    planned anything); the others stop 0-3 s after the query began a trigger: while the
+    source plans or reads, while the sink writes, between the sink's log and the commit
+    log, or between batches."""
     rng = random.Random(seed)
     rounds = 100 if long_run else 20
     path, out, checkpoint = (str(tmp_path / name) for name in ("orders", "out", "cp"))
@@ -140,16 +198,25 @@ def test_stream_stopped_at_random_points_loses_and_duplicates_nothing(
     with writer:
         for _ in range(rounds):
             limit = rng.choice([1, 2, 4, 1000])  # files per micro-batch: more or fewer batches
+            early = rng.random() < 0.2
             before = _batch_log(checkpoint, out)
             query = _start(_stream(spark, path, maxFilesPerTrigger=limit), out, checkpoint)
-            # A wait that also ends early if the query fails (reported right below).
-            query.awaitTermination(rng.uniform(0.0, 3.0))
+            try:
+                if not early:
+                    _wait_for_trigger(query)
+                # A wait that ends early if the query fails (judged below); the server
+                # refuses a timeout that rounds to 0 ms.
+                query.awaitTermination(max(0.01, rng.uniform(0.0, 1.0 if early else 3.0)))
+            except StreamingQueryException:
+                pass
             query.stop()
-            assert query.exception() is None, f"seed {seed}: {query.exception()}"
+            error = query.exception()
+            if error is not None and WORKER_START_TIMEOUT in str(error):
+                outcomes["failed: a Python worker came too late (overloaded machine)"] += 1
+                continue
+            assert error is None, f"seed {seed}: {error}"
             outcomes[_stop_point(before, _batch_log(checkpoint, out))] += 1
-    query = _start(_stream(spark, path), out, checkpoint)
-    query.processAllAvailable()
-    query.stop()
+    Supervised(lambda: _start(_stream(spark, path), out, checkpoint)).drain()
     print(
         f"writer: {writer.stats}; stops: {dict(outcomes)}; batches: {_batch_log(checkpoint, out)}"
     )
@@ -184,7 +251,7 @@ def _dedicated_server(tmp_path: Path, name: str) -> Iterator[tuple[LocalServer, 
 
 
 def _wait_until_in_flight(
-    query: StreamingQuery, checkpoint: str, out: str, committed: int, timeout: float = 300
+    stream: Supervised, checkpoint: str, out: str, committed: int, timeout: float = 300
 ) -> None:
     """Block until at least ``committed`` micro-batches are committed and the next one is
     planned but not committed: the query is inside a batch. Reads only the checkpoint, so
@@ -196,8 +263,8 @@ def _wait_until_in_flight(
         if done >= committed and planned > done:
             return
         polls += 1
-        if polls % 20 == 0:  # about once a second: a failed query never gets there
-            assert query.isActive, f"the query ended: {query.exception()}"
+        if polls % 20 == 0 and not stream.query.isActive:  # about once a second
+            assert stream.restart_if_worker_timed_out(), stream.query.exception()
         assert time.monotonic() < deadline, f"no batch in flight within {timeout:.0f}s"
         time.sleep(0.05)
 
@@ -209,6 +276,7 @@ def _kill(server: LocalServer) -> int:
     return server.process.wait(timeout=60)
 
 
+@pytest.mark.timeout(1800)  # --long: four server starts, and this machine may be shared
 def test_server_killed_mid_batch_resumes_on_a_new_server_without_loss_or_duplicates(
     spark: SparkSession, default_session: SparkSession, tmp_path: Path, long_run: bool, seed: int
 ) -> None:
@@ -222,20 +290,18 @@ def test_server_killed_mid_batch_resumes_on_a_new_server_without_loss_or_duplica
     with TableWriter(path, seed, pause=(0.1, 0.5)) as writer:
         for life in range(kills):
             with _dedicated_server(tmp_path, f"server-{life}") as (server, session):
-                limit = rng.choice([1, 2, 4])
-                query = _start(_stream(session, path, maxFilesPerTrigger=limit), out, checkpoint)
+                stream = _stream(session, path, maxFilesPerTrigger=rng.choice([1, 2, 4]))
                 before = _batch_log(checkpoint, out)
-                _wait_until_in_flight(query, checkpoint, out, committed=before[2] + 1)
+                supervised = Supervised(lambda df=stream: _start(df, out, checkpoint))
+                _wait_until_in_flight(supervised, checkpoint, out, committed=before[2] + 1)
                 time.sleep(rng.uniform(0.0, 0.5))  # somewhere inside the batch
                 assert _kill(server) == -signal.SIGKILL
                 kill_points.append(_stop_point(before, _batch_log(checkpoint, out)))
         with _dedicated_server(tmp_path, "server-last") as (server, session):
-            query = _start(_stream(session, path), out, checkpoint)
+            last = Supervised(lambda: _start(_stream(session, path), out, checkpoint))
             writer.wait_for_commits(writer.stats.commits + 5)  # commits after the restart too
             writer.stop()
-            query.processAllAvailable()
-            query.stop()
-            assert query.exception() is None
+            last.drain()
     print(f"writer: {writer.stats}; kills: {kill_points}; batches: {_batch_log(checkpoint, out)}")
 
     expected = ChangelogReader(spark).options(**PROCESSED).changes(path)
@@ -267,27 +333,26 @@ def test_three_streams_over_one_table_being_written_each_get_their_own_result(
     after its emission opens a new window) but must rebuild the same table: replayed, it
     equals the table's last snapshot, as the batch net changes do."""
     path = str(tmp_path / "orders")
-    with TableWriter(path, seed, pause=(0.05, 0.3)) as writer:
-        streams = {
-            "updates": _stream(spark, path, maxFilesPerTrigger=2),
-            "raw": spark.readStream.format("delta_changelog")
-            .options(startingVersion=0, maxFilesPerTrigger=1)
-            .load(path),
-            "net": ChangelogReader(spark, streaming=True)
-            .options(**NET, startingVersion=0)
-            .changes(path),
-        }
-        queries = {
-            name: _start(df, str(tmp_path / name), str(tmp_path / f"{name}-cp"))
-            for name, df in streams.items()
-        }
+    writer = TableWriter(path, seed, pause=(0.05, 0.3)).create()
+    streams = {
+        "updates": _stream(spark, path, maxFilesPerTrigger=4),
+        "raw": spark.readStream.format("delta_changelog")
+        .options(startingVersion=0, maxFilesPerTrigger=2)
+        .load(path),
+        "net": ChangelogReader(spark, streaming=True)
+        .options(**NET, startingVersion=0)
+        .changes(path),
+    }
+    supervised = {
+        name: Supervised(
+            lambda df=df, name=name: _start(df, str(tmp_path / name), str(tmp_path / f"{name}-cp"))
+        )
+        for name, df in streams.items()
+    }
+    with writer:  # the writer starts once all three queries run
         writer.wait_for_commits(40)
-        writer.stop()
-        for query in queries.values():
-            query.processAllAvailable()
-        for name, query in queries.items():
-            query.stop()
-            assert query.exception() is None, f"{name}: {query.exception()}"
+    for stream in supervised.values():
+        stream.drain()
     print(f"writer: {writer.stats}")
 
     def out(name: str) -> DataFrame:
@@ -364,16 +429,15 @@ def test_four_clients_on_one_server_get_correct_and_independent_results(
             reader = ChangelogReader(session).options(**NET, startingTimestamp=bound)
             return reader.changes(table)
         if name == "stream-updates":
-            with live:
-                query = stream_into_memory(_stream(session, table), name)
+            stream = _stream(session, table)
+            supervised = Supervised(lambda: stream_into_memory(stream, name))
+            with live:  # written while the query runs
                 live.wait_for_commits(30)
-            query.processAllAvailable()
         else:  # a table written before: all its commits come in the first micro-batch
-            stream = ChangelogReader(session, streaming=True).options(**NET, startingVersion=0)
-            query = stream_into_memory(stream.changes(table), name)
-            query.processAllAvailable()
-        query.stop()
-        assert query.exception() is None, f"{name}: {query.exception()}"
+            reader = ChangelogReader(session, streaming=True).options(**NET, startingVersion=0)
+            stream = reader.changes(table)
+            supervised = Supervised(lambda: stream_into_memory(stream, name))
+        supervised.drain()
         return session.table("changes")
 
     def client(name: str) -> dict[str, Any]:
