@@ -20,17 +20,20 @@ import json
 import os
 import random
 import signal
+import statistics
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
+from deltalake import DeltaTable
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -69,8 +72,12 @@ def default_session(spark: SparkSession) -> Iterator[SparkSession]:
     ConnectSession._set_default_and_active_session(spark)  # type: ignore[arg-type]
 
 
-def _stream(spark: SparkSession, path: str, **options: Any) -> DataFrame:
-    reader = ChangelogReader(spark, streaming=True).options(**PROCESSED, startingVersion=0)
+def _stream(spark: SparkSession, path: str, *, snapshot: bool = False, **options: Any) -> DataFrame:
+    """The post-processed stream from version 0, or (``snapshot``) from the table's snapshot
+    when the stream first runs, as inserts, then every later commit."""
+    reader = ChangelogReader(spark, streaming=True).options(**PROCESSED)
+    if not snapshot:
+        reader.option("startingVersion", 0)
     return reader.options(**options).changes(path)
 
 
@@ -157,18 +164,39 @@ def _fields(df: DataFrame) -> list[tuple[str, Any]]:
     return [(f.name, f.dataType) for f in df.schema.fields]
 
 
-def _assert_same_changes(got: DataFrame, expected: DataFrame, context: str) -> list[Any]:
-    """Equal as multisets, with the same column names and types (a parquet read reports
-    every column nullable, so nullability is not compared). Returns the expected rows."""
+def _assert_same_changes(
+    got: DataFrame, expected: DataFrame, context: str, more: list[tuple[Any, ...]] | None = None
+) -> list[tuple[Any, ...]]:
+    """``got`` holds exactly the rows of ``expected`` plus ``more``, as multisets, with the
+    same column names and types (a parquet read reports every column nullable, so
+    nullability is not compared). Returns the expected rows."""
     assert _fields(got) == _fields(expected), context
-    got_rows, want = collect_rows(got), collect_rows(expected)
+    got_rows, want = collect_rows(got), collect_rows(expected) + (more or [])
     lost, extra = Counter(want) - Counter(got_rows), Counter(got_rows) - Counter(want)
     assert not lost and not extra, (
-        f"{context}: {sum(lost.values())} rows lost {sorted(lost)[:10]}, "
-        f"{sum(extra.values())} duplicated or unexpected {sorted(extra)[:10]}"
+        f"{context}: {sum(lost.values())} rows lost {sorted(lost, key=str)[:10]}, "
+        f"{sum(extra.values())} duplicated or unexpected {sorted(extra, key=str)[:10]}"
     )
-    assert got_rows == want, context
     return want
+
+
+def _pinned_snapshot(checkpoint: str) -> tuple[int, int] | None:
+    """(version, commit time in ms) of the snapshot a stream's first micro-batch pinned, from
+    the end offset of batch 0 (README: the next version to read and the timestamp chain)."""
+    first = Path(checkpoint) / "offsets" / "0"
+    if not first.exists():
+        return None
+    source = json.loads(first.read_text().splitlines()[2])
+    return source["version"] - 1, source["previousCommitTimestamp"]
+
+
+def _snapshot_rows(path: str, version: int, stamp_ms: int, columns: list[str]) -> list[Any]:
+    """The table at ``version`` as a snapshot stream serves it: every row an insert at that
+    version and commit time (local wall-clock time, as ``collect()`` returns it)."""
+    moment = datetime.fromtimestamp(stamp_ms // 1000) + timedelta(milliseconds=stamp_ms % 1000)
+    meta = {"_change_type": "insert", "_commit_version": version, "_commit_timestamp": moment}
+    table = DeltaTable(path, version=version).to_pyarrow_table().to_pylist()
+    return [tuple({**r, **meta}[c] for c in columns) for r in table]
 
 
 def _wait_for_trigger(query: StreamingQuery, timeout: float = 300) -> None:
@@ -186,27 +214,37 @@ def test_stream_stopped_at_random_points_loses_and_duplicates_nothing(
     spark: SparkSession, tmp_path: Path, long_run: bool, seed: int
 ) -> None:
     """K rounds of start, run, stop on one checkpoint while the table is written, then one
-    run to the end. One round in five stops 0-1 s after start (often before the query
-    planned anything); the others stop 0-3 s after the query began a trigger: while the
-    source plans or reads, while the sink writes, between the sink's log and the commit
-    log, or between batches."""
+    run to the end. The stream starts with the table's snapshot, as ``changes(path)`` does
+    without a start option: the snapshot version its first micro-batch pins must be read
+    again, whole, by every re-run of that batch although the table has moved on.
+
+    One round in five stops 0-1 s after start (often before the query planned anything);
+    the others stop at a random time after the query began a trigger: while the source
+    plans or reads, while the sink writes, between the sink's log and the commit log, or
+    between batches. The window is 0-3 s, or two micro-batch durations where batches take
+    longer, and it doubles after a round in which no batch could complete (a re-run batch
+    keeps the size it was planned with), so the stream keeps moving on a slow machine."""
     rng = random.Random(seed)
     rounds = 100 if long_run else 20
     path, out, checkpoint = (str(tmp_path / name) for name in ("orders", "out", "cp"))
     writer = TableWriter(path, seed, pause=(0.1, 0.6))
     outcomes: Counter[str] = Counter()
+    batch_seconds = [1.5]  # how long micro-batches with rows took
+    spread = 3.0
+    pinned: tuple[int, int] | None = None
     with writer:
         for _ in range(rounds):
-            limit = rng.choice([1, 2, 4, 1000])  # files per micro-batch: more or fewer batches
+            limit = rng.choice([1, 2, 4, 8, 1000])  # files per micro-batch
             early = rng.random() < 0.2
             before = _batch_log(checkpoint, out)
-            query = _start(_stream(spark, path, maxFilesPerTrigger=limit), out, checkpoint)
+            stream = _stream(spark, path, snapshot=True, maxFilesPerTrigger=limit)
+            query = _start(stream, out, checkpoint)
             try:
                 if not early:
                     _wait_for_trigger(query)
                 # A wait that ends early if the query fails (judged below); the server
                 # refuses a timeout that rounds to 0 ms.
-                query.awaitTermination(max(0.01, rng.uniform(0.0, 1.0 if early else 3.0)))
+                query.awaitTermination(max(0.01, rng.uniform(0.0, 1.0 if early else spread)))
             except StreamingQueryException:
                 pass
             query.stop()
@@ -215,14 +253,33 @@ def test_stream_stopped_at_random_points_loses_and_duplicates_nothing(
                 outcomes["failed: a Python worker came too late (overloaded machine)"] += 1
                 continue
             assert error is None, f"seed {seed}: {error}"
-            outcomes[_stop_point(before, _batch_log(checkpoint, out))] += 1
-    Supervised(lambda: _start(_stream(spark, path), out, checkpoint)).drain()
+            after = _batch_log(checkpoint, out)
+            outcomes[_stop_point(before, after)] += 1
+            pinned = pinned or _pinned_snapshot(checkpoint)  # before old offsets are purged
+            batch_seconds += [
+                p["durationMs"]["triggerExecution"] / 1000
+                for p in query.recentProgress
+                if p["numInputRows"]
+            ]
+            if after[2] > before[2]:
+                spread = max(3.0, 2 * statistics.median(batch_seconds))
+            elif not early:
+                spread = min(2 * spread, 120.0)
+    Supervised(lambda: _start(_stream(spark, path, snapshot=True), out, checkpoint)).drain()
+    pinned = pinned or _pinned_snapshot(checkpoint)
     print(
-        f"writer: {writer.stats}; stops: {dict(outcomes)}; batches: {_batch_log(checkpoint, out)}"
+        f"writer: {writer.stats}; stops: {dict(outcomes)}; batches (planned, written, "
+        f"committed): {_batch_log(checkpoint, out)}; snapshot pinned at {pinned}"
     )
 
-    expected = ChangelogReader(spark).options(**PROCESSED).changes(path)
-    want = _assert_same_changes(spark.read.parquet(out), expected, f"seed {seed}")
+    assert pinned is not None
+    version, stamp_ms = pinned
+    assert latest_version(path) > version  # commits came after the snapshot
+    expected = ChangelogReader(spark).options(**PROCESSED, startingVersion=version + 1)
+    later = expected.changes(path)
+    snapshot_rows = _snapshot_rows(path, version, stamp_ms, later.columns)
+    got = spark.read.parquet(out)
+    want = _assert_same_changes(got, later, f"seed {seed}", more=snapshot_rows)
     assert {r[-3] for r in want} == CHANGE_TYPES  # updates, deletes and inserts all flowed
 
 
@@ -277,6 +334,8 @@ def _kill(server: LocalServer) -> int:
 
 
 @pytest.mark.timeout(1800)  # --long: four server starts, and this machine may be shared
+# pyspark's listener thread of the session on the killed server says so when it is closed.
+@pytest.mark.filterwarnings("ignore:StreamingQueryListenerBus Handler thread:UserWarning")
 def test_server_killed_mid_batch_resumes_on_a_new_server_without_loss_or_duplicates(
     spark: SparkSession, default_session: SparkSession, tmp_path: Path, long_run: bool, seed: int
 ) -> None:
