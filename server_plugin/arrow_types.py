@@ -6,6 +6,7 @@ to be ``timestamp[us, tz=UTC]`` (``timestamp``) or ``timestamp[us]`` (``timestam
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
 import pyarrow as pa
@@ -45,3 +46,36 @@ def arrow_type(data_type: Any) -> pa.DataType:
 def arrow_schema(schema: T.StructType, as_struct: bool = False) -> Any:
     fields = [pa.field(f.name, arrow_type(f.dataType), f.nullable) for f in schema.fields]
     return pa.struct(fields) if as_struct else pa.schema(fields)
+
+
+# -- single values, built from their bytes ---------------------------------------------------
+# ``pa.scalar``/``pa.array`` on a Python value make pyarrow ask whether it is a pandas
+# object, which imports pandas: a second of a reader's first task, and twice the objects
+# for the full garbage collection Spark's worker runs after every task from then on.
+
+
+LONG = pa.int64()
+STRING = pa.string()
+
+
+def null_value(data_type: pa.DataType) -> pa.Scalar:
+    return pa.nulls(1, data_type)[0]
+
+
+def int64_value(value: int, data_type: pa.DataType = LONG) -> pa.Scalar:
+    """A value of a 64-bit integer-backed type (long, timestamp in microseconds)."""
+    data = pa.py_buffer(struct.pack("<q", value))
+    return pa.Array.from_buffers(data_type, 1, [None, data])[0]
+
+
+def text_value(text: str | bytes, data_type: pa.DataType = STRING) -> pa.Scalar:
+    """A string (or, given bytes and ``pa.binary()``, binary) value."""
+    data = text.encode("utf-8") if isinstance(text, str) else text
+    offsets = pa.py_buffer(struct.pack("<ii", 0, len(data)))
+    return pa.Array.from_buffers(data_type, 1, [None, offsets, pa.py_buffer(data)])[0]
+
+
+def parsed_value(text: str, data_type: pa.DataType) -> pa.Scalar:
+    """Text parsed as ``data_type`` by Arrow's cast (numbers, dates, timestamps, booleans,
+    decimals); raises ``pa.ArrowInvalid`` when it does not parse."""
+    return text_value(text).cast(data_type)

@@ -27,7 +27,7 @@ from server_plugin.file_tasks import (
     check_no_reserved_columns,
     commit_tasks,
     group_tasks,
-    read_task,
+    read_group,
     snapshot_tasks,
 )
 from server_plugin.offsets import Offset, check_forward
@@ -114,8 +114,7 @@ class _Reader:
     def read(self, partition: InputPartition) -> Iterator[Any]:
         if not isinstance(partition, FileGroup):  # Spark's placeholder for "no partitions"
             return
-        for task in partition.files:
-            yield from read_task(self.log, self.schema, task, self.options.fail_on_data_loss)
+        yield from read_group(self.log, self.schema, partition, self.options.fail_on_data_loss)
 
     def _unreadable(self, timed: TimedCommit, why: str) -> Exception | None:
         if readable_as(timed.schema, self.table_schema):

@@ -11,6 +11,7 @@ and a stream carries it in its offsets, so a restart continues it exactly.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -24,6 +25,13 @@ from server_plugin.errors import ChangelogSourceError, option_error, source_erro
 from server_plugin.table_schema import table_schema
 
 log = logging.getLogger("delta_changelog")
+
+# How long a listing of the log that ended before the commit a stream waits for stands in
+# for a new one, as a multiple of what the listing took (at least a second): an idle stream
+# asks on every poll (Spark polls every 10 ms), and a listing of 10,000 commits takes
+# ~150 ms locally and many requests on an object store. So listing costs at most 5% of
+# the time; a commit deleted behind the stream is noticed that much later.
+LISTING_REUSE_FACTOR = 20
 
 
 def next_timestamp(recorded_ms: int, previous_ms: int | None) -> int:
@@ -44,6 +52,7 @@ class Timeline:
         self.log = delta_log
         self.fail_on_data_loss = fail_on_data_loss
         self._schema_after: dict[int, StructType] = {}
+        self._end_seen: tuple[float, int] | None = None  # (reuse until, latest version then)
 
     def schema_at(self, version: int) -> StructType:
         """The schema in effect after ``version`` (loads that snapshot once)."""
@@ -86,7 +95,7 @@ class Timeline:
         while last is None or version <= last:
             commit = self.log.commit(version)
             if commit is None:
-                later = next((v for v in self.log.commit_versions() if v > version), None)
+                later = self._next_after(version)
                 if later is None:  # the end of the log, not a gap
                     return
                 self._data_loss(version, later)
@@ -103,6 +112,21 @@ class Timeline:
             previous_ms = next_timestamp(commit.timestamp_ms, previous_ms)
             yield TimedCommit(commit, previous_ms, schema)
             version += 1
+
+    def _next_after(self, version: int) -> int | None:
+        """The first commit after a missing one, None at the end of the log. Commits are
+        written in order, so while a recent listing ended before ``version``, nothing after
+        it has been written unless ``version`` was too; that listing is reused."""
+        if self._end_seen is not None:
+            until, latest = self._end_seen
+            if latest < version and time.monotonic() < until:
+                return None
+        started = time.monotonic()
+        versions = self.log.commit_versions()
+        took = time.monotonic() - started
+        if versions:
+            self._end_seen = (started + max(1.0, LISTING_REUSE_FACTOR * took), versions[-1])
+        return next((v for v in versions if v > version), None)
 
     def _data_loss(self, version: int, next_available: int) -> None:
         message = (
