@@ -5,7 +5,10 @@ updates, deletes, merges, compactions, checkpoints) while its post-processed cha
 streams into Spark's parquet file sink, which is exactly-once through its ``_spark_metadata``
 log. The stream is stopped at random points, its server is killed with SIGKILL, several
 streams and several clients run at once; at the end every output must equal, as a multiset
-and with the same schema, what a batch read of the same table gives. Streaming restarts are
+and with the same column names and types, what batch reads of the same table give (for a
+stream that began with a snapshot: that snapshot as inserts, then the batch read of the
+later commits; for streaming net changes, which differ from batch by design: the table they
+rebuild). Streaming restarts are
 exactly-once only if the source serves the same rows for an offset range every time and
 keeps commits whole across restarts, and if the rewrite's state and watermark survive them:
 these tests are what shows that, under a real server and real concurrent writes.
@@ -72,11 +75,13 @@ def default_session(spark: SparkSession) -> Iterator[SparkSession]:
     ConnectSession._set_default_and_active_session(spark)  # type: ignore[arg-type]
 
 
-def _stream(spark: SparkSession, path: str, *, snapshot: bool = False, **options: Any) -> DataFrame:
-    """The post-processed stream from version 0, or (``snapshot``) from the table's snapshot
-    when the stream first runs, as inserts, then every later commit."""
+def _stream(
+    spark: SparkSession, path: str, *, from_snapshot: bool = False, **options: Any
+) -> DataFrame:
+    """The post-processed stream from version 0, or (``from_snapshot``) from the table's
+    snapshot when the stream first runs, as inserts, then every later commit."""
     reader = ChangelogReader(spark, streaming=True).options(**PROCESSED)
-    if not snapshot:
+    if not from_snapshot:
         reader.option("startingVersion", 0)
     return reader.options(**options).changes(path)
 
@@ -237,7 +242,7 @@ def test_stream_stopped_at_random_points_loses_and_duplicates_nothing(
             limit = rng.choice([1, 2, 4, 8, 1000])  # files per micro-batch
             early = rng.random() < 0.2
             before = _batch_log(checkpoint, out)
-            stream = _stream(spark, path, snapshot=True, maxFilesPerTrigger=limit)
+            stream = _stream(spark, path, from_snapshot=True, maxFilesPerTrigger=limit)
             query = _start(stream, out, checkpoint)
             try:
                 if not early:
@@ -265,7 +270,7 @@ def test_stream_stopped_at_random_points_loses_and_duplicates_nothing(
                 spread = max(3.0, 2 * statistics.median(batch_seconds))
             elif not early:
                 spread = min(2 * spread, 120.0)
-    Supervised(lambda: _start(_stream(spark, path, snapshot=True), out, checkpoint)).drain()
+    Supervised(lambda: _start(_stream(spark, path, from_snapshot=True), out, checkpoint)).drain()
     pinned = pinned or _pinned_snapshot(checkpoint)
     print(
         f"writer: {writer.stats}; stops: {dict(outcomes)}; batches (planned, written, "
