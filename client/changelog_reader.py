@@ -16,8 +16,9 @@ from pyspark.sql.connect.dataframe import DataFrame
 from pyspark.sql.connect.session import SparkSession
 
 from client.errors import CdcAnalysisException, invalid_option
-from rewrite import ChangelogSpec, post_process
+from rewrite.post_process import post_process
 from rewrite.options import KNOWN_OPTIONS, OptionValue
+from rewrite.spec import ChangelogSpec
 
 SOURCE_NAME = "delta_changelog"
 DELTA_SPEC = dict(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -95,3 +97,22 @@ def test_a_feed_needing_no_pass_is_not_a_rewrite(spark: SparkSession, query_name
         query.processAllAvailable()
     finally:
         query.stop()
+
+
+@pytest.mark.parametrize(
+    "first_import",
+    [
+        "from rewrite import post_process",
+        "import rewrite.options",
+        "from client import ChangelogReader",
+    ],
+)
+def test_any_first_import_works_and_installs_the_guard(first_import: str) -> None:
+    """A fresh interpreter: no earlier import may hide a cycle between client and rewrite."""
+    check = (
+        f"{first_import}\n"
+        "from pyspark.sql.connect.streaming.readwriter import DataStreamWriter\n"
+        "assert DataStreamWriter._start_internal._spark_cdc_guarded\n"
+    )
+    done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

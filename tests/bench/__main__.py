@@ -49,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     server = start_local_server(conf=SERVER_CONF, log_path=work / "server.log")
     started = time.time()
     figures: list[Figure] = []
+    spark = None
     try:
         spark = SparkSession.builder.remote(server.url).getOrCreate()
         bench = Bench(spark=spark, work=work, reps=1 if args.quick else args.reps, quick=args.quick)
@@ -58,8 +59,9 @@ def main(argv: list[str] | None = None) -> int:
             for figure in module.run(bench):
                 figures.append(figure)
                 print(f"   {figure.case}: {figure.ratio_label} = {figure.ratio}", flush=True)
-        spark.stop()
     finally:
+        if spark is not None:  # an open session blocks the server's shutdown
+            spark.stop()
         server.stop()
 
     results = {
