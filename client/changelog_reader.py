@@ -9,6 +9,7 @@ DataFrame makes no server round trip.
 
 from __future__ import annotations
 
+import difflib
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -16,9 +17,10 @@ from pyspark.sql.connect.dataframe import DataFrame
 from pyspark.sql.connect.session import SparkSession
 
 from client.errors import CdcAnalysisException, invalid_option
-from rewrite.post_process import post_process
 from rewrite.options import KNOWN_OPTIONS, OptionValue
+from rewrite.post_process import post_process
 from rewrite.spec import ChangelogSpec
+from server_plugin.source_options import OPTION_NAMES, STORAGE_PREFIX
 
 SOURCE_NAME = "delta_changelog"
 DELTA_SPEC = dict(
@@ -28,6 +30,12 @@ DELTA_SPEC = dict(
     contains_intermediate_changes=True,
 )
 _CDC_OPTIONS = {name.lower(): name for name in KNOWN_OPTIONS}
+_ROW_ID = "rowId"
+# The source's own options (its range options are the CDC ones above; the path is the table).
+_SOURCE_OPTIONS = {
+    name.lower(): name for name in OPTION_NAMES if name.lower() not in {*_CDC_OPTIONS, "path"}
+}
+_ALL_OPTIONS = (_ROW_ID, *KNOWN_OPTIONS, *_SOURCE_OPTIONS.values())
 _RANGE_OPTIONS = (
     "startingVersion",
     "endingVersion",
@@ -67,12 +75,14 @@ class ChangelogReader:
         cdc: dict[str, OptionValue] = {}
         source: dict[str, str] = {}
         for key, value in self._options.items():
-            if key.lower() == "rowid":
+            if key.lower() == _ROW_ID.lower():
                 row_id = _row_id(value)
             elif key.lower() in _CDC_OPTIONS:
                 cdc[_CDC_OPTIONS[key.lower()]] = value
-            else:
+            elif key.lower() in _SOURCE_OPTIONS or key.lower().startswith(STORAGE_PREFIX):
                 source[key] = _text(value)
+            else:
+                raise _unknown_option(key)
         if self._streaming and str(cdc.get("startingVersion", "")).strip().lower() == "latest":
             source["startingVersion"] = "latest"
             del cdc["startingVersion"]
@@ -99,6 +109,20 @@ class ChangelogReader:
                         value=str(cdc[name]),
                     )
         return hints
+
+
+def _unknown_option(key: str) -> CdcAnalysisException:
+    """Refused here, not by the source on the server, so the message keeps the user's
+    spelling and can suggest the option meant."""
+    close = difflib.get_close_matches(key.lower(), [n.lower() for n in _ALL_OPTIONS], n=1)
+    meant = {n.lower(): n for n in _ALL_OPTIONS}[close[0]] if close else None
+    hint = f"Did you mean '{meant}'? " if meant else ""
+    return invalid_option(
+        "UNKNOWN_OPTION",
+        f"Unknown ChangelogReader option '{key}'. {hint}The options are "
+        f"{', '.join(_ALL_OPTIONS)} and {STORAGE_PREFIX}<KEY> for delta-rs storage options.",
+        option=key,
+    )
 
 
 def _row_id(value: OptionValue) -> list[str]:

@@ -16,7 +16,7 @@ from server_plugin.timeline import parse_timestamp_ms
 
 DEFAULT_MAX_FILES = 1000
 STORAGE_PREFIX = "storage."
-_NAMES = (
+OPTION_NAMES = (
     "path",
     "startingVersion",
     "endingVersion",
@@ -28,7 +28,7 @@ _NAMES = (
     "maxBytesPerTrigger",
     "failOnDataLoss",
 )
-_CANONICAL = {name.lower(): name for name in _NAMES}
+_CANONICAL = {name.lower(): name for name in OPTION_NAMES}
 _SIZE = re.compile(r"^\s*(\d+)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
 
 
@@ -79,7 +79,7 @@ def parse_source_options(raw: Mapping[str, str]) -> SourceOptions:
             raise source_error(
                 "UNKNOWN_OPTION",
                 f"Unknown delta_changelog option '{key}'; the options are "
-                f"{', '.join(_NAMES)} and storage.<KEY> for delta-rs storage options.",
+                f"{', '.join(OPTION_NAMES)} and storage.<KEY> for delta-rs storage options.",
             )
         given[name] = str(value)
     if not given.get("path"):

@@ -35,7 +35,7 @@ import pyarrow.parquet as pq
 import pyspark
 import pytest
 from deltalake import DeltaTable, write_deltalake
-from pyspark.errors import StreamingQueryException
+from pyspark.errors import AnalysisException, StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 
 from client import ChangelogReader
@@ -501,12 +501,14 @@ def test_invalid_source_option_is_refused_by_the_source(
 def test_misspelt_option_on_changelog_reader_is_refused_before_any_query(
     spark: SparkSession, target: Target, two_versions: str, streaming: bool
 ) -> None:
-    """Every option ChangelogReader does not know goes to the source, which refuses it when
-    the server analyzes the query: before a query or an output exists."""
+    """Refused while the DataFrame is built, in the user's spelling, with the option meant."""
     reader = ChangelogReader(spark, streaming=streaming).options(rowId="id", computeUpdate=True)
-    with pytest.raises(Exception) as caught:
+    with pytest.raises(AnalysisException) as caught:
         write(reader.changes(two_versions), target, streaming)
-    assert_clear(caught.value, "DELTA_CHANGELOG.UNKNOWN_OPTION", "'computeupdate'")
+    assert caught.value.getCondition() == "INVALID_CDC_OPTION.UNKNOWN_OPTION"
+    assert_clear(
+        caught.value, "INVALID_CDC_OPTION.UNKNOWN_OPTION", "'computeUpdate'", "'computeUpdates'?"
+    )
     assert_no_query(spark, target)
 
 

@@ -171,7 +171,7 @@ def test_version_and_timestamp_ranges(spark: SparkSession, tmp_path: Path) -> No
     [
         ({"startingVersion": 99}, "INVALID_CDC_OPTION.STARTING_VERSION_AFTER_LATEST"),
         ({"startingVersion": "latest"}, "INVALID_CDC_OPTION.INVALID_VERSION"),
-        ({"maxFilesPerTriger": 1}, "DELTA_CHANGELOG.UNKNOWN_OPTION"),
+        ({"maxFilesPerTriger": 1}, "INVALID_CDC_OPTION.UNKNOWN_OPTION"),
         ({"maxBytesPerTrigger": "lots"}, "DELTA_CHANGELOG.INVALID_OPTION"),
         ({"startingTimestamp": "2999-01-01 00:00:00Z"}, "STARTING_TIMESTAMP_AFTER_LATEST"),
     ],
