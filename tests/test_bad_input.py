@@ -265,7 +265,7 @@ CLIENT_REFUSALS = [
         {"deduplicationMode": "none", "computeUpdates": "true"},
         "dropCarryovers",
     ),
-    *_refusal(  # ChangelogReader hands unknown options to the source: see the next table
+    *_refusal(  # ChangelogReader adds a suggestion: test_misspelt_option_on_changelog_reader...
         "INVALID_CDC_OPTION.UNKNOWN_OPTION",
         {"computeUpdate": "true"},
         "'computeUpdate'",
