@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from pyspark.sql import DataFrame, SparkSession
@@ -14,34 +13,13 @@ from rewrite import ChangelogSpec, post_process
 from rewrite.names import EVENTS
 from rewrite.plan_tree import reads_a_stream
 from tests.feeds import feed, row
-
-
-class CountingStub:
-    """Records every gRPC method called on the client's stub."""
-
-    def __init__(self, stub: Any) -> None:
-        self._stub = stub
-        self.calls: list[str] = []
-
-    def __getattr__(self, name: str) -> Any:
-        method = getattr(self._stub, name)
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            self.calls.append(name)
-            return method(*args, **kwargs)
-
-        return call
+from tests.rpc_count import CountingStub, counting_rpcs
 
 
 @pytest.fixture
 def rpcs(spark: SparkSession) -> Iterator[CountingStub]:
-    client = spark.client
-    counting = CountingStub(client._stub)
-    client._stub = counting
-    try:
+    with counting_rpcs(spark) as counting:
         yield counting
-    finally:
-        client._stub = counting._stub
 
 
 WIDE = ", ".join(f"c{i} int" for i in range(200))

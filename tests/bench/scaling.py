@@ -28,17 +28,16 @@ import random
 import statistics
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 
 from client.late_rows import first_drop
 from rewrite import ChangelogSpec, post_process
 from server_plugin.sample_changelog import register
 from tests.bench.common import Bench, Figure
 from tests.feeds import feed, row
+from tests.rpc_count import counting_rpcs
 
 BENCHMARK = "scaling"
 HISTORY = [10, 100, 1000]
@@ -173,34 +172,6 @@ def measure_state(bench: Bench, commits: int, mode: str) -> Figure:
 # ---------------------------------------------------------------------------------------
 # (b) plan building: time and round trips
 # ---------------------------------------------------------------------------------------
-
-
-class CountingStub:
-    """Records every gRPC method called on the client's stub (as in tests/test_plan.py)."""
-
-    def __init__(self, stub: Any) -> None:
-        self._stub = stub
-        self.calls: list[str] = []
-
-    def __getattr__(self, name: str) -> Any:
-        method = getattr(self._stub, name)
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            self.calls.append(name)
-            return method(*args, **kwargs)
-
-        return call
-
-
-@contextmanager
-def counting_rpcs(spark: SparkSession) -> Iterator[CountingStub]:
-    client = spark.client
-    counting = CountingStub(client._stub)
-    client._stub = counting
-    try:
-        yield counting
-    finally:
-        client._stub = counting._stub
 
 
 def wide_schema(columns: int) -> str:
