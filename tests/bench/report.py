@@ -4,6 +4,7 @@ per case, the target drawn as a line."""
 from __future__ import annotations
 
 import re
+import textwrap
 from collections import defaultdict
 from pathlib import Path
 
@@ -36,6 +37,7 @@ _COLORS = {None: "tab:gray", True: "tab:green", False: "tab:red"}
 
 
 def draw_chart(figures: list[Figure], path: Path) -> None:
+    """Panels in two columns, each as tall as its row's longest panel needs."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -47,15 +49,27 @@ def draw_chart(figures: list[Figure], path: Path) -> None:
             panels[(f.benchmark, f.ratio_label)].append(f)
     if not panels:
         return
-    fig, axes = plt.subplots(len(panels), 1, figsize=(9, 2.2 + 0.9 * len(figures)), squeeze=False)
-    for ax, ((benchmark, label), group) in zip(axes[:, 0], panels.items(), strict=True):
+    items = list(panels.items())
+    rows = [items[i : i + 2] for i in range(0, len(items), 2)]
+    heights = [0.8 + 0.42 * max(len(group) for _, group in row) for row in rows]
+    fig, axes = plt.subplots(
+        len(rows),
+        2,
+        figsize=(15, sum(heights) + 0.3 * len(rows)),
+        squeeze=False,
+        gridspec_kw={"height_ratios": heights},
+    )
+    for ax in axes.flat[len(items) :]:
+        ax.axis("off")
+    for ax, ((benchmark, label), group) in zip(axes.flat, items, strict=False):
         colors = [_COLORS[f.met] for f in group]
-        ax.barh([f.case for f in group], [f.ratio or 0 for f in group], color=colors)
+        names = [textwrap.fill(f.case, 44) for f in group]  # wrapped, never cut: bars must differ
+        ax.barh(names, [f.ratio or 0 for f in group], color=colors)
         for target in {_target_value(f.target) for f in group} - {None}:
             ax.axvline(target, color="black", linestyle="--", linewidth=1)
-        ax.set_title(f"{benchmark}: {label}", fontsize=10, loc="left")
+        ax.set_title(textwrap.shorten(f"{benchmark}: {label}", 70), fontsize=10, loc="left")
         ax.tick_params(labelsize=8)
         ax.invert_yaxis()
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=100)
     plt.close(fig)
