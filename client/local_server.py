@@ -167,7 +167,10 @@ def start_local_server(
     log4j = log_path.with_name("log4j2.properties")
     log4j.write_text(_LOG4J2)
     command = [str(spark_home / "bin" / "spark-submit"), "--driver-memory", driver_memory]
-    command += ["--driver-java-options", f"-Dlog4j2.configurationFile=file:{log4j}"]
+    # spark-submit lets --driver-java-options replace spark.driver.extraJavaOptions: merge them.
+    java_options = f"-Dlog4j2.configurationFile=file:{log4j}"
+    java_options += " " + settings.pop("spark.driver.extraJavaOptions", "")
+    command += ["--driver-java-options", java_options.strip()]
     command += ["--class", SERVER_CLASS, "--name", "spark-cdc-connect"]
     for key, value in settings.items():
         command += ["--conf", f"{key}={value}"]

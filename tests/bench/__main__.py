@@ -24,11 +24,13 @@ from tests.bench.report import draw_chart, table
 
 BENCHMARKS = ("streaming", "batch", "delta_source", "latency", "scaling")
 
-# The server settings the benchmarks run with, recorded with the results. One shuffle
-# partition per core: each is a state store that every micro-batch loads and commits, so
-# more partitions than cores only add per-batch cost (README, "Benchmarks").
+# The server settings the benchmarks run with, recorded with the results (README,
+# "Benchmarks"). One shuffle partition per core: each is a state store that every
+# micro-batch loads and commits. The throughput collector: a streaming aggregate that
+# buffers whole rows makes garbage at the rate it reads.
 SERVER_CONF = {
     "spark.sql.shuffle.partitions": str(os.cpu_count() or 2),
+    "spark.driver.extraJavaOptions": "-XX:+UseParallelGC",
 }
 
 
