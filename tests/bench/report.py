@@ -65,9 +65,11 @@ def draw_chart(figures: list[Figure], path: Path) -> None:
         colors = [_COLORS[f.met] for f in group]
         names = [textwrap.fill(f.case, 44) for f in group]  # wrapped, never cut: bars must differ
         ax.barh(names, [f.ratio or 0 for f in group], color=colors)
-        for target in {_target_value(f.target) for f in group} - {None}:
-            ax.axvline(target, color="black", linestyle="--", linewidth=1)
-        ax.set_title(textwrap.shorten(f"{benchmark}: {label}", 70), fontsize=10, loc="left")
+        for y, f in enumerate(group):  # each bar's own target: cases may have different ones
+            target = _target_value(f.target)
+            if target is not None:
+                ax.vlines(target, y - 0.45, y + 0.45, color="black", linestyle="--", linewidth=1)
+        ax.set_title(textwrap.fill(f"{benchmark}: {label}", 60), fontsize=10, loc="left")
         ax.tick_params(labelsize=8)
         ax.invert_yaxis()
     fig.tight_layout()
