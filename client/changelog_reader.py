@@ -35,7 +35,7 @@ _ROW_ID = "rowId"
 _SOURCE_OPTIONS = {
     name.lower(): name for name in OPTION_NAMES if name.lower() not in {*_CDC_OPTIONS, "path"}
 }
-_ALL_OPTIONS = (_ROW_ID, *KNOWN_OPTIONS, *_SOURCE_OPTIONS.values())
+_ALL_OPTIONS = {_ROW_ID.lower(): _ROW_ID, **_CDC_OPTIONS, **_SOURCE_OPTIONS}
 _RANGE_OPTIONS = (
     "startingVersion",
     "endingVersion",
@@ -114,13 +114,13 @@ class ChangelogReader:
 def _unknown_option(key: str) -> CdcAnalysisException:
     """Refused here, not by the source on the server, so the message keeps the user's
     spelling and can suggest the option meant."""
-    close = difflib.get_close_matches(key.lower(), [n.lower() for n in _ALL_OPTIONS], n=1)
-    meant = {n.lower(): n for n in _ALL_OPTIONS}[close[0]] if close else None
-    hint = f"Did you mean '{meant}'? " if meant else ""
+    close = difflib.get_close_matches(key.lower(), _ALL_OPTIONS, n=1)
+    hint = f"Did you mean '{_ALL_OPTIONS[close[0]]}'? " if close else ""
     return invalid_option(
         "UNKNOWN_OPTION",
         f"Unknown ChangelogReader option '{key}'. {hint}The options are "
-        f"{', '.join(_ALL_OPTIONS)} and {STORAGE_PREFIX}<KEY> for delta-rs storage options.",
+        f"{', '.join(_ALL_OPTIONS.values())} and {STORAGE_PREFIX}<KEY> for delta-rs storage "
+        "options.",
         option=key,
     )
 

@@ -79,7 +79,8 @@ def parse_source_options(raw: Mapping[str, str]) -> SourceOptions:
             raise source_error(
                 "UNKNOWN_OPTION",
                 f"Unknown delta_changelog option '{key}'; the options are "
-                f"{', '.join(OPTION_NAMES)} and storage.<KEY> for delta-rs storage options.",
+                f"{', '.join(OPTION_NAMES)} and {STORAGE_PREFIX}<KEY> for delta-rs storage "
+                "options.",
             )
         given[name] = str(value)
     if not given.get("path"):
