@@ -1,6 +1,6 @@
 """Lets a Spark Connect server discover ``delta_changelog``: Spark looks for top-level
 ``pyspark_*`` modules that define ``DefaultSource`` in the server's Python environment."""
 
-from server_plugin.delta_changelog import DeltaChangelogSource as DefaultSource
+from spark_cdc.server_plugin.delta.source import DeltaChangelogSource as DefaultSource
 
 __all__ = ["DefaultSource"]

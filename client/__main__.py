@@ -1,7 +1,7 @@
-"""``python -m client`` is ``spark-cdc``."""
+"""``python -m spark_cdc`` is ``spark-cdc``."""
 
 import sys
 
-from client.cli import main
+from spark_cdc.cli import main
 
 sys.exit(main())

@@ -15,33 +15,13 @@ from typing import Any
 
 from pyspark.sql.connect.dataframe import DataFrame
 from pyspark.sql.connect.session import SparkSession
+from spark_cdc.rewrite.errors import invalid_option, missing_row_id
+from spark_cdc.rewrite.options import KNOWN_OPTIONS, OptionValue
+from spark_cdc.rewrite.post_process import post_process
+from spark_cdc.sources import DELTA, RANGE_OPTIONS, ChangelogSource
 
-from client.errors import CdcAnalysisException, invalid_option
-from rewrite.options import KNOWN_OPTIONS, OptionValue
-from rewrite.post_process import post_process
-from rewrite.spec import ChangelogSpec
-from server_plugin.source_options import OPTION_NAMES, STORAGE_PREFIX
-
-SOURCE_NAME = "delta_changelog"
-DELTA_SPEC = dict(
-    row_version=None,
-    contains_carryover_rows=True,
-    represents_update_as_delete_and_insert=True,
-    contains_intermediate_changes=True,
-)
 _CDC_OPTIONS = {name.lower(): name for name in KNOWN_OPTIONS}
 _ROW_ID = "rowId"
-# The source's own options (its range options are the CDC ones above; the path is the table).
-_SOURCE_OPTIONS = {
-    name.lower(): name for name in OPTION_NAMES if name.lower() not in {*_CDC_OPTIONS, "path"}
-}
-_ALL_OPTIONS = {_ROW_ID.lower(): _ROW_ID, **_CDC_OPTIONS, **_SOURCE_OPTIONS}
-_RANGE_OPTIONS = (
-    "startingVersion",
-    "endingVersion",
-    "startingBoundInclusive",
-    "endingBoundInclusive",
-)
 # A zone-less timestamp means the session's time zone, which only the server knows; the
 # source gets a bound this much wider, and post_process filters rows exactly.
 _ANY_ZONE = timedelta(hours=18)
@@ -56,9 +36,14 @@ class ChangelogReader:
     ``maxBytesPerTrigger``, ``failOnDataLoss``, ``storage.<KEY>``).
     """
 
-    def __init__(self, spark: SparkSession, streaming: bool = False) -> None:
+    def __init__(
+        self, spark: SparkSession, streaming: bool = False, source: ChangelogSource = DELTA
+    ) -> None:
         self._spark = spark
         self._streaming = streaming
+        self._source = source
+        own = {name.lower(): name for name in source.options}
+        self._known = {_ROW_ID.lower(): _ROW_ID, **_CDC_OPTIONS, **own}
         self._options: dict[str, OptionValue] = {}
 
     def option(self, key: str, value: OptionValue) -> ChangelogReader:
@@ -74,27 +59,31 @@ class ChangelogReader:
         row_id: list[str] | None = None
         cdc: dict[str, OptionValue] = {}
         source: dict[str, str] = {}
+        prefixes = tuple(p.lower() for p in self._source.option_prefixes)
         for key, value in self._options.items():
-            if key.lower() == _ROW_ID.lower():
+            name = self._known.get(key.lower())
+            if name == _ROW_ID:
                 row_id = _row_id(value)
             elif key.lower() in _CDC_OPTIONS:
                 cdc[_CDC_OPTIONS[key.lower()]] = value
-            elif key.lower() in _SOURCE_OPTIONS or key.lower().startswith(STORAGE_PREFIX):
+            elif name is not None or key.lower().startswith(prefixes):
                 source[key] = _text(value)
             else:
-                raise _unknown_option(key)
+                raise self._unknown_option(key)
         if self._streaming and str(cdc.get("startingVersion", "")).strip().lower() == "latest":
             source["startingVersion"] = "latest"
             del cdc["startingVersion"]
-        source.update(self._range_for_source(cdc))
+        if self._source.takes_range:
+            source.update(self._range_for_source(cdc))
         reader: Any = self._spark.readStream if self._streaming else self._spark.read
-        df = reader.format(SOURCE_NAME).options(**source).load(table)
-        return post_process(df, ChangelogSpec(row_id=row_id, **DELTA_SPEC), cdc)
+        df = reader.format(self._source.name).options(**source).load(table)
+        return post_process(df, self._source.spec(row_id), cdc)
 
     def _range_for_source(self, cdc: dict[str, OptionValue]) -> dict[str, str]:
         """What lets the source skip commits outside the range; post_process still filters
         the rows exactly, so a hint may be wider than the range, never narrower."""
-        hints = {name: _text(cdc[name]) for name in _RANGE_OPTIONS if name in cdc}
+        exact = [n for n in RANGE_OPTIONS if n not in ("startingTimestamp", "endingTimestamp")]
+        hints = {name: _text(cdc[name]) for name in exact if name in cdc}
         for name, widen in (("startingTimestamp", -_ANY_ZONE), ("endingTimestamp", _ANY_ZONE)):
             if name in cdc:
                 hint = _timestamp_hint(str(cdc[name]), widen)
@@ -110,26 +99,24 @@ class ChangelogReader:
                     )
         return hints
 
-
-def _unknown_option(key: str) -> CdcAnalysisException:
-    """Refused here, not by the source on the server, so the message keeps the user's
-    spelling and can suggest the option meant."""
-    close = difflib.get_close_matches(key.lower(), _ALL_OPTIONS, n=1)
-    hint = f"Did you mean '{_ALL_OPTIONS[close[0]]}'? " if close else ""
-    return invalid_option(
-        "UNKNOWN_OPTION",
-        f"Unknown ChangelogReader option '{key}'. {hint}The options are "
-        f"{', '.join(_ALL_OPTIONS.values())} and {STORAGE_PREFIX}<KEY> for delta-rs storage "
-        "options.",
-        option=key,
-    )
+    def _unknown_option(self, key: str) -> Exception:
+        """Refused here, not by the source on the server, so the message keeps the user's
+        spelling and can suggest the option meant."""
+        close = difflib.get_close_matches(key.lower(), self._known, n=1)
+        hint = f"Did you mean '{self._known[close[0]]}'? " if close else ""
+        families = "".join(f" and {p}<KEY>" for p in self._source.option_prefixes)
+        return invalid_option(
+            "UNKNOWN_OPTION",
+            f"Unknown ChangelogReader option '{key}'. {hint}The options are "
+            f"{', '.join(self._known.values())}{families}.",
+            option=key,
+        )
 
 
 def _row_id(value: OptionValue) -> list[str]:
     columns = [c.strip() for c in str(value).split(",")]
     if not all(columns):
-        raise CdcAnalysisException(
-            "INVALID_CHANGELOG_SCHEMA.MISSING_ROW_ID",
+        raise missing_row_id(
             f"Option 'rowId' must name one or more columns, comma-separated, got {value!r}.",
         )
     return columns

@@ -46,7 +46,9 @@ def _fail(message: str, token: str | None) -> None:
 
 
 def explain(error: BaseException) -> str:
-    """One sentence for what the command line can run into."""
+    """One sentence for what the command line can run into. Our own errors arrive as
+    ``[CONDITION] sentence`` already (``spark_cdc.server_errors``); the rest are connection
+    problems, said plainly, or the first line of what Spark said."""
     text = str(error)
     lowered = text.lower()
     if "unauthenticated" in lowered or "authentication token" in lowered:
@@ -60,8 +62,6 @@ def explain(error: BaseException) -> str:
         or "connection refused" in lowered
     ):
         return "Cannot reach the Spark Connect server: is it running, and is the URL right?"
-    if "DELTA_CHANGELOG.NOT_A_DELTA_TABLE" in text:
-        return "The table does not exist or is not a Delta table the server can read."
     for line in text.splitlines():
         if line.strip():
             return line.strip()
@@ -72,7 +72,7 @@ def explain(error: BaseException) -> str:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from client.local_server import ServerStartError, start_local_server
+    from spark_cdc.local_server import ServerStartError, start_local_server
 
     try:
         server = start_local_server(port=args.port, host=args.host, token=args.token)
@@ -102,8 +102,7 @@ def _serve(args: argparse.Namespace) -> int:
 def _session(remote: str | None, token: str | None) -> Iterator[Any]:
     """A session on ``remote`` or on a local server started (and stopped) for the command."""
     from pyspark.sql import SparkSession
-
-    from client.local_server import ServerStartError, start_local_server
+    from spark_cdc.local_server import ServerStartError, start_local_server
 
     server = None
     if remote:
@@ -153,8 +152,8 @@ def follow(
 ) -> None:
     """Stream ``table``'s post-processed change feed to the terminal until ``until()`` or
     Ctrl-C, with a status line on a terminal."""
-    from client import ChangelogReader, register_delta_changelog
-    from client.live_feed import LiveFeed, render, status_line
+    from spark_cdc import ChangelogReader, register_delta_changelog
+    from spark_cdc.live_feed import LiveFeed, render, status_line
 
     register_delta_changelog(spark)
     df = ChangelogReader(spark, streaming=True).options(**options).changes(table)
@@ -226,7 +225,7 @@ def _tail(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from client.demo import run
+    from spark_cdc.demo import run
 
     with _session(args.remote, args.token) as spark:
         run(spark, seconds=args.seconds, work_dir=args.work_dir)

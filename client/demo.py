@@ -64,7 +64,7 @@ def write_orders(table: str, seconds: float, pause: float = 1.0) -> None:
 
 
 def run(spark: Any, seconds: float = 20.0, work_dir: str | None = None) -> None:
-    from client.cli import follow
+    from spark_cdc.cli import follow
 
     work = Path(work_dir or tempfile.mkdtemp(prefix="spark-cdc-demo-"))
     table = str(work / "orders")

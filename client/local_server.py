@@ -8,10 +8,12 @@ another machine by accident.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shutil
 import signal
+import site
 import socket
 import subprocess
 import sys
@@ -25,6 +27,7 @@ from typing import IO
 import pyspark
 
 READY_LINE = "Spark Connect server started"
+DISCOVERY_MODULE = "pyspark_delta_changelog"
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 SUPPORTED_JAVA = (17, 21)
 
@@ -184,8 +187,9 @@ def start_local_server(
         PYSPARK_DRIVER_PYTHON=sys.executable,
         SPARK_LOCAL_IP=host,
     )
-    if extra_python_path:
-        env["PYTHONPATH"] = os.pathsep.join([*extra_python_path, env.get("PYTHONPATH", "")])
+    python_path = [*(extra_python_path or []), *_discovery_path(log_path.parent)]
+    if python_path:
+        env["PYTHONPATH"] = os.pathsep.join([*python_path, env.get("PYTHONPATH", "")])
     log: IO[bytes] = open(log_path, "wb")  # noqa: SIM115 - owned by the child process
     process = subprocess.Popen(
         command,
@@ -199,6 +203,22 @@ def start_local_server(
     server = LocalServer(port=port, host=host, log_path=log_path, process=process, token=token)
     _wait_until_ready(server, timeout)
     return server
+
+
+def _discovery_path(folder: Path) -> list[str]:
+    """Spark finds server-side Python data sources with ``pkgutil.iter_modules()``, which
+    sees only folders on the server's ``sys.path``. An editable install (or a checkout on
+    the client's path) serves our discovery module from elsewhere, so the server then gets a
+    folder holding a copy of it."""
+    spec = importlib.util.find_spec(DISCOVERY_MODULE)
+    if spec is None or spec.origin is None:
+        return []
+    if Path(spec.origin).parent in {Path(p) for p in site.getsitepackages()}:
+        return []
+    target = folder / "discovery"
+    target.mkdir(exist_ok=True)
+    shutil.copy(spec.origin, target)
+    return [str(target)]
 
 
 def _wait_until_ready(server: LocalServer, timeout: float) -> None:

@@ -1,13 +1,12 @@
 """Pure plan rewriting: a change-feed DataFrame in, a post-processed DataFrame out.
 
-Importing this package first imports ``client``, which installs the output-mode guard, so
-a stream holding a rewrite can never start in Update/Complete mode whichever package a user
-imports first. ``client`` imports this package's modules (never its names), so the order is safe.
+Nothing here imports the client layer above it. Importing ``spark_cdc.rewrite`` runs the
+package's ``spark_cdc/__init__`` first, which arranges the stream-start guard, so a stream
+holding a rewrite is guarded however it was built.
 """
 
-import client  # noqa: F401  (installs the output-mode guard)
-from rewrite.options import CdcOptions, DeduplicationMode, parse_options
-from rewrite.post_process import post_process
-from rewrite.spec import ChangelogSpec
+from spark_cdc.rewrite.options import CdcOptions, DeduplicationMode, parse_options
+from spark_cdc.rewrite.post_process import post_process
+from spark_cdc.rewrite.spec import ChangelogSpec
 
 __all__ = ["CdcOptions", "ChangelogSpec", "DeduplicationMode", "parse_options", "post_process"]

@@ -5,9 +5,15 @@ from __future__ import annotations
 from pyspark.sql.connect import functions as F
 from pyspark.sql.connect.dataframe import DataFrame
 from pyspark.sql.connect.window import Window
-
-from rewrite.names import CHANGE_TYPE, COMMIT_VERSION, HELPERS, IMAGE, MAX_IMAGE, MIN_IMAGE
-from rewrite.row_level import (
+from spark_cdc.rewrite.names import (
+    CHANGE_TYPE,
+    COMMIT_VERSION,
+    HELPERS,
+    IMAGE,
+    MAX_IMAGE,
+    MIN_IMAGE,
+)
+from spark_cdc.rewrite.row_level import (
     RowLevelPasses,
     group_aggregates,
     is_single_pair,
@@ -17,7 +23,7 @@ from rewrite.row_level import (
     row_image,
     same_row_version,
 )
-from rewrite.spec import ChangelogSpec
+from spark_cdc.rewrite.spec import ChangelogSpec
 
 
 def batch_row_level(df: DataFrame, spec: ChangelogSpec, passes: RowLevelPasses) -> DataFrame:

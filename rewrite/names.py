@@ -1,17 +1,30 @@
-"""The changelog vocabulary, in Spark's own spelling (``Changelog.java``)."""
+"""The helper columns a rewrite adds, beside the changelog vocabulary it re-exports."""
 
 from __future__ import annotations
 
-CHANGE_TYPE = "_change_type"
-COMMIT_VERSION = "_commit_version"
-COMMIT_TIMESTAMP = "_commit_timestamp"
-METADATA_COLUMNS = (CHANGE_TYPE, COMMIT_VERSION, COMMIT_TIMESTAMP)
+from spark_cdc.server_plugin.vocabulary import (
+    CHANGE_TYPE,
+    CHANGE_TYPES,
+    COMMIT_TIMESTAMP,
+    COMMIT_VERSION,
+    DELETE,
+    INSERT,
+    METADATA_COLUMNS,
+    UPDATE_POSTIMAGE,
+    UPDATE_PREIMAGE,
+)
 
-INSERT = "insert"
-DELETE = "delete"
-UPDATE_PREIMAGE = "update_preimage"
-UPDATE_POSTIMAGE = "update_postimage"
-CHANGE_TYPES = (INSERT, DELETE, UPDATE_PREIMAGE, UPDATE_POSTIMAGE)
+__all__ = [
+    "CHANGE_TYPE",
+    "CHANGE_TYPES",
+    "COMMIT_TIMESTAMP",
+    "COMMIT_VERSION",
+    "DELETE",
+    "INSERT",
+    "METADATA_COLUMNS",
+    "UPDATE_POSTIMAGE",
+    "UPDATE_PREIMAGE",
+]
 
 # Reserved prefix for the helper columns a rewrite adds; input columns must not use it.
 HELPER_PREFIX = "__spark_cdc_"

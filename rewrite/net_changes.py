@@ -20,10 +20,9 @@ from pyspark.sql.connect.group import GroupedData
 from pyspark.sql.connect.plan import LogicalPlan
 from pyspark.sql.connect.window import Window
 from pyspark.sql.types import DataType, MapType, StringType, StructType
-
-from client.errors import contract_violation_message, unsupported_net_changes_column
-from rewrite import net_state
-from rewrite.names import (
+from spark_cdc.rewrite import net_state
+from spark_cdc.rewrite.errors import contract_violation_message, unsupported_net_changes_column
+from spark_cdc.rewrite.names import (
     CHANGE_TYPE,
     COMMIT_TIMESTAMP,
     COMMIT_VERSION,
@@ -38,11 +37,17 @@ from rewrite.names import (
     UPDATE_PREIMAGE,
     row_id_helper,
 )
-from rewrite.net_state import POST_EVENTS, PRE_EVENTS
-from rewrite.plan_tree import walk
-from rewrite.row_level import EXACT_JSON_OPTIONS, RowLevelPasses, checked_change_type, row_image
-from rewrite.spec import ChangelogSpec
-from rewrite.streaming import with_commit_watermark
+from spark_cdc.rewrite.net_state import POST_EVENTS, PRE_EVENTS
+from spark_cdc.rewrite.plan_tree import walk
+from spark_cdc.rewrite.row_level import (
+    EXACT_JSON_OPTIONS,
+    MULTIPLE_CHANGES_SENTENCE,
+    RowLevelPasses,
+    checked_change_type,
+    row_image,
+)
+from spark_cdc.rewrite.spec import ChangelogSpec
+from spark_cdc.rewrite.streaming import with_commit_watermark
 
 
 def batch_net_changes(df: DataFrame, spec: ChangelogSpec, compute_updates: bool) -> DataFrame:
@@ -102,8 +107,7 @@ def streaming_net_changes(
         update_detection=passes.update_detection,
         compute_updates=compute_updates,
         multiple_changes_message=contract_violation_message(
-            "UNEXPECTED_MULTIPLE_CHANGES_PER_ROW_VERSION",
-            "A row id has more than one delete or insert in commit version ",
+            "UNEXPECTED_MULTIPLE_CHANGES_PER_ROW_VERSION", MULTIPLE_CHANGES_SENTENCE
         ),
     )
     plan = NetChangesRelation(operator_input, df, rules, len(spec.row_id))

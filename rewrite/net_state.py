@@ -22,14 +22,16 @@ net change is emitted and the state cleared.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-# Spark's change types, spelled here rather than imported from ``rewrite.names``: this
-# module runs where the package may be absent, so it imports nothing from it.
-DELETE, INSERT = "delete", "insert"
-UPDATE_PREIMAGE, UPDATE_POSTIMAGE = "update_preimage", "update_postimage"
+# The operator's code is pickled by value and runs where this package may be absent; the
+# vocabulary's strings travel with it as values.
+from spark_cdc.server_plugin.errors import PARAMETERS_PREFIX
+from spark_cdc.server_plugin.vocabulary import DELETE, INSERT, UPDATE_POSTIMAGE, UPDATE_PREIMAGE
+
 PRE_EVENTS = (DELETE, UPDATE_PREIMAGE)
 POST_EVENTS = (INSERT, UPDATE_POSTIMAGE)
 
@@ -75,9 +77,11 @@ class NetRules:
             if self.carryover_removal and pair and self._same_row(members):
                 continue
             if self.update_detection and (deletes > 1 or inserts > 1):
+                counts = {"version": str(version), "deletes": str(deletes), "inserts": str(inserts)}
                 raise ValueError(
                     f"{self.multiple_changes_message}{version} ({deletes} deletes, {inserts} "
                     "inserts); a changelog may hold at most one of each per row id and commit."
+                    f"\n{PARAMETERS_PREFIX}{json.dumps(counts, sort_keys=True)}"
                 )
             kept.extend(members)
         return sorted(kept, key=lambda e: e.order)

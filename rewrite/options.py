@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 
-from client.errors import invalid_option
-from rewrite.timestamps import is_spark_timestamp
+from spark_cdc.rewrite.errors import invalid_option
+from spark_cdc.rewrite.timestamps import is_spark_timestamp
 
 OptionValue = str | bool | int
 

@@ -13,16 +13,17 @@ from collections.abc import Mapping
 from pyspark.sql.connect import functions as F
 from pyspark.sql.connect.column import Column
 from pyspark.sql.connect.dataframe import DataFrame
-
-from client.errors import CdcAnalysisException, invalid_option
-from rewrite.batch import batch_row_level
-from rewrite.names import COMMIT_TIMESTAMP, COMMIT_VERSION, HELPER_PREFIX
-from rewrite.net_changes import batch_net_changes, streaming_net_changes
-from rewrite.options import CdcOptions, DeduplicationMode, OptionValue, parse_options
-from rewrite.plan_tree import mark_streaming_rewrite, reads_a_stream
-from rewrite.row_level import RowLevelPasses
-from rewrite.spec import ChangelogSpec
-from rewrite.streaming import streaming_row_level
+from spark_cdc.rewrite.batch import batch_row_level
+from spark_cdc.rewrite.errors import invalid_option, missing_row_id
+from spark_cdc.rewrite.names import COMMIT_TIMESTAMP, COMMIT_VERSION, HELPER_PREFIX
+from spark_cdc.rewrite.net_changes import batch_net_changes, streaming_net_changes
+from spark_cdc.rewrite.options import CdcOptions, DeduplicationMode, OptionValue, parse_options
+from spark_cdc.rewrite.plan_tree import mark_streaming_rewrite, reads_a_stream
+from spark_cdc.rewrite.raised import raise_in_query
+from spark_cdc.rewrite.row_level import RowLevelPasses
+from spark_cdc.rewrite.spec import ChangelogSpec
+from spark_cdc.rewrite.streaming import streaming_row_level
+from spark_cdc.server_plugin.vocabulary import INVALID_CDC_OPTION
 
 
 def post_process(
@@ -41,8 +42,7 @@ def post_process(
         and spec.contains_intermediate_changes
     )
     if spec.row_id is None and (passes.update_detection or net):
-        raise CdcAnalysisException(
-            "INVALID_CHANGELOG_SCHEMA.MISSING_ROW_ID",
+        raise missing_row_id(
             "Update detection (computeUpdates) and net changes need a row id, the column(s) "
             "that identify a row across its versions: give one (ChangelogSpec(row_id=[...]), "
             "or option('rowId', 'id') on ChangelogReader), or use the default "
@@ -114,8 +114,11 @@ def _timestamp_literal(option: str, text: str) -> Column:
     """The server casts (a zone-less string is in the session time zone); a string that
     passed the client's check but not the server's cast still fails under Spark's class."""
     value = F.lit(text).try_cast("timestamp")
-    message = (
-        f"[INVALID_CDC_OPTION.INVALID_TIMESTAMP] Option '{option}' is not a timestamp the "
-        f"server can read: '{text}'."
+    error = raise_in_query(
+        f"{INVALID_CDC_OPTION}.INVALID_TIMESTAMP",
+        f"Option '{option}' is not a timestamp the server can read: '{text}'. Use "
+        "'yyyy-MM-dd[ HH:mm:ss[.SSSSSS]][zone]', e.g. '2024-05-01 12:00:00Z'.",
+        option=F.lit(option),
+        value=F.lit(text),
     )
-    return F.when(value.isNull(), F.raise_error(message)).otherwise(value)
+    return F.when(value.isNull(), error).otherwise(value)

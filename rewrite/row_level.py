@@ -13,9 +13,7 @@ from dataclasses import dataclass
 from pyspark.sql.connect import functions as F
 from pyspark.sql.connect.column import Column
 from pyspark.sql.connect.dataframe import DataFrame
-
-from client.errors import contract_violation_message
-from rewrite.names import (
+from spark_cdc.rewrite.names import (
     CHANGE_TYPE,
     CHANGE_TYPES,
     COMMIT_VERSION,
@@ -32,6 +30,7 @@ from rewrite.names import (
     UPDATE_POSTIMAGE,
     UPDATE_PREIMAGE,
 )
+from spark_cdc.rewrite.raised import contract_violation
 
 
 @dataclass(frozen=True)
@@ -58,12 +57,14 @@ def checked_change_type() -> Column:
     """``_change_type``, failing the query on a NULL or unknown value instead of miscounting."""
     change_type = F.col(CHANGE_TYPE)
     quoted = F.concat(F.lit("'"), change_type, F.lit("'"))
-    message = F.concat(
-        F.lit(contract_violation_message("UNEXPECTED_CHANGE_TYPE", "_change_type ")),
+    error = contract_violation(
+        "UNEXPECTED_CHANGE_TYPE",
+        "_change_type ",
         F.coalesce(quoted, F.lit("NULL")),
-        F.lit(f" is not one of {', '.join(CHANGE_TYPES)}."),
+        f" is not one of {', '.join(CHANGE_TYPES)}: fix the source of the change feed.",
+        changeType=F.coalesce(change_type, F.lit("NULL")),
     )
-    return F.when(change_type.isin(*CHANGE_TYPES), change_type).otherwise(F.raise_error(message))
+    return F.when(change_type.isin(*CHANGE_TYPES), change_type).otherwise(error)
 
 
 def group_aggregates(row_version: str | None) -> dict[str, Column]:
@@ -111,23 +112,25 @@ def keyed(df: DataFrame, row_id: Sequence[str] | None) -> tuple[DataFrame, list[
     return df, [F.col(c) for c in row_id]
 
 
+MULTIPLE_CHANGES_SENTENCE = "A row id has more than one delete or insert in commit version "
+
+
 def relabelled_change_type() -> Column:
     """Spark's relabel: one delete + one insert become an update; more is a contract breach."""
     deletes, inserts = F.col(DEL_CNT), F.col(INS_CNT)
     change_type = F.col(CHANGE_TYPE)
-    message = F.concat(
-        F.lit(
-            contract_violation_message(
-                "UNEXPECTED_MULTIPLE_CHANGES_PER_ROW_VERSION",
-                "A row id has more than one delete or insert in commit version ",
-            )
-        ),
+    error = contract_violation(
+        "UNEXPECTED_MULTIPLE_CHANGES_PER_ROW_VERSION",
+        MULTIPLE_CHANGES_SENTENCE,
         F.col(COMMIT_VERSION).cast("string"),
-        F.lit(" ("),
+        " (",
         deletes.cast("string"),
-        F.lit(" deletes, "),
+        " deletes, ",
         inserts.cast("string"),
-        F.lit(" inserts); a changelog may hold at most one of each per row id and commit."),
+        " inserts); a changelog may hold at most one of each per row id and commit.",
+        version=F.col(COMMIT_VERSION),
+        deletes=deletes,
+        inserts=inserts,
     )
     update = (
         F.when(change_type == INSERT, F.lit(UPDATE_POSTIMAGE))
@@ -135,7 +138,7 @@ def relabelled_change_type() -> Column:
         .otherwise(change_type)
     )
     return (
-        F.when((deletes > 1) | (inserts > 1), F.raise_error(message))
+        F.when((deletes > 1) | (inserts > 1), error)
         .when(is_single_pair(), update)
         .otherwise(change_type)
     )

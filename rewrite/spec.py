@@ -5,18 +5,30 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from client.errors import CdcAnalysisException
+from spark_cdc.rewrite.errors import missing_row_id
 
 
 @dataclass(frozen=True)
 class ChangelogSpec:
     """Row identity and capabilities of a change feed, as a DSv2 ``Changelog`` declares them.
 
+    ``row_id`` has Spark's meaning and one of ours:
+
+    - columns, e.g. ``["id"]``: the row id, as Spark's ``Changelog.rowId()``;
+    - ``[]``: Spark's "this changelog declares no row id". As in Spark 4.3
+      (``ChangelogTable.validateSchema``), that is legal only for a changelog that needs no
+      post-processing, one declaring none of ``contains_carryover_rows``,
+      ``represents_update_as_delete_and_insert`` and ``contains_intermediate_changes``: its
+      rows pass through as they are (only the range options apply). Any of the three
+      flags with ``[]`` is refused with ``INVALID_CHANGELOG_SCHEMA.MISSING_ROW_ID``,
+      whatever the options;
+    - ``None`` (our extension, what ``ChangelogReader`` uses without ``rowId``): rows are
+      identified by their whole content. That finds carry-overs (a delete and an insert of
+      one identical row in one commit) but not updates or net changes, which need to know
+      that two different rows are one, so those passes refuse it when asked for.
+
     ``row_version=None`` means carry-overs are found by comparing the two rows' images
-    (every non-metadata column) instead of a version column. ``row_id=None`` is for feeds
-    without one: a row is identified by its whole content, which is enough to find
-    carry-overs (a delete and an insert of one identical row in one commit) but not
-    updates or net changes, which need to know that two different rows are one.
+    (every non-metadata column) instead of a version column.
     """
 
     row_id: Sequence[str] | None
@@ -29,10 +41,26 @@ class ChangelogSpec:
         if self.row_id is None:  # rows identified by their whole content
             return
         row_id = (self.row_id,) if isinstance(self.row_id, str) else tuple(self.row_id)
-        if not row_id or any(not isinstance(c, str) or not c.strip() for c in row_id):
-            raise CdcAnalysisException(
-                "INVALID_CHANGELOG_SCHEMA.MISSING_ROW_ID",
-                f"The changelog's row id must name one or more columns, got {self.row_id!r}: "
-                "pass the column(s) that identify a row, e.g. row_id=['id'].",
+        if any(not isinstance(c, str) or not c.strip() for c in row_id):
+            raise missing_row_id(
+                f"The changelog's row id must name one or more columns, got {self.row_id!r}: pass "
+                "the column(s) that identify a row, e.g. row_id=['id'] (or [] for a changelog "
+                "that declares none).",
+            )
+        declared = [name for name in _POST_PROCESSING_FLAGS if getattr(self, name)]
+        if not row_id and declared:
+            raise missing_row_id(
+                f"The changelog declares {', '.join(declared)}, which post-processing "
+                "resolves by row, but no row id (row_id=[]): name the column(s) that identify "
+                "a row, e.g. row_id=['id'], or declare none of those flags.",
+                flags=", ".join(declared),
             )
         object.__setattr__(self, "row_id", row_id)
+
+
+# Spark's capability flags that each need a row id to act on (ChangelogTable.validateSchema).
+_POST_PROCESSING_FLAGS = (
+    "contains_carryover_rows",
+    "represents_update_as_delete_and_insert",
+    "contains_intermediate_changes",
+)

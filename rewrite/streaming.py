@@ -12,9 +12,7 @@ from __future__ import annotations
 from pyspark.sql.connect import functions as F
 from pyspark.sql.connect.column import Column
 from pyspark.sql.connect.dataframe import DataFrame
-
-from client.errors import contract_violation_message
-from rewrite.names import (
+from spark_cdc.rewrite.names import (
     CHANGE_TYPE,
     COMMIT_TIMESTAMP,
     COMMIT_VERSION,
@@ -24,7 +22,8 @@ from rewrite.names import (
     INS_CNT,
     ROW_KEY,
 )
-from rewrite.row_level import (
+from spark_cdc.rewrite.raised import contract_violation
+from spark_cdc.rewrite.row_level import (
     RowLevelPasses,
     group_aggregates,
     is_single_pair,
@@ -34,7 +33,7 @@ from rewrite.row_level import (
     row_image,
     same_row_version,
 )
-from rewrite.spec import ChangelogSpec
+from spark_cdc.rewrite.spec import ChangelogSpec
 
 
 def streaming_row_level(df: DataFrame, spec: ChangelogSpec, passes: RowLevelPasses) -> DataFrame:
@@ -75,12 +74,12 @@ def _commit_timestamp_present() -> Column:
     # it and still send a NULL. ``try_add`` is always nullable, so this test stays put
     # (a cast or plain arithmetic does not: both inherit the column's nullability).
     probe = F.try_add(F.col(COMMIT_TIMESTAMP), F.expr("INTERVAL 0 SECONDS"))
-    message = contract_violation_message(
+    error = contract_violation(
         "NULL_COMMIT_TIMESTAMP",
         "A change row has a NULL _commit_timestamp; streaming CDC post-processing needs "
         "every row's commit timestamp. Fix the source of the change feed.",
     )
-    return F.when(probe.isNull(), F.raise_error(message)).otherwise(F.lit(True))
+    return F.when(probe.isNull(), error).otherwise(F.lit(True))
 
 
 def without_watermark_metadata(df: DataFrame) -> DataFrame:

@@ -14,7 +14,7 @@ def register_by_value(spark: Any, source: type) -> None:
     from pyspark import cloudpickle
     from pyspark.errors import AnalysisException
 
-    cloudpickle.register_pickle_by_value(sys.modules["server_plugin"])
+    cloudpickle.register_pickle_by_value(sys.modules[__package__])
     try:
         spark.dataSource.register(source)
     except AnalysisException as error:

@@ -19,9 +19,8 @@ from pyspark.sql.datasource import (
     InputPartition,
 )
 from pyspark.sql.types import StructType
-
-from server_plugin.arrow_types import arrow_schema
-from server_plugin.registration import register_by_value
+from spark_cdc.server_plugin.arrow_types import arrow_schema
+from spark_cdc.server_plugin.registration import register_by_value
 
 try:  # Spark 4.2+: lets trigger(availableNow=True) run its final no-data batch.
     from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow

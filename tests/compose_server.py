@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from client.local_server import free_port
+from spark_cdc.local_server import free_port
 
 COMPOSE_DIR = Path(__file__).resolve().parent.parent / "compose"
 

@@ -21,9 +21,8 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql.connect.streaming.query import StreamingQuery
 from pyspark.sql.connect.streaming.readwriter import DataStreamWriter
-
-from client.late_rows import first_drop
-from client.local_server import LocalServer, start_local_server
+from spark_cdc.late_rows import first_drop
+from spark_cdc.local_server import LocalServer, start_local_server
 
 # Small shuffle width: the streaming aggregate runs a task per partition each micro-batch.
 TEST_SERVER_CONF = {"spark.sql.shuffle.partitions": "4"}
@@ -92,8 +91,8 @@ def spark_remote(
 
 @pytest.fixture(scope="session")
 def spark(spark_remote: str) -> Iterator[SparkSession]:
-    from server_plugin.delta_changelog import register as register_delta_changelog
-    from server_plugin.sample_changelog import register
+    from spark_cdc import register_delta_changelog
+    from spark_cdc.server_plugin.sample_changelog import register
 
     session = SparkSession.builder.remote(spark_remote).getOrCreate()
     register(session)

@@ -35,12 +35,11 @@ import pyarrow.parquet as pq
 import pyspark
 import pytest
 from deltalake import DeltaTable, write_deltalake
-from pyspark.errors import AnalysisException, StreamingQueryException
+from pyspark.errors import AnalysisException, PySparkException, StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
+from spark_cdc import ChangelogReader, ChangelogSpec, post_process
+from spark_cdc.rewrite.errors import CdcAnalysisException
 
-from client import ChangelogReader
-from client.errors import CdcAnalysisException
-from rewrite import ChangelogSpec, post_process
 from tests.delta_tables import commit_file, rows
 from tests.feeds import SCHEMA, feed, row
 
@@ -51,6 +50,8 @@ ADMISSION_CONTROL = tuple(int(p) for p in pyspark.__version__.split(".")[:2]) >=
 DELTA_SINK = "id long, _change_type string, _commit_version long"
 FEED_SINK = "id int, _change_type string, _commit_version long"
 SNAPSHOT = [(i, "insert", 0) for i in range(3)]  # the tables' version 0, a stream's snapshot
+# Spark's own analysis errors, which print the analyzed plan after their first line.
+SPARKS_OWN = {"DATATYPE_MISMATCH.CAST_WITHOUT_SUGGESTION"}
 
 
 # ----------------------------------------------------------------------------------------
@@ -109,11 +110,16 @@ def failure(df: DataFrame, target: Target, streaming: bool) -> Exception:
 
 
 def assert_clear(error: BaseException, condition: str, *named: str) -> str:
-    """The condition leads a message (one line) that names each of ``named``."""
+    """The error carries ``condition`` as its own (``getCondition()``, on the server's
+    errors too) and is one line that leads with it and names each of ``named``, with no
+    server traceback in it."""
+    assert isinstance(error, PySparkException), type(error)
+    assert error.getCondition() == condition, f"{error.getCondition()}: {str(error)[:3000]}"
     text = str(error)
-    lead = f"[{condition}] "
-    assert lead in text, f"expected {lead!r} in: {text[:3000]}"
-    message = text[text.index(lead) :].splitlines()[0]
+    assert text.startswith(f"[{condition}] "), text[:3000]
+    if condition not in SPARKS_OWN:
+        assert "Traceback" not in text and "JVM stacktrace" not in text, text[:3000]
+    message = text.splitlines()[0]
     missing = [n for n in named if n not in message]
     assert not missing, f"{missing} not named in: {message}"
     return message

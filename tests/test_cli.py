@@ -15,20 +15,20 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import SparkSession
+from spark_cdc.local_server import free_port
 
-from client.local_server import free_port
 from tests.delta_tables import rows
 
 TOKEN = "s3cret-t0ken-for-tests"
 
 
 class Command:
-    """``python -m client ...`` with its output collected line by line."""
+    """``python -m spark_cdc ...`` with its output collected line by line."""
 
     def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
         self.lines: list[str] = []
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "client", *args],
+            [sys.executable, "-m", "spark_cdc", *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -174,7 +174,10 @@ def test_tail_with_net_changes(spark_remote: str, tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "sentence"),
     [
-        (["tail", "/no/such/table", "--row-id", "id"], "is not a Delta table"),
+        (
+            ["tail", "/no/such/table", "--row-id", "id"],
+            "[DELTA_CHANGELOG.NOT_A_DELTA_TABLE] '/no/such/table' is not a Delta table",
+        ),
         (["tail", "/t", "--row-id", "id", "--remote", "sc://localhost:{free}"], "Cannot reach"),
         (["serve", "--port", "{taken}"], "already in use"),
         (["serve", "--port", "{free}"], "No Java found"),

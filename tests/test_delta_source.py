@@ -23,9 +23,9 @@ from pyspark.sql.types import (
     StructType,
     TimestampType,
 )
+from spark_cdc import ChangelogReader
+from spark_cdc.server_plugin.delta.timeline import next_timestamp
 
-from client import ChangelogReader
-from server_plugin.timeline import next_timestamp
 from tests.delta_tables import (
     SCENARIOS,
     append_commit,
@@ -297,7 +297,7 @@ def _copy_data_file(path: str, i: int) -> str:
 
 def test_registered_from_the_client(spark_remote: str, tmp_path: Path) -> None:
     """A server without the plugin installed gets it by value from the client."""
-    from client import register_delta_changelog
+    from spark_cdc import register_delta_changelog
 
     path = str(tmp_path / "t")
     dml(path)

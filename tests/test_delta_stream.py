@@ -17,8 +17,8 @@ from deltalake import DeltaTable, write_deltalake
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from spark_cdc import ChangelogReader
 
-from client import ChangelogReader
 from tests.delta_tables import dml_partitioned, log_cleaned_up_before_version_2, rows
 from tests.feeds import collect_rows
 

@@ -10,9 +10,9 @@ import pytest
 from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
+from spark_cdc import ChangelogSpec, post_process
+from spark_cdc.rewrite.streaming import with_commit_watermark
 
-from rewrite import ChangelogSpec, post_process
-from rewrite.streaming import with_commit_watermark
 from tests.feeds import SCHEMA, collect_rows, feed, row, run_stream
 
 ID = ChangelogSpec(row_id=["id"])

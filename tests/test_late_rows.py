@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
+from spark_cdc import ChangelogSpec, post_process
+from spark_cdc.late_rows import ROWS_BEHIND_WATERMARK, WatchedQuery
 
-from client.late_rows import ROWS_BEHIND_WATERMARK, WatchedQuery
-from rewrite import ChangelogSpec, post_process
 from tests.feeds import BASE_TIME, collect_rows, expect, feed, row
 
 ID = ChangelogSpec(row_id=["id"])

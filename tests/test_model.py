@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 from pyspark.sql.types import StructType
+from spark_cdc import ChangelogSpec, post_process
 
-from rewrite import ChangelogSpec, post_process
 from tests.feeds import (
     as_tuples,
     by_commit,

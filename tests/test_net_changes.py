@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
+from spark_cdc import ChangelogSpec, post_process
+from spark_cdc.stream_guard import STATE_STORE_PROVIDER
 
-from client.output_mode_guard import STATE_STORE_PROVIDER
-from rewrite import ChangelogSpec, post_process
 from tests.feeds import SCHEMA, collect_rows, drain, expect, feed, model_net, row, run_stream
 
 # A changelog that writes updates as pre/post images and has no carry-overs: only the net

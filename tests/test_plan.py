@@ -7,11 +7,10 @@ from collections.abc import Iterator
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.connect.proto import Relation
+from spark_cdc import ChangelogReader, ChangelogSpec, post_process
+from spark_cdc.rewrite.names import EVENTS
+from spark_cdc.rewrite.plan_tree import reads_a_stream
 
-from client import ChangelogReader
-from rewrite import ChangelogSpec, post_process
-from rewrite.names import EVENTS
-from rewrite.plan_tree import reads_a_stream
 from tests.feeds import feed, row
 from tests.rpc_count import CountingStub, counting_rpcs
 

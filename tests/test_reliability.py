@@ -42,14 +42,14 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.connect.session import SparkSession as ConnectSession
 from pyspark.sql.streaming import StreamingQuery
-
-from client import ChangelogReader
-from client.local_server import LocalServer, start_local_server
-from client.output_mode_guard import (
+from spark_cdc import ChangelogReader
+from spark_cdc.local_server import LocalServer, start_local_server
+from spark_cdc.stream_guard import (
     DEFAULT_STATE_STORE,
     ROCKSDB_STATE_STORE,
     STATE_STORE_PROVIDER,
 )
+
 from tests.delta_tables import apply_changes, latest_version, snapshot
 from tests.feeds import as_tuples, collect_rows, model_post_process
 from tests.writer import TableWriter

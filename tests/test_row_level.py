@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql.types import StructType
+from spark_cdc import ChangelogSpec, post_process
 
-from rewrite import ChangelogSpec, post_process
 from tests.feeds import SCHEMA, collect_rows, expect, feed, row, run_stream
 
 ID = ChangelogSpec(row_id=["id"])

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import pytest
-
-from server_plugin.errors import ChangelogSourceError
-from server_plugin.offsets import Offset, check_forward
-from server_plugin.source_options import parse_source_options
-from server_plugin.timeline import next_timestamp, parse_timestamp_ms
+from spark_cdc.server_plugin.delta.offsets import Offset, check_forward
+from spark_cdc.server_plugin.delta.options import parse_source_options
+from spark_cdc.server_plugin.delta.timeline import next_timestamp, parse_timestamp_ms
+from spark_cdc.server_plugin.errors import ChangelogSourceError
 
 
 def test_trigger_limits_follow_delta() -> None:

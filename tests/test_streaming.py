@@ -8,8 +8,8 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
+from spark_cdc import ChangelogSpec, post_process
 
-from rewrite import ChangelogSpec, post_process
 from tests.feeds import SCHEMA, collect_rows, commit_time, drain, feed, row, run_stream
 
 ID = ChangelogSpec(row_id=["id"])

@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 
 from pyspark.sql import SparkSession
+from spark_cdc.local_server import start_local_server
 
-from client.local_server import start_local_server
 from tests.bench.common import Bench, Figure
 from tests.bench.machine import describe_machine
 from tests.bench.report import draw_chart, table

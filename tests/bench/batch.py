@@ -26,8 +26,8 @@ from collections.abc import Callable
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from spark_cdc.rewrite import ChangelogSpec, post_process
 
-from rewrite import ChangelogSpec, post_process
 from tests.bench.common import Bench, Figure, interleaved, medians, seconds
 
 BENCHMARK = "batch"

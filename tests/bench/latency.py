@@ -39,8 +39,8 @@ import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame
+from spark_cdc import ChangelogReader
 
-from client import ChangelogReader
 from tests.bench.common import Bench, Figure
 
 BENCHMARK = "latency"

@@ -31,10 +31,10 @@ import uuid
 from typing import Any
 
 from pyspark.sql import DataFrame
+from spark_cdc.late_rows import first_drop
+from spark_cdc.rewrite import ChangelogSpec, post_process
+from spark_cdc.server_plugin.sample_changelog import register
 
-from client.late_rows import first_drop
-from rewrite import ChangelogSpec, post_process
-from server_plugin.sample_changelog import register
 from tests.bench.common import Bench, Figure
 from tests.feeds import feed, row
 from tests.rpc_count import counting_rpcs

@@ -26,8 +26,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import write_deltalake
 from pyspark.sql import DataFrame, SparkSession
+from spark_cdc import ChangelogReader
 
-from client import ChangelogReader
 from tests.bench.common import Bench, Figure, at_least, interleaved, medians, seconds
 
 # (changelog rows per commit, commits per run)

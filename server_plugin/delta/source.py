@@ -18,10 +18,7 @@ from pyspark.sql.datasource import (
     InputPartition,
 )
 from pyspark.sql.types import StructType
-
-from server_plugin.delta_log import DeltaLog, check_readable_protocol
-from server_plugin.errors import ChangelogSourceError, option_error, source_error
-from server_plugin.file_tasks import (
+from spark_cdc.server_plugin.delta.file_tasks import (
     FileGroup,
     FileTask,
     check_no_reserved_columns,
@@ -30,16 +27,17 @@ from server_plugin.file_tasks import (
     read_group,
     snapshot_tasks,
 )
-from server_plugin.offsets import Offset, check_forward
-from server_plugin.registration import register_by_value
-from server_plugin.source_options import SourceOptions, parse_source_options
-from server_plugin.table_schema import (
+from spark_cdc.server_plugin.delta.log import DeltaLog, check_readable_protocol
+from spark_cdc.server_plugin.delta.offsets import Offset, check_forward
+from spark_cdc.server_plugin.delta.options import SourceOptions, parse_source_options
+from spark_cdc.server_plugin.delta.table_schema import (
     changelog_schema,
     readable_as,
     schema_changed,
     table_schema,
 )
-from server_plugin.timeline import TimedCommit, Timeline
+from spark_cdc.server_plugin.delta.timeline import TimedCommit, Timeline
+from spark_cdc.server_plugin.errors import ChangelogSourceError, option_error, source_error
 
 try:  # Spark 4.2+: admission control and trigger(availableNow=True) for Python sources.
     from pyspark.sql.streaming.datasource import (
@@ -55,12 +53,6 @@ except ImportError:
     _AVAILABLE_NOW = ()
 
 SOURCE_NAME = "delta_changelog"
-
-
-def register(spark: Any) -> None:
-    """For a server without this package installed (it still needs deltalake): register
-    ``delta_changelog`` with this session, its code shipped with the call."""
-    register_by_value(spark, DeltaChangelogSource)
 
 
 class DeltaChangelogSource(DataSource):
@@ -277,7 +269,11 @@ def _checked_table(delta_log: DeltaLog) -> Any:
 def _commit_versions(delta_log: DeltaLog) -> list[int]:
     versions = delta_log.commit_versions()
     if not versions:
-        raise source_error("NOT_A_DELTA_TABLE", f"'{delta_log.uri}' has no commits.")
+        raise source_error(
+            "NOT_A_DELTA_TABLE",
+            f"'{delta_log.uri}' has no commits: pass the root directory of a Delta table.",
+            path=delta_log.uri,
+        )
     return versions
 
 
@@ -290,6 +286,8 @@ def _starting_after_latest(version: int, latest: int) -> Exception:
         "STARTING_VERSION_AFTER_LATEST",
         f"startingVersion {version} is after the table's latest version {latest}; "
         "use a version <= latest, or 'latest' to read only commits made from now on.",
+        startingVersion=version,
+        latestVersion=latest,
     )
 
 

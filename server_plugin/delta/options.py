@@ -11,8 +11,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from server_plugin.errors import option_error, source_error
-from server_plugin.timeline import parse_timestamp_ms
+from spark_cdc.server_plugin.delta.timeline import parse_timestamp_ms
+from spark_cdc.server_plugin.errors import option_error, source_error
 
 DEFAULT_MAX_FILES = 1000
 STORAGE_PREFIX = "storage."
@@ -81,6 +81,7 @@ def parse_source_options(raw: Mapping[str, str]) -> SourceOptions:
                 f"Unknown delta_changelog option '{key}'; the options are "
                 f"{', '.join(OPTION_NAMES)} and {STORAGE_PREFIX}<KEY> for delta-rs storage "
                 "options.",
+                option=key,
             )
         given[name] = str(value)
     if not given.get("path"):
@@ -135,6 +136,8 @@ def _version(given: Mapping[str, str], name: str) -> int | None:
             "INVALID_VERSION",
             f"Option '{name}' must be a commit version (a whole number >= 0){latest}, "
             f"got '{given[name]}'.",
+            option=name,
+            value=given[name],
         )
     return int(text)
 
@@ -146,7 +149,12 @@ def _timestamp(given: Mapping[str, str], name: str) -> int | None:
 def _boolean(given: Mapping[str, str], name: str, default: bool) -> bool:
     text = given.get(name, str(default)).strip().lower()
     if text not in ("true", "false"):
-        raise option_error("INVALID_BOOLEAN", f"Option '{name}' must be true or false.")
+        raise option_error(
+            "INVALID_BOOLEAN",
+            f"Option '{name}' must be true or false, got '{text}'.",
+            option=name,
+            value=text,
+        )
     return text == "true"
 
 
@@ -156,7 +164,10 @@ def _positive(given: Mapping[str, str], name: str) -> int | None:
     text = given[name].strip()
     if not text.isdigit() or int(text) < 1:
         raise source_error(
-            "INVALID_OPTION", f"Option '{name}' must be a whole number >= 1, got '{text}'."
+            "INVALID_OPTION",
+            f"Option '{name}' must be a whole number >= 1, got '{text}'.",
+            option=name,
+            value=text,
         )
     return int(text)
 
@@ -170,5 +181,7 @@ def _size(text: str | None) -> int | None:
             "INVALID_OPTION",
             f"Option 'maxBytesPerTrigger' must be a size such as 1048576, '512k', '64m' or "
             f"'1g', got '{text}'.",
+            option="maxBytesPerTrigger",
+            value=text,
         )
     return int(match.group(1)) * 1024 ** " kmgt".index(match.group(2).lower() or " ")

@@ -10,13 +10,13 @@ import json
 from typing import Any
 
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
-
-from server_plugin.errors import source_error
+from spark_cdc.server_plugin.errors import source_error
+from spark_cdc.server_plugin.vocabulary import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION
 
 CHANGELOG_FIELDS = (
-    StructField("_change_type", StringType(), False),
-    StructField("_commit_version", LongType(), False),
-    StructField("_commit_timestamp", TimestampType(), False),
+    StructField(CHANGE_TYPE, StringType(), False),
+    StructField(COMMIT_VERSION, LongType(), False),
+    StructField(COMMIT_TIMESTAMP, TimestampType(), False),
 )
 
 
@@ -43,6 +43,7 @@ def schema_changed(version: int, found: StructType, reading: StructType, why: st
         "SCHEMA_CHANGED",
         f"Version {version} of the table has schema {found.simpleString()}, but this read "
         f"uses {reading.simpleString()}; {why}",
+        version=version,
     )
 
 

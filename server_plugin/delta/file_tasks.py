@@ -21,21 +21,24 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from pyspark.sql.datasource import InputPartition
 from pyspark.sql.types import StructType
-
-from server_plugin.arrow_types import (
+from spark_cdc.server_plugin.arrow_types import (
     arrow_schema,
     int64_value,
     null_value,
     parsed_value,
     text_value,
 )
-from server_plugin.delta_log import Commit, DeltaLog, FileAction, unsupported_feature
-from server_plugin.errors import source_error
+from spark_cdc.server_plugin.delta.log import Commit, DeltaLog, FileAction, unsupported_feature
+from spark_cdc.server_plugin.errors import source_error
+from spark_cdc.server_plugin.vocabulary import (
+    CHANGE_TYPE,
+    COMMIT_TIMESTAMP,
+    COMMIT_VERSION,
+    DELETE,
+    INSERT,
+    METADATA_COLUMNS,
+)
 
-CHANGE_TYPE = "_change_type"
-COMMIT_VERSION = "_commit_version"
-COMMIT_TIMESTAMP = "_commit_timestamp"
-METADATA_COLUMNS = (CHANGE_TYPE, COMMIT_VERSION, COMMIT_TIMESTAMP)
 # Arrow batches of about a million values: big enough to amortize the per-batch cost of the
 # Python-to-JVM hand-over (256k rows of 4 columns read ~10% faster than 64k), small enough
 # for wide tables.
@@ -106,8 +109,8 @@ def commit_tasks(commit: Commit, timestamp_ms: int) -> list[FileTask]:
     if commit.cdcs:
         labelled: list[tuple[FileAction, str | None]] = [(f, None) for f in commit.cdcs]
     else:
-        labelled = [(f, "insert") for f in commit.adds if f.data_change]
-        labelled += [(f, "delete") for f in commit.removes if f.data_change]
+        labelled = [(f, INSERT) for f in commit.adds if f.data_change]
+        labelled += [(f, DELETE) for f in commit.removes if f.data_change]
     for action, _ in labelled:
         if action.has_deletion_vector:
             raise unsupported_feature(
@@ -133,7 +136,7 @@ def snapshot_tasks(table: Any, version: int, timestamp_ms: int) -> list[FileTask
     sizes = files.column("size_bytes").to_pylist()
     partitions = _partition_texts(files)
     return [
-        FileTask(path, "insert", version, timestamp_ms, tuple(sorted(part.items())), size)
+        FileTask(path, INSERT, version, timestamp_ms, tuple(sorted(part.items())), size)
         for path, size, part in zip(paths, sizes, partitions, strict=True)
     ]
 
@@ -209,6 +212,8 @@ def read_task(
                 "DATA_LOSS",
                 f"{message}. Start from a later version, or set failOnDataLoss=false to skip "
                 "missing files.",
+                version=task.version,
+                file=task.path,
             ) from error
         log.warning("%s; skipped because failOnDataLoss=false.", message)
         return
@@ -272,6 +277,9 @@ def _cast(column: pa.Array, field: pa.Field, task: FileTask) -> pa.Array:
             f"{column.null_count} NULL value(s), but the change feed declares it NOT NULL: the "
             "writer broke the table's schema. Restore or rewrite that commit's file, or read "
             "from a later version.",
+            column=field.name,
+            file=task.path,
+            version=task.version,
         )
     if column.type == field.type:
         return column
@@ -282,6 +290,9 @@ def _cast(column: pa.Array, field: pa.Field, task: FileTask) -> pa.Array:
             "SCHEMA_MISMATCH",
             f"Column '{field.name}' of data file '{task.path}' (version {task.version}) is "
             f"{column.type}, which cannot be read as {field.type}: {error}",
+            column=field.name,
+            file=task.path,
+            version=task.version,
         ) from error
 
 
@@ -292,4 +303,5 @@ def check_no_reserved_columns(schema: StructType) -> None:
             "RESERVED_COLUMN",
             f"The table has column(s) {', '.join(clash)}, which the change feed adds itself; "
             "rename them before reading the table's changes.",
+            columns=", ".join(clash),
         )

@@ -19,10 +19,9 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from pyspark.sql.types import StructType
-
-from server_plugin.delta_log import Commit, DeltaLog, check_readable_protocol
-from server_plugin.errors import ChangelogSourceError, option_error, source_error
-from server_plugin.table_schema import table_schema
+from spark_cdc.server_plugin.delta.log import Commit, DeltaLog, check_readable_protocol
+from spark_cdc.server_plugin.delta.table_schema import table_schema
+from spark_cdc.server_plugin.errors import ChangelogSourceError, option_error, source_error
 
 log = logging.getLogger("delta_changelog")
 
@@ -77,6 +76,7 @@ class Timeline:
                     "DATA_LOSS",
                     f"The schema of version {version} cannot be determined: the log before it "
                     "was cleaned up. Start from a later version.",
+                    version=version,
                 )
         return latest
 
@@ -107,7 +107,11 @@ class Timeline:
             elif commit.protocol is not None and schema is not None:
                 check_readable_protocol(commit.protocol, {})
             if schema is None:
-                raise source_error("DATA_LOSS", f"Version {version} has no table schema.")
+                raise source_error(
+                    "DATA_LOSS",
+                    f"Version {version} has no table schema: start from a later version.",
+                    version=version,
+                )
             self._schema_after[version] = schema
             previous_ms = next_timestamp(commit.timestamp_ms, previous_ms)
             yield TimedCommit(commit, previous_ms, schema)
@@ -138,6 +142,8 @@ class Timeline:
                 "DATA_LOSS",
                 f"{message}. Start from version {next_available} or later, or set "
                 "failOnDataLoss=false to skip what is gone.",
+                version=version,
+                nextAvailableVersion=next_available,
             )
         log.warning("%s; skipping ahead because failOnDataLoss=false.", message)
 
@@ -186,6 +192,8 @@ def parse_timestamp_ms(option: str, text: str) -> int:
             "INVALID_TIMESTAMP",
             f"Option '{option}' is not a timestamp: '{text}'. Use 'yyyy-MM-dd[ HH:mm:ss[.SSSSSS]]' "
             "with an optional zone ('Z', '+02:00' or 'Europe/Paris'); no zone means UTC.",
+            option=option,
+            value=text,
         ) from error
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)

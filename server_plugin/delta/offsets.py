@@ -10,10 +10,11 @@ restart reads the same snapshot even if the table moved on meanwhile.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
-from server_plugin.errors import source_error
+from spark_cdc.server_plugin.errors import source_error
 
 FORMAT_VERSION = 1
 
@@ -43,6 +44,7 @@ class Offset:
                 f"Offset {value!r} was not written by this version of delta_changelog "
                 f"(expected sourceVersion {FORMAT_VERSION}); start the stream with a new "
                 "checkpoint location.",
+                offset=json.dumps(value, sort_keys=True),
             )
         if value.get("tableId") != table_id:
             raise source_error(
@@ -50,6 +52,8 @@ class Offset:
                 f"The checkpoint's offset belongs to table id {value.get('tableId')}, but the "
                 f"table at this path now has id {table_id} (it was replaced or the path "
                 "changed); use a new checkpoint location for this table.",
+                checkpointTableId=value.get("tableId"),
+                tableId=table_id,
             )
         return cls(
             table_id,
@@ -66,4 +70,6 @@ def check_forward(start: Offset, end: Offset) -> None:
             f"The stream was asked to read from version {start.version} back to "
             f"{end.version}; offsets only move forward. The checkpoint does not match this "
             "table: use a new checkpoint location.",
+            startVersion=start.version,
+            endVersion=end.version,
         )

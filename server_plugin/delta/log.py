@@ -16,8 +16,7 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 import pyarrow.fs as pafs
-
-from server_plugin.errors import corrupt_commit, source_error
+from spark_cdc.server_plugin.errors import corrupt_commit, source_error
 
 LOG_DIR = "_delta_log"
 
@@ -122,11 +121,14 @@ class DeltaLog:
                     "NOT_A_DELTA_TABLE",
                     f"'{self.uri}' is not a Delta table the server can read ({reason}). "
                     "Pass the table's root directory (the one holding _delta_log).",
+                    path=self.uri,
                 ) from error
             raise source_error(
                 "DATA_LOSS",
                 f"Version {version} of '{self.uri}' can no longer be loaded ({reason}); its log "
                 "was probably cleaned up. Start from a later version.",
+                version=version,
+                path=self.uri,
             ) from error
 
     # -- commits -----------------------------------------------------------------------
@@ -268,4 +270,5 @@ def unsupported_feature(feature: str, detail: str) -> Exception:
         f"The table uses the Delta table feature '{feature}'{detail}, which this changelog "
         "source cannot read correctly; it refuses rather than return wrong rows. Read its "
         "change data feed with Delta Lake on the server instead.",
+        feature=feature,
     )

@@ -1,0 +1,81 @@
+"""The changelog sources ``ChangelogReader`` reads through, each described by what it
+declares (Spark's ``Changelog`` capability flags) and the options it takes.
+
+A second source (Iceberg is next) is one more description here and its plugin in
+``spark_cdc.server_plugin``; the reader itself does not change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from spark_cdc.rewrite.spec import ChangelogSpec
+from spark_cdc.server_plugin.delta.options import OPTION_NAMES, STORAGE_PREFIX
+from spark_cdc.server_plugin.delta.source import SOURCE_NAME, DeltaChangelogSource
+from spark_cdc.server_plugin.registration import register_by_value
+
+# Spark's CDC range options; a source that takes them too can skip commits outside the range.
+RANGE_OPTIONS = (
+    "startingVersion",
+    "endingVersion",
+    "startingTimestamp",
+    "endingTimestamp",
+    "startingBoundInclusive",
+    "endingBoundInclusive",
+)
+
+
+@dataclass(frozen=True)
+class ChangelogSource:
+    """A server-side changelog source, as the reader sees it.
+
+    ``options`` are the source's own, beyond Spark's CDC options; ``option_prefixes`` open
+    families of them (``storage.<KEY>``); ``takes_range`` says whether the source reads
+    Spark's range options itself (as a hint: ``post_process`` still filters exactly).
+    """
+
+    name: str
+    row_version: str | None
+    contains_carryover_rows: bool
+    represents_update_as_delete_and_insert: bool
+    contains_intermediate_changes: bool
+    options: tuple[str, ...] = ()
+    option_prefixes: tuple[str, ...] = ()
+    takes_range: bool = False
+    plugin: type | None = None  # the DataSource class, for registering it by value
+
+    def register(self, spark: Any) -> None:
+        """For a server without this package installed: register the source with this
+        session, its code shipped with the call (the server needs only its imports)."""
+        if self.plugin is not None:
+            register_by_value(spark, self.plugin)
+
+    def spec(self, row_id: list[str] | None) -> ChangelogSpec:
+        return ChangelogSpec(
+            row_id=row_id,
+            row_version=self.row_version,
+            contains_carryover_rows=self.contains_carryover_rows,
+            represents_update_as_delete_and_insert=self.represents_update_as_delete_and_insert,
+            contains_intermediate_changes=self.contains_intermediate_changes,
+        )
+
+
+# Delta's log holds copy-on-write rewrites (carry-overs), updates as delete+insert and every
+# commit's changes; it has no row version, so carry-overs are found by comparing rows.
+DELTA = ChangelogSource(
+    name=SOURCE_NAME,
+    row_version=None,
+    contains_carryover_rows=True,
+    represents_update_as_delete_and_insert=True,
+    contains_intermediate_changes=True,
+    options=tuple(n for n in OPTION_NAMES if n != "path" and n not in RANGE_OPTIONS),
+    option_prefixes=(STORAGE_PREFIX,),
+    takes_range=True,
+    plugin=DeltaChangelogSource,
+)
+
+
+def register_delta_changelog(spark: Any) -> None:
+    """Ship ``delta_changelog`` to a server without this package (it needs deltalake)."""
+    DELTA.register(spark)

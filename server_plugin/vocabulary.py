@@ -1,0 +1,26 @@
+"""The changelog vocabulary every layer shares, in Spark's own spelling (``Changelog.java``).
+
+A leaf: it imports nothing, so it ships to servers with the plugin and the client's layers
+read it too; each name is spelled once.
+"""
+
+from __future__ import annotations
+
+CHANGE_TYPE = "_change_type"
+COMMIT_VERSION = "_commit_version"
+COMMIT_TIMESTAMP = "_commit_timestamp"
+METADATA_COLUMNS = (CHANGE_TYPE, COMMIT_VERSION, COMMIT_TIMESTAMP)
+
+INSERT = "insert"
+DELETE = "delete"
+UPDATE_PREIMAGE = "update_preimage"
+UPDATE_POSTIMAGE = "update_postimage"
+CHANGE_TYPES = (INSERT, DELETE, UPDATE_PREIMAGE, UPDATE_POSTIMAGE)
+
+# The error condition families this package raises; the client turns a server error that
+# carries one of them back into an exception with that condition (spark_cdc.server_errors).
+DELTA_CHANGELOG = "DELTA_CHANGELOG"
+INVALID_CDC_OPTION = "INVALID_CDC_OPTION"
+CONTRACT_VIOLATION = "CHANGELOG_CONTRACT_VIOLATION"
+INVALID_CHANGELOG_SCHEMA = "INVALID_CHANGELOG_SCHEMA"
+SERVER_CONDITIONS = (DELTA_CHANGELOG, INVALID_CDC_OPTION, CONTRACT_VIOLATION)
