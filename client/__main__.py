@@ -1,7 +1,5 @@
 """``python -m spark_cdc`` is ``spark-cdc``."""
 
-import sys
+from spark_cdc.cli import entry
 
-from spark_cdc.cli import main
-
-sys.exit(main())
+entry()

@@ -16,8 +16,9 @@ from typing import Any
 from pyspark.sql.connect.dataframe import DataFrame
 from pyspark.sql.connect.session import SparkSession
 from spark_cdc.rewrite.errors import invalid_option, missing_row_id
-from spark_cdc.rewrite.options import KNOWN_OPTIONS, OptionValue
+from spark_cdc.rewrite.options import KNOWN_OPTIONS, OptionValue, parse_options
 from spark_cdc.rewrite.post_process import post_process
+from spark_cdc.rewrite.spec import ChangelogSpec
 from spark_cdc.sources import DELTA, RANGE_OPTIONS, ChangelogSource
 
 _CDC_OPTIONS = {name.lower(): name for name in KNOWN_OPTIONS}
@@ -55,7 +56,14 @@ class ChangelogReader:
         return self
 
     def changes(self, table: str) -> DataFrame:
-        """The change feed of the Delta table at ``table`` (a path or URI the server reads)."""
+        """The post-processed change feed of the table at ``table`` (a path or URI the server
+        reads), batch or streaming as the reader was made."""
+        return post_process(*self.source_feed(table))
+
+    def source_feed(self, table: str) -> tuple[DataFrame, ChangelogSpec, dict[str, OptionValue]]:
+        """The source's own change feed, the ``ChangelogSpec`` it declares and the CDC options,
+        before ``post_process``: for callers that post-process each micro-batch themselves
+        (``spark-cdc tail``). The options are checked as for ``changes``."""
         row_id: list[str] | None = None
         cdc: dict[str, OptionValue] = {}
         source: dict[str, str] = {}
@@ -70,6 +78,13 @@ class ChangelogReader:
                 source[key] = _text(value)
             else:
                 raise self._unknown_option(key)
+        opts = parse_options(cdc)  # Spark's order: the options themselves first
+        if self._streaming and (opts.ending_version, opts.ending_timestamp) != (None, None):
+            raise invalid_option(
+                "ENDING_BOUND_IN_STREAM",
+                "A stream has no end: drop endingVersion/endingTimestamp, and use "
+                "trigger(availableNow=True) to stop after what the table holds now.",
+            )
         if self._streaming and str(cdc.get("startingVersion", "")).strip().lower() == "latest":
             source["startingVersion"] = "latest"
             del cdc["startingVersion"]
@@ -77,7 +92,7 @@ class ChangelogReader:
             source.update(self._range_for_source(cdc))
         reader: Any = self._spark.readStream if self._streaming else self._spark.read
         df = reader.format(self._source.name).options(**source).load(table)
-        return post_process(df, self._source.spec(row_id), cdc)
+        return df, self._source.spec(row_id), cdc
 
     def _range_for_source(self, cdc: dict[str, OptionValue]) -> dict[str, str]:
         """What lets the source skip commits outside the range; post_process still filters

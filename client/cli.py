@@ -2,41 +2,126 @@
 
     spark-cdc serve [--port N] [--token T]      a local Spark Connect server with the plugin
     spark-cdc demo [--remote URL]               the main job, end to end
-    spark-cdc tail TABLE --row-id COLS [...]    follow a table's change feed until Ctrl-C
+    spark-cdc tail TABLE --row-id COLS [...]    follow a table's change feed until stopped
 
 Errors end in one sentence and a non-zero exit, never a stack trace, and never show a token.
+
+Ctrl-C, SIGTERM and SIGHUP stop every command the same way, in bounded time: the stream is
+stopped (and when it does not stop within ``STOP_DEADLINE_S``, its session is closed, which
+ends it on the server), a server the command started is stopped with its whole process
+group, and temporary folders are removed. A second signal while that runs skips to the end:
+the server's process group is killed at once.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import logging
 import os
+import shutil
+import signal
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
+from types import FrameType
 from typing import Any
 
 TOKEN_ENV = "SPARK_CDC_TOKEN"
 DEFAULT_PORT = 15002
+STOP_DEADLINE_S = 20.0  # for the stream's stop, then again for the session's
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 class CliError(Exception):
     """Ends the command with this one sentence."""
 
 
+class Stopped(BaseException):
+    """A stop signal arrived. A BaseException, like KeyboardInterrupt, so that no
+    ``except Exception`` on the way swallows it; every ``finally`` runs."""
+
+
+def _first_signal(signum: int, frame: FrameType | None) -> None:
+    for stop_signal in STOP_SIGNALS:
+        signal.signal(stop_signal, _second_signal)
+    raise Stopped(signum)
+
+
+def _second_signal(signum: int, frame: FrameType | None) -> None:
+    from spark_cdc.local_server import RUNNING
+
+    for server in list(RUNNING):
+        server.kill()
+    _remove_scratch()
+    sys.stderr.write("\nStopped at once.\n")
+    os._exit(0)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     token = getattr(args, "token", None)
+    for stop_signal in STOP_SIGNALS:
+        signal.signal(stop_signal, _first_signal)
+    # PySpark logs every server error it raises as a multi-KB JSON line on stderr; the
+    # command line says what went wrong in one sentence instead.
+    for name in ("DataFrameQueryContextLogger", "SQLQueryContextLogger"):
+        logging.getLogger(name).disabled = True
+    failed = True
     try:
-        return int(args.run(args) or 0)
-    except KeyboardInterrupt:
-        return 130
+        code = int(args.run(args) or 0)
+        failed = False
+        return code
+    except (Stopped, KeyboardInterrupt):
+        failed = False
+        return 0
     except CliError as error:
         _fail(str(error), token)
     except Exception as error:  # anything from Spark or the OS: one sentence
         _fail(explain(error), token)
+    finally:
+        _remove_scratch(keep_server_log=failed)
     return 1
+
+
+_scratch: list[Path] = []
+
+
+def scratch() -> Path:
+    """The command's own temporary folder (a server's log, the live feed's spool, the
+    demo's table), removed when the command ends, after any server it started has stopped,
+    so nothing a late write recreates is left behind."""
+    if not _scratch:
+        _scratch.append(Path(tempfile.mkdtemp(prefix="spark-cdc-")))
+    return _scratch[0]
+
+
+def _remove_scratch(keep_server_log: bool = False) -> None:
+    """Remove the command's folder; after a failure, keep a server log it holds (and say
+    where) for the diagnosis."""
+    while _scratch:
+        folder = _scratch.pop()
+        log = folder / "server.log"
+        if keep_server_log and log.exists():
+            for entry in folder.iterdir():
+                if entry.name not in (log.name, "log4j2.properties"):
+                    shutil.rmtree(entry, ignore_errors=True)
+            print(f"spark-cdc: the server's log is kept in {log}", file=sys.stderr)
+        else:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def entry() -> None:
+    """The ``spark-cdc`` console script: ``main()``, then exit at once. PySpark's Connect
+    client can leave threads behind (a listener bus, gRPC's) that hang interpreter shutdown
+    or print warnings there; by now everything of ours has been stopped and removed."""
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _fail(message: str, token: str | None) -> None:
@@ -88,11 +173,11 @@ def _serve(args: argparse.Namespace) -> int:
         raise CliError(
             f"The server exited with code {server.process.returncode}; see {server.log_path}."
         )
-    except KeyboardInterrupt:
-        print("\nStopping the server ...", file=sys.stderr)
+    except (Stopped, KeyboardInterrupt):
+        print("\nStopping the server ...", file=sys.stderr, flush=True)
         return 0
     finally:
-        server.stop()
+        server.stop(timeout=STOP_DEADLINE_S)
 
 
 # -- tail ----------------------------------------------------------------------------------
@@ -100,8 +185,10 @@ def _serve(args: argparse.Namespace) -> int:
 
 @contextmanager
 def _session(remote: str | None, token: str | None) -> Iterator[Any]:
-    """A session on ``remote`` or on a local server started (and stopped) for the command."""
+    """A session on ``remote`` or on a local server started (and stopped) for the command.
+    Closing the session is bounded too: a stuck close is left to the server's stop."""
     from pyspark.sql import SparkSession
+    from spark_cdc.live_feed import finished_within
     from spark_cdc.local_server import ServerStartError, start_local_server
 
     server = None
@@ -111,20 +198,22 @@ def _session(remote: str | None, token: str | None) -> Iterator[Any]:
     else:
         print("Starting a local Spark Connect server on 127.0.0.1 ...", file=sys.stderr, flush=True)
         try:
-            server = start_local_server(conf={"spark.sql.shuffle.partitions": "4"})
+            server = start_local_server(
+                conf={"spark.sql.shuffle.partitions": "4"}, log_path=scratch() / "server.log"
+            )
         except ServerStartError as error:
             raise CliError(str(error).splitlines()[0]) from None
         url = server.url
-    spark = SparkSession.builder.remote(url).create()
     try:
-        spark.range(1).collect()  # fail here, clearly, on a wrong URL or token
-        yield spark
-    finally:
+        spark = SparkSession.builder.remote(url).create()
         try:
-            spark.stop()
+            spark.range(1).collect()  # fail here, clearly, on a wrong URL or token
+            yield spark
         finally:
-            if server is not None:
-                server.stop()
+            finished_within(STOP_DEADLINE_S, spark.stop)
+    finally:
+        if server is not None:
+            server.stop(timeout=STOP_DEADLINE_S)
 
 
 def _check_reachable(url: str) -> None:
@@ -150,54 +239,62 @@ def follow(
     print_out: Callable[[str], None] = print,
     until: Callable[[], bool] = lambda: False,
 ) -> None:
-    """Stream ``table``'s post-processed change feed to the terminal until ``until()`` or
-    Ctrl-C, with a status line on a terminal."""
+    """Stream ``table``'s post-processed change feed to the terminal, a commit at a time as
+    each arrives, until ``until()`` or a stop signal. On a terminal a status line on stderr
+    shows progress (cleared before each commit prints); elsewhere a line says what it waits
+    for."""
     from spark_cdc import ChangelogReader, register_delta_changelog
-    from spark_cdc.live_feed import LiveFeed, render, status_line
+    from spark_cdc.live_feed import WAITING, LiveFeed, render, status_line
 
     register_delta_changelog(spark)
-    df = ChangelogReader(spark, streaming=True).options(**options).changes(table)
-    columns = [c for c in _table_columns(spark, table) if not c.startswith("_")]
-    feed = LiveFeed(df).start()
-    started, total, last = time.monotonic(), 0, None
+    raw, spec, cdc = ChangelogReader(spark, streaming=True).options(**options).source_feed(table)
+    columns = _user_columns(spark, table, spec.row_id or ())
+    feed = LiveFeed(raw, spec, cdc, work_dir=str(scratch() / "live"))
     tty = sys.stderr.isatty()
+    if not tty:
+        print(f"spark-cdc: {WAITING} ...", file=sys.stderr, flush=True)
+    started, changes, last = time.monotonic(), 0, None
 
     def show() -> None:
-        nonlocal total, last
-        for _, rows in feed.batches():
-            print_out(render(_ordered(rows, columns), columns))
-            total += len(rows)
-            last = max(((r["_commit_version"], r["_commit_timestamp"]) for r in rows), default=last)
+        nonlocal changes, last
+        for commits in feed.batches():
+            if tty:
+                print("\r\033[K", end="", file=sys.stderr, flush=True)
+            for commit in commits:
+                print_out(render(_ordered(commit, columns), columns, feed.nets_changes))
+                changes, last = changes + len(commit.rows), commit
         if tty:
-            status = status_line(total, started, last)
-            print(f"\r{status}\033[K", end="", file=sys.stderr, flush=True)
+            print(f"\r{status_line(changes, started, last)}\033[K", end="", file=sys.stderr)
+            sys.stderr.flush()
 
+    feed.start()
     try:
         while not until():
             feed.check()
             show()
-            time.sleep(0.5)
+            time.sleep(0.2)
         feed.query.processAllAvailable()  # take what is left, then stop
         show()
     finally:
         if tty:
             print(file=sys.stderr)
-        feed.stop()
+        if not feed.stop(STOP_DEADLINE_S):
+            print(
+                "spark-cdc: the stream did not stop in time; closing the session.", file=sys.stderr
+            )
 
 
 _BEFORE_AFTER = {"delete": 0, "update_preimage": 0, "update_postimage": 1, "insert": 1}
 
 
-def _ordered(rows: list[Any], columns: list[str]) -> list[Any]:
-    """By commit, then row id, the before-image ahead of the after-image."""
-    return sorted(
-        rows,
-        key=lambda r: (
-            r["_commit_version"],
-            _sortable(r[columns[0]]),
-            _BEFORE_AFTER[r["_change_type"]],
-        ),
+def _ordered(commit: Any, columns: list[str]) -> Any:
+    """The commit's rows by the first column (the row id), the before-image ahead of the
+    after-image."""
+    rows = sorted(
+        commit.rows,
+        key=lambda r: (_sortable(r[columns[0]]), _BEFORE_AFTER[r["_change_type"]]),
     )
+    return dataclasses.replace(commit, rows=rows)
 
 
 def _sortable(value: Any) -> tuple[int, Any]:
@@ -206,8 +303,18 @@ def _sortable(value: Any) -> tuple[int, Any]:
     return (0, value) if is_number else (1, str(value))
 
 
-def _table_columns(spark: Any, table: str) -> list[str]:
-    return spark.read.format("delta_changelog").load(table).columns
+def _user_columns(spark: Any, table: str, row_id: Any) -> list[str]:
+    """The table's columns, row id first; a row id column the table lacks is named with the
+    columns it has, before any stream starts."""
+    columns = [c for c in spark.read.format("delta_changelog").load(table).columns]
+    table_columns = [c for c in columns if not c.startswith("_")]
+    missing = [c for c in row_id if c.split(".")[0] not in columns]
+    if missing:
+        raise CliError(
+            f"--row-id names {', '.join(missing)}, which the table {table} does not have; "
+            f"its columns are: {', '.join(table_columns)}."
+        )
+    return [*row_id, *(c for c in table_columns if c not in row_id)]
 
 
 def _tail(args: argparse.Namespace) -> int:
@@ -216,11 +323,11 @@ def _tail(args: argparse.Namespace) -> int:
         options["startingVersion"] = args.starting_version
     if args.net_changes:
         options["deduplicationMode"] = "netChanges"
-    with _session(args.remote, args.token) as spark:
-        try:
+    try:
+        with _session(args.remote, args.token) as spark:
             follow(spark, args.table, options, lambda text: print(text, flush=True))
-        except KeyboardInterrupt:
-            print("Stopped.", file=sys.stderr)
+    except (Stopped, KeyboardInterrupt):
+        print("Stopped.", file=sys.stderr, flush=True)
     return 0
 
 

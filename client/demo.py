@@ -9,7 +9,6 @@ The table is written here, with delta-rs, so the server must see the same filesy
 
 from __future__ import annotations
 
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -31,15 +30,17 @@ def orders(ids: range | list[int], status: str = "new") -> pa.Table:
     )
 
 
-def write_orders(table: str, seconds: float, pause: float = 1.0) -> None:
+def write_orders(
+    table: str, seconds: float, pause: float = 1.0, stop: threading.Event | None = None
+) -> None:
     """One commit per step, cycling through what an order system does to its table."""
     from deltalake import DeltaTable, write_deltalake
 
+    stop = stop or threading.Event()
     write_deltalake(table, orders(range(1, 6)))
     deadline, step, next_id = time.monotonic() + seconds, 0, 6
-    while time.monotonic() < deadline:
-        time.sleep(pause)
-        kind = step % 4
+    while time.monotonic() < deadline and not stop.wait(pause):
+        kind = step % 5
         if kind == 0:
             write_deltalake(table, orders(range(next_id, next_id + 2)), mode="append")
             next_id += 2
@@ -50,7 +51,7 @@ def write_orders(table: str, seconds: float, pause: float = 1.0) -> None:
             )
         elif kind == 2:
             DeltaTable(table).delete(f"order_id = {next_id - 6}")
-        else:
+        elif kind == 3:
             changed = orders([next_id - 1, next_id], status="paid")
             (
                 DeltaTable(table)
@@ -60,20 +61,29 @@ def write_orders(table: str, seconds: float, pause: float = 1.0) -> None:
                 .execute()
             )
             next_id += 1
+        else:  # an UPDATE that changes nothing: every row it rewrites is a carry-over
+            DeltaTable(table).update({"status": "status"}, predicate=f"order_id <= {next_id}")
         step += 1
 
 
 def run(spark: Any, seconds: float = 20.0, work_dir: str | None = None) -> None:
-    from spark_cdc.cli import follow
+    """Write the table and follow its feed. Without ``work_dir`` the table goes to the
+    command's temporary folder, removed when it ends."""
+    from spark_cdc.cli import follow, scratch
 
-    work = Path(work_dir or tempfile.mkdtemp(prefix="spark-cdc-demo-"))
+    work = Path(work_dir) if work_dir else scratch() / "demo"
     table = str(work / "orders")
+    stop = threading.Event()
+    writer = threading.Thread(target=write_orders, args=(table, seconds, 1.0, stop), daemon=True)
     print(f"Writing the Delta table {table} for {seconds:.0f}s; its changes follow.\n")
-    writer = threading.Thread(target=write_orders, args=(table, seconds), daemon=True)
-    writer.start()
-    while not (Path(table) / "_delta_log" / f"{0:020d}.json").exists():
-        time.sleep(0.1)
-    options = {"rowId": "order_id", "computeUpdates": True, "startingVersion": 0}
-    show = lambda text: print(text + "\n", flush=True)  # noqa: E731
-    follow(spark, table, options, show, until=lambda: not writer.is_alive())
-    print("Done: every commit above came out of the stream, post-processed.")
+    try:
+        writer.start()
+        while not (Path(table) / "_delta_log" / f"{0:020d}.json").exists():
+            time.sleep(0.1)
+        options = {"rowId": "order_id", "computeUpdates": True, "startingVersion": 0}
+        show = lambda text: print(text + "\n", flush=True)  # noqa: E731
+        follow(spark, table, options, show, until=lambda: not writer.is_alive())
+        print("Done: every commit above came out of the stream, post-processed.")
+    finally:
+        stop.set()
+        writer.join(10)

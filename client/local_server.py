@@ -28,6 +28,7 @@ import pyspark
 
 READY_LINE = "Spark Connect server started"
 DISCOVERY_MODULE = "pyspark_delta_changelog"
+_CLIENT_ONLY_ENV = ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED", "SPARK_LOCAL_REMOTE")
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 SUPPORTED_JAVA = (17, 21)
 
@@ -95,7 +96,7 @@ def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
         return True
 
 
-@dataclass
+@dataclass(eq=False)
 class LocalServer:
     """A running server process; ``stop()`` ends it and everything it spawned."""
 
@@ -122,16 +123,32 @@ class LocalServer:
         return self.process.poll() is None
 
     def stop(self, timeout: float = 30.0) -> None:
-        if not self.alive():
-            return
+        """SIGTERM to the server's whole process group (spark-submit, the JVM, its Python
+        workers), SIGKILL after ``timeout``: nothing it started is left behind."""
         try:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            self.process.wait(timeout=timeout)
+            if self.alive():
+                os.killpg(self.process.pid, signal.SIGTERM)
+                self.process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout=timeout)
+            self.kill()
         except ProcessLookupError:
             pass
+        finally:
+            RUNNING.discard(self)
+
+    def kill(self) -> None:
+        """SIGKILL to the whole process group, at once."""
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=30)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            pass
+        RUNNING.discard(self)
+
+
+# The servers this process started and has not stopped yet (a command line's second Ctrl-C
+# kills them without waiting).
+RUNNING: set[LocalServer] = set()
 
 
 def start_local_server(
@@ -179,7 +196,9 @@ def start_local_server(
         command += ["--conf", f"{key}={value}"]
     command.append("spark-internal")
 
-    env = dict(os.environ)
+    # A client's SPARK_REMOTE would make spark-submit look for a remote instead of starting
+    # the server class (measured: "Failed to load class ... SparkConnectServer").
+    env = {k: v for k, v in os.environ.items() if k not in _CLIENT_ONLY_ENV}
     env.update(
         SPARK_HOME=str(spark_home),
         JAVA_HOME=str(Path(os.path.realpath(java)).parent.parent),
@@ -201,7 +220,12 @@ def start_local_server(
     )
     log.close()
     server = LocalServer(port=port, host=host, log_path=log_path, process=process, token=token)
-    _wait_until_ready(server, timeout)
+    RUNNING.add(server)
+    try:
+        _wait_until_ready(server, timeout)
+    except BaseException:  # a failed start, or Ctrl-C while waiting: never leave it running
+        server.stop(timeout=10)
+        raise
     return server
 
 

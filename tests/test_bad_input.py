@@ -302,6 +302,13 @@ CLIENT_REFUSALS = [
         "startingVersion 5",
     ),
     *_refusal(
+        "INVALID_CDC_OPTION.ENDING_BOUND_IN_STREAM",
+        {"startingVersion": 0, "endingVersion": 1},
+        "endingVersion",
+        "availableNow",
+        entries=("reader stream",),
+    ),
+    *_refusal(
         "INVALID_CHANGELOG_SCHEMA.MISSING_ROW_ID", {"rowId": "id,"}, "must name one or more columns"
     ),
     *_refusal(

@@ -116,4 +116,4 @@ def test_the_wheel_installs_one_namespace_and_the_discovery_module(wheel: Path) 
     ):
         assert needed in names
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
-    assert "spark-cdc = spark_cdc.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "spark-cdc = spark_cdc.cli:entry" in zipfile.ZipFile(wheel).read(entry_points).decode()
