@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 import pyarrow.fs as pafs
+from spark_cdc.server_plugin.delta.deletion_vectors import DeletionVector
 from spark_cdc.server_plugin.errors import corrupt_commit, source_error
 
 LOG_DIR = "_delta_log"
@@ -33,7 +34,7 @@ class FileAction:
     size: int
     partition_values: dict[str, str | None]
     data_change: bool
-    has_deletion_vector: bool
+    deletion_vector: DeletionVector | None
 
     @classmethod
     def from_json(cls, action: dict[str, Any]) -> FileAction:
@@ -42,7 +43,7 @@ class FileAction:
             size=int(action.get("size") or 0),
             partition_values=dict(action.get("partitionValues") or {}),
             data_change=bool(action.get("dataChange", True)),
-            has_deletion_vector=action.get("deletionVector") is not None,
+            deletion_vector=DeletionVector.from_json(action.get("deletionVector")),
         )
 
 
