@@ -155,6 +155,9 @@ class DeltaChangelogStreamReader(_Reader, DataSourceStreamReader, *_AVAILABLE_NO
         if options.starting_timestamp_ms is not None:
             first = _first_version_from(options, self.timeline, self.log.commit_versions())
             return Offset(self.table_id, first, False, None).to_json()
+        if options.starting_earliest:
+            first = _commit_versions(self.log)[0]
+            return Offset(self.table_id, first, False, None).to_json()
         return Offset(self.table_id, None, not options.starting_latest, None).to_json()
 
     def prepareForTriggerAvailableNow(self) -> None:
@@ -313,6 +316,8 @@ def _batch_range(options: SourceOptions, timeline: Timeline) -> tuple[int, int]:
         if options.starting_version > latest:
             raise _starting_after_latest(options.starting_version, latest)
         first = options.starting_version + (0 if options.starting_inclusive else 1)
+    elif options.starting_earliest:  # commits before it were cleaned up: not data loss
+        first = versions[0]
     elif options.starting_timestamp_ms is not None:
         first = _first_version_from(options, timeline, versions)
         if first > latest:
