@@ -35,6 +35,7 @@ from spark_cdc.server_plugin.arrow_types import (
     parsed_value,
     text_value,
 )
+from spark_cdc.server_plugin.delta.column_mapping import ColumnMapping
 from spark_cdc.server_plugin.delta.deletion_vectors import (
     DeletionVector,
     DeletionVectorError,
@@ -232,7 +233,11 @@ def _arrow_table(data: Any) -> pa.Table:
 
 
 def read_group(
-    delta_log: DeltaLog, schema: StructType, group: FileGroup, fail_on_data_loss: bool
+    delta_log: DeltaLog,
+    schema: StructType,
+    group: FileGroup,
+    fail_on_data_loss: bool,
+    mapping: ColumnMapping | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """The group's files one after the other, small files' batches merged into batches of
     about ``BATCH_VALUES`` values: Spark hands every batch to the JVM at a fixed cost, which
@@ -242,7 +247,7 @@ def read_group(
     pending: list[pa.RecordBatch] = []
     pending_rows = 0
     for task in group.files:
-        for batch in read_task(delta_log, target, task, fail_on_data_loss):
+        for batch in read_task(delta_log, target, task, fail_on_data_loss, mapping):
             if batch.num_rows >= rows:
                 yield batch
                 continue
@@ -264,7 +269,11 @@ def _merged(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
 
 
 def read_task(
-    delta_log: DeltaLog, target: pa.Schema, task: FileTask, fail_on_data_loss: bool
+    delta_log: DeltaLog,
+    target: pa.Schema,
+    task: FileTask,
+    fail_on_data_loss: bool,
+    mapping: ColumnMapping | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """The file's rows in ``target`` (the Arrow form of the changelog schema): data columns
     by name (missing ones NULL), partition columns from the log, then the three changelog
@@ -291,12 +300,20 @@ def read_task(
             ) from error
         log.warning("%s; skipped because failOnDataLoss=false.", message)
         return
-    present = set(parquet.schema_arrow.names)
     partition = dict(task.partition_values)
     data_fields = [f for f in target if f.name not in METADATA_COLUMNS]
-    wanted = [f.name for f in data_fields if f.name in present and f.name not in partition]
+    if mapping is None:
+        present = set(parquet.schema_arrow.names)
+        in_file = {f.name: f.name for f in data_fields if f.name in present}
+        keys = {f.name: f.name for f in data_fields}
+    else:  # physical names (or field ids) in files, physical names in partition values
+        in_file = {n: found[0] for n, found in mapping.file_columns(parquet.schema_arrow).items()}
+        keys = {f.name: mapping.physical_name(f.name) for f in data_fields}
+    partition = {name: partition[key] for name, key in keys.items() if key in partition}
+    wanted = [f.name for f in data_fields if f.name in in_file and f.name not in partition]
+    columns_read = [in_file[name] for name in wanted]
     if task.change_type is None:
-        wanted.append(CHANGE_TYPE)
+        columns_read.append(CHANGE_TYPE)
     constants = {
         COMMIT_VERSION: int64_value(task.version),
         COMMIT_TIMESTAMP: int64_value(task.timestamp_ms * 1000, pa.timestamp("us", tz="UTC")),
@@ -308,9 +325,9 @@ def read_task(
             constants[field.name] = _partition_value(partition[field.name], field.type)
     if selected is not None and not selected.any():
         return
-    batch_rows = max(1024, BATCH_VALUES // max(1, len(wanted)))
+    batch_rows = max(1024, BATCH_VALUES // max(1, len(columns_read)))
     position = 0
-    for batch in parquet.iter_batches(batch_size=batch_rows, columns=wanted):
+    for batch in parquet.iter_batches(batch_size=batch_rows, columns=columns_read):
         if selected is not None:
             keep = selected[position : position + batch.num_rows]
             position += batch.num_rows
@@ -321,8 +338,11 @@ def read_task(
         for field in target:
             if field.name in constants:
                 columns.append(pa.repeat(constants[field.name], rows))
-            elif field.name in wanted:
-                columns.append(_cast(batch.column(field.name), field, task))
+            elif field.name == CHANGE_TYPE or field.name in wanted:
+                column = batch.column(in_file.get(field.name, field.name))
+                if mapping is not None and field.name != CHANGE_TYPE:
+                    column = _mapped(mapping, column, field, task)
+                columns.append(_cast(column, field, task))
             else:
                 columns.append(pa.nulls(rows, field.type))
         yield pa.RecordBatch.from_arrays(columns, schema=target)
@@ -397,6 +417,20 @@ def _partition_value(value: str | bytes | None, data_type: pa.DataType) -> pa.Sc
         if data_type.tz is not None and not _ZONE.search(value):
             value += "Z"
     return parsed_value(value, data_type)
+
+
+def _mapped(mapping: ColumnMapping, column: pa.Array, field: pa.Field, task: FileTask) -> pa.Array:
+    try:
+        return mapping.read_as(column, field.type, field.name)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as error:
+        raise source_error(
+            "SCHEMA_MISMATCH",
+            f"Column '{field.name}' of data file '{task.path}' (version {task.version}) is "
+            f"{column.type}, which cannot be read as {field.type}: {error}",
+            column=field.name,
+            file=task.path,
+            version=task.version,
+        ) from error
 
 
 def _cast(column: pa.Array, field: pa.Field, task: FileTask) -> pa.Array:

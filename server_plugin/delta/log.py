@@ -24,7 +24,14 @@ LOG_DIR = "_delta_log"
 # Reader features whose tables this source reads correctly. Deletion vectors are checked
 # per file (a table may enable them and have none); anything else is refused by name.
 READABLE_FEATURES = frozenset(
-    {"timestampNtz", "v2Checkpoint", "vacuumProtocolCheck", "typeWidening", "deletionVectors"}
+    {
+        "timestampNtz",
+        "v2Checkpoint",
+        "vacuumProtocolCheck",
+        "typeWidening",
+        "deletionVectors",
+        "columnMapping",
+    }
 )
 
 
@@ -254,12 +261,9 @@ def _local_path(uri: str) -> str | None:
 
 def check_readable_protocol(protocol: dict[str, Any] | None, metadata: dict[str, Any]) -> None:
     """Refuse, naming the feature, a table whose rows this source would read wrongly."""
-    mapping = (metadata.get("configuration") or {}).get("delta.columnMapping.mode", "none")
-    if mapping != "none":
-        raise unsupported_feature(
-            "columnMapping",
-            f" (mode '{mapping}': data files use physical column names)",
-        )
+    mapping = str((metadata.get("configuration") or {}).get("delta.columnMapping.mode", "none"))
+    if mapping.lower() not in ("none", "name", "id"):
+        raise unsupported_feature("columnMapping", f" (unknown mode '{mapping}')")
     features = set((protocol or {}).get("readerFeatures") or ())
     for feature in sorted(features - READABLE_FEATURES):
         raise unsupported_feature(feature, "")
