@@ -281,3 +281,12 @@ def test_dv_fixtures_batch_and_stream(
     if DeltaTable(path).metadata().configuration.get("delta.enableChangeDataFeed") == "true":
         assert_raw_is_load_cdf(spark, path)
     assert_stream_equals_batch(spark, path, "value", query_name, startingVersion=0)
+
+
+def test_a_missing_dv_file_is_data_loss(spark: SparkSession, tmp_path: Path) -> None:
+    path = _scenario(tmp_path, "dml")
+    for dv_file in (Path(path) / "ab").glob("deletion_vector_*.bin"):
+        dv_file.unlink()
+    read = spark.read.format("delta_changelog").options(startingVersion=2, endingVersion=2)
+    with pytest.raises(Exception, match=r"DATA_LOSS.*deletion vector file of data file"):
+        read.load(path).collect()

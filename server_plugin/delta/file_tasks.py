@@ -278,16 +278,18 @@ def read_task(
     """The file's rows in ``target`` (the Arrow form of the changelog schema): data columns
     by name (missing ones NULL), partition columns from the log, then the three changelog
     columns."""
+    gone = f"Data file '{task.path}'"
     try:
         parquet = pq.ParquetFile(
             delta_log.open(task.path),
             pre_buffer=_pre_buffer(delta_log),
             coerce_int96_timestamp_unit="us",  # Spark's default encoding, any year it reads
         )
+        gone = f"The deletion vector file of data file '{task.path}'"
         selected = _selected_rows(delta_log, task, parquet.metadata.num_rows)
     except FileNotFoundError as error:
         message = (
-            f"Data file '{task.path}' of version {task.version} of '{delta_log.uri}' is gone "
+            f"{gone} of version {task.version} of '{delta_log.uri}' is gone "
             f"(VACUUM or manual deletion)"
         )
         if fail_on_data_loss:
