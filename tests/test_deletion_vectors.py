@@ -246,10 +246,11 @@ def test_dv_streams_equal_batch(
     assert_stream_equals_batch(spark, path, "id", query_name, startingVersion=0)
 
 
+@pytest.mark.parametrize("scenario", ["dml", "partitioned"])
 def test_initial_snapshot_applies_every_dv(
-    spark: SparkSession, tmp_path: Path, query_name: str
+    spark: SparkSession, tmp_path: Path, query_name: str, scenario: str
 ) -> None:
-    path = _scenario(tmp_path, "dml")
+    path = _scenario(tmp_path, scenario)
     reader = ChangelogReader(spark, streaming=True).options(rowId="id", **PROCESSED)
     query = reader.changes(path).writeStream.format("memory").queryName(query_name).start()
     query.processAllAvailable()
