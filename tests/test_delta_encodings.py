@@ -150,3 +150,32 @@ def test_int96_fixture_streams_as_batch(
 
     path = fixture(tmp_path, "table_with_edge_timestamps")
     assert_stream_equals_batch(spark, path, "SOME_VALUE", query_name, startingVersion=0)
+
+
+def test_list_and_map_layouts(spark: SparkSession, tmp_path: Path) -> None:
+    """Lists and maps as Spark 3 writes them (3-level, ``element``) and in the legacy
+    naming (``item``), read the same."""
+    path = tmp_path / "t"
+    schema = pa.schema(
+        [("id", pa.int64()), ("xs", pa.list_(pa.int64())), ("m", pa.map_(pa.string(), pa.int64()))]
+    )
+    write_deltalake(str(path), schema.empty_table())
+    data = pa.table(
+        {
+            "id": pa.array([1, 2], pa.int64()),
+            "xs": pa.array([[1, None, 3], None], pa.list_(pa.int64())),
+            "m": pa.array([[("a", 1)], []], pa.map_(pa.string(), pa.int64())),
+        }
+    )
+    adds = []
+    for index, compliant in enumerate([True, False]):
+        name = f"part-{index}-{uuid.uuid4()}.parquet"
+        pq.write_table(data, path / name, use_compliant_nested_type=compliant)
+        size = (path / name).stat().st_size
+        add = {"path": name, "partitionValues": {}, "size": size, "dataChange": True}
+        adds.append({"add": {**add, "modificationTime": 1_800_000_000_000}})
+    append_commit(str(path), adds)
+    got = _rows(spark.read.format("delta_changelog").load(str(path)))
+    row1 = (1, [1, None, 3], {"a": 1}, "insert", 1)
+    row2 = (2, None, {}, "insert", 1)
+    assert got == [row1, row1, row2, row2]
