@@ -78,6 +78,13 @@ class ChangelogReader:
                 source[key] = _text(value)
             else:
                 raise self._unknown_option(key)
+        named = str(cdc.get("startingVersion", "")).strip().lower()
+        if self._streaming and named == "latest":
+            source["startingVersion"] = "latest"
+            del cdc["startingVersion"]
+        if named == "earliest":  # only the source knows which version that is
+            source["startingVersion"] = "earliest"
+            cdc["startingVersion"] = 0  # the rows' range filter: everything the source serves
         opts = parse_options(cdc)  # Spark's order: the options themselves first
         if self._streaming and (opts.ending_version, opts.ending_timestamp) != (None, None):
             raise invalid_option(
@@ -85,11 +92,9 @@ class ChangelogReader:
                 "A stream has no end: drop endingVersion/endingTimestamp, and use "
                 "trigger(availableNow=True) to stop after what the table holds now.",
             )
-        if self._streaming and str(cdc.get("startingVersion", "")).strip().lower() == "latest":
-            source["startingVersion"] = "latest"
-            del cdc["startingVersion"]
         if self._source.takes_range:
-            source.update(self._range_for_source(cdc))
+            hints = self._range_for_source(cdc)
+            source.update({k: v for k, v in hints.items() if k not in source})
         reader: Any = self._spark.readStream if self._streaming else self._spark.read
         df = reader.format(self._source.name).options(**source).load(table)
         return df, self._source.spec(row_id), cdc

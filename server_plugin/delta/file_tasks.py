@@ -4,6 +4,11 @@ Delta's rule: a commit that wrote change data files (``cdc`` actions) is describ
 alone; otherwise its added files are inserts and its removed files deletes (``dataChange``
 actions only, so compaction contributes nothing). Copy-on-write rewrites thereby appear as
 carry-over pairs and updates as delete+insert, which the client-side rewrite resolves.
+
+Deletion vectors refine the rule row by row: a file's rows are those its DV does not mark,
+and a file removed and re-added in one commit with another DV (DML that only marks rows)
+contributes just the difference: rows newly marked are deletes, rows no longer marked
+(a restore) inserts. Such a commit has no carry-over rows at all.
 """
 
 from __future__ import annotations
@@ -15,7 +20,9 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote, urlparse
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
@@ -28,7 +35,15 @@ from spark_cdc.server_plugin.arrow_types import (
     parsed_value,
     text_value,
 )
-from spark_cdc.server_plugin.delta.log import Commit, DeltaLog, FileAction, unsupported_feature
+from spark_cdc.server_plugin.delta.column_mapping import ColumnMapping
+from spark_cdc.server_plugin.delta.deletion_vectors import (
+    DeletionVector,
+    DeletionVectorError,
+    RowPositions,
+    row_positions,
+    serialized_bitmap,
+)
+from spark_cdc.server_plugin.delta.log import Commit, DeltaLog, FileAction
 from spark_cdc.server_plugin.errors import source_error
 from spark_cdc.server_plugin.vocabulary import (
     CHANGE_TYPE,
@@ -57,10 +72,14 @@ _ZONE = re.compile(r"(Z|[+-]\d\d:?\d\d)$")
 
 log = logging.getLogger("delta_changelog")
 
+RowSet = DeletionVector | RowPositions
+
 
 @dataclass(frozen=True)
 class FileTask(InputPartition):
-    """One data file of one commit. ``change_type`` None: the file's own column (CDC files)."""
+    """One data file of one commit. ``change_type`` None: the file's own column (CDC files).
+    The rows read are those in ``only`` (when given) and not in ``without`` (when given):
+    row positions that deletion vectors name."""
 
     path: str
     change_type: str | None
@@ -68,6 +87,8 @@ class FileTask(InputPartition):
     timestamp_ms: int
     partition_values: tuple[tuple[str, Any], ...]
     size: int
+    only: RowSet | None = None
+    without: RowSet | None = None
 
 
 @dataclass(frozen=True)
@@ -106,39 +127,88 @@ def _cores() -> int:
 
 
 def commit_tasks(commit: Commit, timestamp_ms: int) -> list[FileTask]:
+    version = commit.version
     if commit.cdcs:
-        labelled: list[tuple[FileAction, str | None]] = [(f, None) for f in commit.cdcs]
-    else:
-        labelled = [(f, INSERT) for f in commit.adds if f.data_change]
-        labelled += [(f, DELETE) for f in commit.removes if f.data_change]
-    for action, _ in labelled:
-        if action.has_deletion_vector:
-            raise unsupported_feature(
-                "deletionVectors", f" (version {commit.version} has a file with deletion vector)"
-            )
-    return [task(f, kind, commit.version, timestamp_ms) for f, kind in labelled]
+        return [task(f, None, version, timestamp_ms) for f in commit.cdcs]
+    removes = [f for f in commit.removes if f.data_change]
+    removed = {f.path: f for f in removes}
+    tasks = []
+    for add in (f for f in commit.adds if f.data_change):
+        old = removed.pop(add.path, None)
+        if old is None:
+            tasks.append(task(add, INSERT, version, timestamp_ms, without=add.deletion_vector))
+            continue
+        if old.deletion_vector == add.deletion_vector:
+            continue  # the same rows before and after
+        if add.deletion_vector is not None:  # rows newly marked deleted
+            only, without = add.deletion_vector, old.deletion_vector
+            tasks.append(task(add, DELETE, version, timestamp_ms, only=only, without=without))
+        if old.deletion_vector is not None:  # rows no longer marked: restored
+            only, without = old.deletion_vector, add.deletion_vector
+            tasks.append(task(add, INSERT, version, timestamp_ms, only=only, without=without))
+    for old in removed.values():
+        tasks.append(task(old, DELETE, version, timestamp_ms, without=old.deletion_vector))
+    return tasks
 
 
-def task(action: FileAction, kind: str | None, version: int, timestamp_ms: int) -> FileTask:
+def task(
+    action: FileAction,
+    kind: str | None,
+    version: int,
+    timestamp_ms: int,
+    only: RowSet | None = None,
+    without: RowSet | None = None,
+) -> FileTask:
     values = tuple(sorted(action.partition_values.items()))
-    return FileTask(action.path, kind, version, timestamp_ms, values, action.size)
+    return FileTask(action.path, kind, version, timestamp_ms, values, action.size, only, without)
 
 
 def snapshot_tasks(table: Any, version: int, timestamp_ms: int) -> list[FileTask]:
     """Every file of the table at ``version``, as inserts (a stream's initial snapshot)."""
     files = _arrow_table(table.get_add_actions(flatten=False))
-    features = table.protocol().reader_features or ()
-    if "deletionVectors" in features and _arrow_table(table.deletion_vectors()).num_rows:
-        raise unsupported_feature(
-            "deletionVectors", f" (files of version {version} have deletion vectors)"
-        )
     paths = files.column("path").to_pylist()
     sizes = files.column("size_bytes").to_pylist()
     partitions = _partition_texts(files)
+    deleted = _snapshot_deletions(table, paths)
     return [
-        FileTask(path, INSERT, version, timestamp_ms, tuple(sorted(part.items())), size)
+        FileTask(
+            path,
+            INSERT,
+            version,
+            timestamp_ms,
+            tuple(sorted(part.items())),
+            size,
+            without=deleted.get(path),
+        )
         for path, size, part in zip(paths, sizes, partitions, strict=True)
     ]
+
+
+def _snapshot_deletions(table: Any, paths: list[str]) -> dict[str, RowPositions]:
+    """The rows each file of the snapshot has deleted, from delta-rs's selection vectors
+    (the snapshot's file listing carries no DV descriptors): the positions of ``False``."""
+    if "deletionVectors" not in (table.protocol().reader_features or ()):
+        return {}
+    vectors = _arrow_table(table.deletion_vectors())
+    if not vectors.num_rows:
+        return {}
+    root = unquote(urlparse(table.table_uri).path).rstrip("/")
+    by_location = {unquote(p): p for p in paths}
+    found: dict[str, RowPositions] = {}
+    selections = vectors.column("selection_vector").combine_chunks()
+    for index, uri in enumerate(vectors.column("filepath").to_pylist()):
+        location = unquote(urlparse(uri).path)
+        path = by_location.get(location.removeprefix(root + "/"), by_location.get(uri))
+        if path is None:
+            raise source_error(
+                "UNREADABLE_DELETION_VECTOR",
+                f"delta-rs reports a deletion vector for '{uri}', which is not a file of the "
+                "snapshot; read the table from a later version.",
+                file=uri,
+            )
+        keep = selections[index].values.to_numpy(zero_copy_only=False)
+        found[path] = RowPositions(np.flatnonzero(~keep).astype("<u8").tobytes())
+    return found
 
 
 def _partition_texts(files: pa.Table) -> list[dict[str, str | bytes | None]]:
@@ -163,7 +233,11 @@ def _arrow_table(data: Any) -> pa.Table:
 
 
 def read_group(
-    delta_log: DeltaLog, schema: StructType, group: FileGroup, fail_on_data_loss: bool
+    delta_log: DeltaLog,
+    schema: StructType,
+    group: FileGroup,
+    fail_on_data_loss: bool,
+    mapping: ColumnMapping | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """The group's files one after the other, small files' batches merged into batches of
     about ``BATCH_VALUES`` values: Spark hands every batch to the JVM at a fixed cost, which
@@ -173,7 +247,7 @@ def read_group(
     pending: list[pa.RecordBatch] = []
     pending_rows = 0
     for task in group.files:
-        for batch in read_task(delta_log, target, task, fail_on_data_loss):
+        for batch in read_task(delta_log, target, task, fail_on_data_loss, mapping):
             if batch.num_rows >= rows:
                 yield batch
                 continue
@@ -195,16 +269,27 @@ def _merged(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
 
 
 def read_task(
-    delta_log: DeltaLog, target: pa.Schema, task: FileTask, fail_on_data_loss: bool
+    delta_log: DeltaLog,
+    target: pa.Schema,
+    task: FileTask,
+    fail_on_data_loss: bool,
+    mapping: ColumnMapping | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """The file's rows in ``target`` (the Arrow form of the changelog schema): data columns
     by name (missing ones NULL), partition columns from the log, then the three changelog
     columns."""
+    gone = f"Data file '{task.path}'"
     try:
-        parquet = pq.ParquetFile(delta_log.open(task.path), pre_buffer=_pre_buffer(delta_log))
+        parquet = pq.ParquetFile(
+            delta_log.open(task.path),
+            pre_buffer=_pre_buffer(delta_log),
+            coerce_int96_timestamp_unit="us",  # Spark's default encoding, any year it reads
+        )
+        gone = f"The deletion vector file of data file '{task.path}'"
+        selected = _selected_rows(delta_log, task, parquet.metadata.num_rows)
     except FileNotFoundError as error:
         message = (
-            f"Data file '{task.path}' of version {task.version} of '{delta_log.uri}' is gone "
+            f"{gone} of version {task.version} of '{delta_log.uri}' is gone "
             f"(VACUUM or manual deletion)"
         )
         if fail_on_data_loss:
@@ -217,12 +302,20 @@ def read_task(
             ) from error
         log.warning("%s; skipped because failOnDataLoss=false.", message)
         return
-    present = set(parquet.schema_arrow.names)
     partition = dict(task.partition_values)
     data_fields = [f for f in target if f.name not in METADATA_COLUMNS]
-    wanted = [f.name for f in data_fields if f.name in present and f.name not in partition]
+    if mapping is None:
+        present = set(parquet.schema_arrow.names)
+        in_file = {f.name: f.name for f in data_fields if f.name in present}
+        keys = {f.name: f.name for f in data_fields}
+    else:  # physical names (or field ids) in files, physical names in partition values
+        in_file = {n: found[0] for n, found in mapping.file_columns(parquet.schema_arrow).items()}
+        keys = {f.name: mapping.physical_name(f.name) for f in data_fields}
+    partition = {name: partition[key] for name, key in keys.items() if key in partition}
+    wanted = [f.name for f in data_fields if f.name in in_file and f.name not in partition]
+    columns_read = [in_file[name] for name in wanted]
     if task.change_type is None:
-        wanted.append(CHANGE_TYPE)
+        columns_read.append(CHANGE_TYPE)
     constants = {
         COMMIT_VERSION: int64_value(task.version),
         COMMIT_TIMESTAMP: int64_value(task.timestamp_ms * 1000, pa.timestamp("us", tz="UTC")),
@@ -232,18 +325,77 @@ def read_task(
     for field in data_fields:
         if field.name in partition:
             constants[field.name] = _partition_value(partition[field.name], field.type)
-    batch_rows = max(1024, BATCH_VALUES // max(1, len(wanted)))
-    for batch in parquet.iter_batches(batch_size=batch_rows, columns=wanted):
+    if selected is not None and not selected.any():
+        return
+    batch_rows = max(1024, BATCH_VALUES // max(1, len(columns_read)))
+    position = 0
+    for batch in parquet.iter_batches(batch_size=batch_rows, columns=columns_read):
+        if selected is not None:
+            keep = selected[position : position + batch.num_rows]
+            position += batch.num_rows
+            if not keep.all():
+                batch = batch.filter(pa.array(keep))
         rows = batch.num_rows
         columns = []
         for field in target:
             if field.name in constants:
                 columns.append(pa.repeat(constants[field.name], rows))
-            elif field.name in wanted:
-                columns.append(_cast(batch.column(field.name), field, task))
+            elif field.name == CHANGE_TYPE or field.name in wanted:
+                column = batch.column(in_file.get(field.name, field.name))
+                if mapping is not None and field.name != CHANGE_TYPE:
+                    column = _mapped(mapping, column, field, task)
+                columns.append(_cast(column, field, task))
             else:
                 columns.append(pa.nulls(rows, field.type))
         yield pa.RecordBatch.from_arrays(columns, schema=target)
+
+
+def _selected_rows(delta_log: DeltaLog, task: FileTask, num_rows: int) -> np.ndarray | None:
+    """Which rows of the file the task reads (None: all), from its deletion vectors."""
+    if task.only is None and task.without is None:
+        return None
+    selected = np.full(num_rows, task.only is None)
+    if task.only is not None:
+        selected[_positions(delta_log, task, task.only, num_rows)] = True
+    if task.without is not None:
+        selected[_positions(delta_log, task, task.without, num_rows)] = False
+    return selected
+
+
+def _positions(delta_log: DeltaLog, task: FileTask, rows: RowSet, num_rows: int) -> np.ndarray:
+    try:
+        if isinstance(rows, RowPositions):
+            positions = np.frombuffer(rows.data, "<u8")
+        else:
+            data = serialized_bitmap(
+                rows, lambda path, at, size: _read_range(delta_log, path, at, size)
+            )
+            positions = row_positions(data, rows.cardinality)
+        if len(positions) and int(positions.max()) >= num_rows:
+            raise DeletionVectorError(
+                f"it marks row {int(positions.max())} but the file has {num_rows} rows"
+            )
+    except DeletionVectorError as error:
+        raise source_error(
+            "UNREADABLE_DELETION_VECTOR",
+            f"The deletion vector ({rows.describe()}) of data file '{task.path}' in version "
+            f"{task.version} of '{delta_log.uri}' cannot be read: {error}; restore the file "
+            "from a backup or replica of the table, or read from a later version.",
+            version=task.version,
+            file=task.path,
+        ) from error
+    return positions.astype(np.intp)
+
+
+def _read_range(delta_log: DeltaLog, path: str, offset: int, size: int) -> bytes:
+    """Bytes of a deletion vector file: relative to the table (``u``) or absolute (``p``,
+    a URI or a local path)."""
+    if path.startswith("/") and isinstance(delta_log.fs, pafs.LocalFileSystem):
+        handle = delta_log.fs.open_input_file(path)
+    else:
+        handle = delta_log.open(path)
+    with handle:
+        return handle.read_at(size, offset)
 
 
 def _pre_buffer(delta_log: DeltaLog) -> bool:
@@ -267,6 +419,20 @@ def _partition_value(value: str | bytes | None, data_type: pa.DataType) -> pa.Sc
         if data_type.tz is not None and not _ZONE.search(value):
             value += "Z"
     return parsed_value(value, data_type)
+
+
+def _mapped(mapping: ColumnMapping, column: pa.Array, field: pa.Field, task: FileTask) -> pa.Array:
+    try:
+        return mapping.read_as(column, field.type, field.name)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as error:
+        raise source_error(
+            "SCHEMA_MISMATCH",
+            f"Column '{field.name}' of data file '{task.path}' (version {task.version}) is "
+            f"{column.type}, which cannot be read as {field.type}: {error}",
+            column=field.name,
+            file=task.path,
+            version=task.version,
+        ) from error
 
 
 def _cast(column: pa.Array, field: pa.Field, task: FileTask) -> pa.Array:

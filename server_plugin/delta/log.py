@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 import pyarrow.fs as pafs
+from spark_cdc.server_plugin.delta.deletion_vectors import DeletionVector
 from spark_cdc.server_plugin.errors import corrupt_commit, source_error
 
 LOG_DIR = "_delta_log"
@@ -23,7 +24,14 @@ LOG_DIR = "_delta_log"
 # Reader features whose tables this source reads correctly. Deletion vectors are checked
 # per file (a table may enable them and have none); anything else is refused by name.
 READABLE_FEATURES = frozenset(
-    {"timestampNtz", "v2Checkpoint", "vacuumProtocolCheck", "typeWidening", "deletionVectors"}
+    {
+        "timestampNtz",
+        "v2Checkpoint",
+        "vacuumProtocolCheck",
+        "typeWidening",
+        "deletionVectors",
+        "columnMapping",
+    }
 )
 
 
@@ -33,7 +41,7 @@ class FileAction:
     size: int
     partition_values: dict[str, str | None]
     data_change: bool
-    has_deletion_vector: bool
+    deletion_vector: DeletionVector | None
 
     @classmethod
     def from_json(cls, action: dict[str, Any]) -> FileAction:
@@ -42,7 +50,7 @@ class FileAction:
             size=int(action.get("size") or 0),
             partition_values=dict(action.get("partitionValues") or {}),
             data_change=bool(action.get("dataChange", True)),
-            has_deletion_vector=action.get("deletionVector") is not None,
+            deletion_vector=DeletionVector.from_json(action.get("deletionVector")),
         )
 
 
@@ -253,12 +261,9 @@ def _local_path(uri: str) -> str | None:
 
 def check_readable_protocol(protocol: dict[str, Any] | None, metadata: dict[str, Any]) -> None:
     """Refuse, naming the feature, a table whose rows this source would read wrongly."""
-    mapping = (metadata.get("configuration") or {}).get("delta.columnMapping.mode", "none")
-    if mapping != "none":
-        raise unsupported_feature(
-            "columnMapping",
-            f" (mode '{mapping}': data files use physical column names)",
-        )
+    mapping = str((metadata.get("configuration") or {}).get("delta.columnMapping.mode", "none"))
+    if mapping.lower() not in ("none", "name", "id"):
+        raise unsupported_feature("columnMapping", f" (unknown mode '{mapping}')")
     features = set((protocol or {}).get("readerFeatures") or ())
     for feature in sorted(features - READABLE_FEATURES):
         raise unsupported_feature(feature, "")

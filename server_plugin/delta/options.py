@@ -38,6 +38,7 @@ class SourceOptions:
     storage: dict[str, str] = field(default_factory=dict)
     starting_version: int | None = None
     starting_latest: bool = False
+    starting_earliest: bool = False  # the first version whose commit file is still there
     ending_version: int | None = None
     starting_timestamp_ms: int | None = None
     ending_timestamp_ms: int | None = None
@@ -52,6 +53,7 @@ class SourceOptions:
         return (
             self.starting_version is not None
             or self.starting_latest
+            or self.starting_earliest
             or self.starting_timestamp_ms is not None
         )
 
@@ -103,12 +105,14 @@ def parse_source_options(raw: Mapping[str, str]) -> SourceOptions:
         raise option_error(
             "MISSING_STARTING_TIMESTAMP", "endingTimestamp needs a startingTimestamp."
         )
-    latest = given.get("startingVersion", "").strip().lower() == "latest"
+    named = given.get("startingVersion", "").strip().lower()
+    latest, earliest = named == "latest", named == "earliest"
     options = SourceOptions(
         path=given["path"],
         storage=storage,
-        starting_version=None if latest else _version(given, "startingVersion"),
+        starting_version=None if latest or earliest else _version(given, "startingVersion"),
         starting_latest=latest,
+        starting_earliest=earliest,
         ending_version=_version(given, "endingVersion"),
         starting_timestamp_ms=_timestamp(given, "startingTimestamp"),
         ending_timestamp_ms=_timestamp(given, "endingTimestamp"),
@@ -131,7 +135,7 @@ def _version(given: Mapping[str, str], name: str) -> int | None:
         return None
     text = given[name].strip()
     if not text.isdigit():
-        latest = " or 'latest'" if name == "startingVersion" else ""
+        latest = ", 'earliest' or 'latest'" if name == "startingVersion" else ""
         raise option_error(
             "INVALID_VERSION",
             f"Option '{name}' must be a commit version (a whole number >= 0){latest}, "

@@ -18,6 +18,7 @@ from pyspark.sql.datasource import (
     InputPartition,
 )
 from pyspark.sql.types import StructType
+from spark_cdc.server_plugin.delta.column_mapping import ColumnMapping
 from spark_cdc.server_plugin.delta.file_tasks import (
     FileGroup,
     FileTask,
@@ -32,6 +33,7 @@ from spark_cdc.server_plugin.delta.offsets import Offset, check_forward
 from spark_cdc.server_plugin.delta.options import SourceOptions, parse_source_options
 from spark_cdc.server_plugin.delta.table_schema import (
     changelog_schema,
+    physical_schema,
     readable_as,
     schema_changed,
     table_schema,
@@ -95,26 +97,56 @@ class _Reader:
         self.table_schema = StructType(schema.fields[:-3])
         self.log = DeltaLog(options.path, options.storage)
         self.timeline = Timeline(self.log, options.fail_on_data_loss)
+        self.mapping: ColumnMapping | None = None
+        self.physical_schema = self.table_schema  # top-level physical names, for checks
+
+    def _use_mapping_of(self, table: Any) -> None:
+        """Column mapping as of the version whose schema this read serves."""
+        metadata = table.metadata()
+        schema_string = table.schema().to_json()
+        self.mapping = ColumnMapping.of(schema_string, metadata.configuration)
+        self.physical_schema = physical_schema(schema_string, metadata.configuration)
 
     def __getstate__(self) -> dict[str, Any]:
         # Executors only read files: ship what ``read`` needs, not the driver's caches.
-        return {"options": self.options, "schema": self.schema, "log": self.log}
+        return {
+            "options": self.options,
+            "schema": self.schema,
+            "log": self.log,
+            "mapping": self.mapping,
+        }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.options, self.schema, self.log = state["options"], state["schema"], state["log"]
+        self.mapping = state["mapping"]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         if not isinstance(partition, FileGroup):  # Spark's placeholder for "no partitions"
             return
-        yield from read_group(self.log, self.schema, partition, self.options.fail_on_data_loss)
+        yield from read_group(
+            self.log, self.schema, partition, self.options.fail_on_data_loss, self.mapping
+        )
 
     def _unreadable(self, timed: TimedCommit, why: str) -> Exception | None:
-        if readable_as(timed.schema, self.table_schema):
+        older = timed.physical_schema
+        if self.mapping is not None:  # a dropped column's old values are not served
+            kept = set(self.physical_schema.names)
+            older = StructType([f for f in older.fields if f.name in kept])
+        if readable_as(older, self.physical_schema):
             return None
         return schema_changed(timed.commit.version, timed.schema, self.table_schema, why)
 
 
 class DeltaChangelogReader(_Reader, DataSourceReader):
+    def __init__(self, options: SourceOptions, schema: StructType) -> None:
+        super().__init__(options, schema)
+        table = self.log.table()
+        if options.has_end:  # the end version's logical schema, as schema() declared it
+            end = _batch_range(options, self.timeline)[1]
+            if end != table.version():
+                table = self.log.table(max(end, 0))
+        self._use_mapping_of(table)
+
     def partitions(self) -> Sequence[InputPartition]:
         first, last = _batch_range(self.options, self.timeline)
         tasks: list[FileTask] = []
@@ -137,6 +169,7 @@ class DeltaChangelogStreamReader(_Reader, DataSourceStreamReader, *_AVAILABLE_NO
     def __init__(self, options: SourceOptions, schema: StructType) -> None:
         super().__init__(options, schema)
         table = _checked_table(self.log)
+        self._use_mapping_of(table)
         self.table_id: str = table.metadata().id
         self.started_at: int = table.version()  # later schema changes fail the stream
         self.target: int | None = None  # trigger(availableNow=True): the last version to read
@@ -154,6 +187,9 @@ class DeltaChangelogStreamReader(_Reader, DataSourceStreamReader, *_AVAILABLE_NO
             return Offset(self.table_id, first, False, None).to_json()
         if options.starting_timestamp_ms is not None:
             first = _first_version_from(options, self.timeline, self.log.commit_versions())
+            return Offset(self.table_id, first, False, None).to_json()
+        if options.starting_earliest:
+            first = _commit_versions(self.log)[0]
             return Offset(self.table_id, first, False, None).to_json()
         return Offset(self.table_id, None, not options.starting_latest, None).to_json()
 
@@ -313,6 +349,8 @@ def _batch_range(options: SourceOptions, timeline: Timeline) -> tuple[int, int]:
         if options.starting_version > latest:
             raise _starting_after_latest(options.starting_version, latest)
         first = options.starting_version + (0 if options.starting_inclusive else 1)
+    elif options.starting_earliest:  # commits before it were cleaned up: not data loss
+        first = versions[0]
     elif options.starting_timestamp_ms is not None:
         first = _first_version_from(options, timeline, versions)
         if first > latest:

@@ -24,6 +24,19 @@ def table_schema(schema_string: str) -> StructType:
     return StructType.fromJson(_without_metadata(json.loads(schema_string)))
 
 
+def physical_schema(schema_string: str, configuration: dict[str, Any] | None) -> StructType:
+    """The schema with top-level columns under their physical names when column mapping is
+    on: what stays the same across a rename, so older files' readability is judged by it."""
+    data = json.loads(schema_string)
+    mode = str((configuration or {}).get("delta.columnMapping.mode", "none")).lower()
+    if mode != "none":
+        for field in data.get("fields", []):
+            physical = (field.get("metadata") or {}).get("delta.columnMapping.physicalName")
+            if physical:
+                field["name"] = physical
+    return StructType.fromJson(_without_metadata(data))
+
+
 def changelog_schema(table: StructType) -> StructType:
     return StructType([*table.fields, *CHANGELOG_FIELDS])
 

@@ -20,7 +20,7 @@ from zoneinfo import ZoneInfo
 
 from pyspark.sql.types import StructType
 from spark_cdc.server_plugin.delta.log import Commit, DeltaLog, check_readable_protocol
-from spark_cdc.server_plugin.delta.table_schema import table_schema
+from spark_cdc.server_plugin.delta.table_schema import physical_schema, table_schema
 from spark_cdc.server_plugin.errors import ChangelogSourceError, option_error, source_error
 
 log = logging.getLogger("delta_changelog")
@@ -42,6 +42,14 @@ class TimedCommit:
     commit: Commit
     timestamp_ms: int
     schema: StructType  # the schema the commit's data files were written with
+    physical_schema: StructType  # the same, top-level columns by physical name
+
+
+Schemas = tuple[StructType, StructType]  # logical, physical (see TimedCommit)
+
+
+def _schemas(schema_string: str, configuration: dict[str, Any] | None) -> Schemas:
+    return table_schema(schema_string), physical_schema(schema_string, configuration)
 
 
 class Timeline:
@@ -50,10 +58,10 @@ class Timeline:
     def __init__(self, delta_log: DeltaLog, fail_on_data_loss: bool) -> None:
         self.log = delta_log
         self.fail_on_data_loss = fail_on_data_loss
-        self._schema_after: dict[int, StructType] = {}
+        self._schema_after: dict[int, Schemas] = {}
         self._end_seen: tuple[float, int] | None = None  # (reuse until, latest version then)
 
-    def schema_at(self, version: int) -> StructType:
+    def schema_at(self, version: int) -> Schemas:
         """The schema in effect after ``version`` (loads that snapshot once)."""
         if version not in self._schema_after:
             try:
@@ -62,7 +70,9 @@ class Timeline:
                 if error.condition != "DELTA_CHANGELOG.DATA_LOSS":
                     raise  # a damaged log is not a cleaned-up one
                 table = self._table_with_schema_of(version)
-            self._schema_after[version] = table_schema(table.schema().to_json())
+            self._schema_after[version] = _schemas(
+                table.schema().to_json(), table.metadata().configuration
+            )
         return self._schema_after[version]
 
     def _table_with_schema_of(self, version: int) -> Any:
@@ -103,7 +113,9 @@ class Timeline:
                 continue
             if commit.metadata is not None:
                 check_readable_protocol(commit.protocol, commit.metadata)
-                schema = table_schema(commit.metadata["schemaString"])
+                schema = _schemas(
+                    commit.metadata["schemaString"], commit.metadata.get("configuration")
+                )
             elif commit.protocol is not None and schema is not None:
                 check_readable_protocol(commit.protocol, {})
             if schema is None:
@@ -114,7 +126,7 @@ class Timeline:
                 )
             self._schema_after[version] = schema
             previous_ms = next_timestamp(commit.timestamp_ms, previous_ms)
-            yield TimedCommit(commit, previous_ms, schema)
+            yield TimedCommit(commit, previous_ms, *schema)
             version += 1
 
     def _next_after(self, version: int) -> int | None:
