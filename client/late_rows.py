@@ -33,7 +33,7 @@ class RowsBehindWatermark(StreamingQueryException):
     def __init__(self, query_id: str, batch_id: int, dropped: int) -> None:
         super().__init__(
             message=(
-                f"[{ROWS_BEHIND_WATERMARK}] Micro-batch {batch_id} of query {query_id} dropped "
+                f"Micro-batch {batch_id} of query {query_id} dropped "
                 f"{dropped} row(s) whose _commit_timestamp was at or below the watermark. A "
                 "change feed must deliver each commit whole, in one micro-batch, with "
                 "_commit_timestamp strictly increasing from commit to commit; these rows are "

@@ -45,6 +45,7 @@ def test_a_row_behind_the_watermark_fails_the_wait_and_stops_the_query(
     with pytest.raises(StreamingQueryException) as failure:
         query.processAllAvailable()
     assert failure.value.getCondition() == ROWS_BEHIND_WATERMARK
+    assert str(failure.value).startswith(f"[{ROWS_BEHIND_WATERMARK}] Micro-batch "), "one prefix"
     assert "dropped 1 row(s)" in str(failure.value)
     assert not query.isActive
     assert query.exception() is failure.value
