@@ -29,12 +29,25 @@ _ANY_ZONE = timedelta(hours=18)
 
 
 class ChangelogReader:
-    """``ChangelogReader(spark).option("rowId", "id").changes("/data/orders")``.
+    """A Delta table's change feed, post-processed as Spark's ``changes()`` would give it.
 
-    Options have Spark's CDC names and defaults (``deduplicationMode`` dropCarryovers,
-    ``computeUpdates`` false, the range options); ``rowId`` names the row id columns
-    (comma-separated); everything else goes to the source (``maxFilesPerTrigger``,
-    ``maxBytesPerTrigger``, ``failOnDataLoss``, ``storage.<KEY>``).
+    ``ChangelogReader(spark).option("rowId", "id").changes("/data/orders")`` is a batch
+    DataFrame; ``ChangelogReader(spark, streaming=True)`` gives a streaming one. Building it
+    makes no server round trip. Options (keys case-insensitive, values str, bool or int):
+
+    - ``rowId``: the column(s) identifying a row, comma-separated; needed for
+      ``computeUpdates`` and ``netChanges``. Without it rows are identified by their whole
+      content, which is enough for the default carry-over removal.
+    - Spark's CDC options, with Spark's defaults: ``deduplicationMode`` (``none``,
+      ``dropCarryovers`` (default), ``netChanges``), ``computeUpdates`` (false),
+      ``startingVersion`` (a version; ``earliest``; ``latest`` for streams),
+      ``endingVersion``, ``startingTimestamp``, ``endingTimestamp`` (batch only for the
+      ending bounds), ``startingBoundInclusive``, ``endingBoundInclusive`` (true).
+    - The source's own: ``maxFilesPerTrigger``, ``maxBytesPerTrigger``, ``failOnDataLoss``,
+      and ``storage.<KEY>`` for delta-rs storage options (object-store credentials).
+
+    Any other option is refused while the DataFrame is built
+    (``INVALID_CDC_OPTION.UNKNOWN_OPTION``, suggesting the option meant).
     """
 
     def __init__(
@@ -48,10 +61,12 @@ class ChangelogReader:
         self._options: dict[str, OptionValue] = {}
 
     def option(self, key: str, value: OptionValue) -> ChangelogReader:
+        """Set one option (see the class); returns the reader, for chaining."""
         self._options[key] = value
         return self
 
     def options(self, **options: OptionValue) -> ChangelogReader:
+        """Set several options at once (see the class); returns the reader."""
         self._options.update(options)
         return self
 

@@ -340,40 +340,98 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="spark-cdc", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="spark-cdc",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Change data capture for Spark Connect: follow a Delta table's change\n"
+        "feed with carry-overs removed and updates detected, run the demo, or start a\n"
+        "local Spark Connect server that has the delta_changelog source.",
+        epilog="examples:\n"
+        "  spark-cdc demo\n"
+        "  spark-cdc serve --port 15002\n"
+        "  spark-cdc tail /data/orders --row-id order_id --remote sc://localhost:15002\n\n"
+        "Ctrl-C, SIGTERM or SIGHUP stops any command cleanly.",
+    )
     commands = parser.add_subparsers(required=True, metavar="{serve,demo,tail}")
 
     def with_token(sub: argparse.ArgumentParser) -> None:
         sub.add_argument(
             "--token",
             default=os.environ.get(TOKEN_ENV),
-            help=f"Spark Connect token (default ${TOKEN_ENV}; prefer the variable: "
-            "command lines are visible to other users)",
+            help=f"the server's authentication token (default: ${TOKEN_ENV}, which is better: "
+            "a command line is visible to other users); never printed",
         )
 
-    serve = commands.add_parser("serve", help="run a local Spark Connect server with the plugin")
-    serve.add_argument("--port", type=int, default=DEFAULT_PORT)
-    serve.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    def with_remote(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument(
+            "--remote",
+            metavar="URL",
+            help="a running Spark Connect server, sc://host:port (default: start a local one "
+            "for this command and stop it after)",
+        )
+
+    serve = commands.add_parser(
+        "serve",
+        help="run a local Spark Connect server with the delta_changelog source",
+        description="Run a Spark Connect server from the installed pyspark, with this "
+        "package's delta_changelog source, until stopped.",
+    )
+    serve.add_argument("--port", type=int, default=DEFAULT_PORT, help="default %(default)s")
+    serve.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default %(default)s)"
+    )
     with_token(serve)
     serve.set_defaults(run=_serve)
 
-    tail = commands.add_parser("tail", help="follow a Delta table's change feed")
-    tail.add_argument("table", help="the Delta table's path or URI, as the server sees it")
-    tail.add_argument("--row-id", required=True, help="row id column(s), comma-separated")
-    tail.add_argument("--starting-version", help="a version, or 'latest' (default: snapshot)")
-    tail.add_argument("--net-changes", action="store_true", help="net changes per row id")
-    tail.add_argument("--remote", help="sc://host:port of a running server (default: start one)")
+    tail = commands.add_parser(
+        "tail",
+        help="follow a Delta table's change feed",
+        description="Print a Delta table's changes as they are committed, one commit at a "
+        "time: carry-overs removed, updates shown as update_preimage/update_postimage, and "
+        "for each commit how many raw changes it had and how many carry-overs were removed.",
+    )
+    tail.add_argument("table", help="the table's path or URI, as the server sees it")
+    tail.add_argument(
+        "--row-id",
+        required=True,
+        metavar="COLS",
+        help="the column(s) identifying a row, comma-separated",
+    )
+    tail.add_argument(
+        "--starting-version",
+        metavar="V",
+        help="a version number, 'earliest' or 'latest' (default: the table as it is now, "
+        "then every later commit)",
+    )
+    tail.add_argument(
+        "--net-changes",
+        action="store_true",
+        help="show each micro-batch's net change per row id instead of every change",
+    )
+    with_remote(tail)
     with_token(tail)
     tail.set_defaults(run=_tail)
 
-    demo = commands.add_parser("demo", help="write a Delta table and stream its changes")
-    demo.add_argument("--remote", help="sc://host:port of a running server (default: start one)")
-    demo.add_argument("--seconds", type=float, default=20.0, help="how long the writer runs")
-    demo.add_argument("--work-dir", help="where the demo table goes (the server must see it)")
+    demo = commands.add_parser(
+        "demo",
+        help="write a Delta table and follow its changes live",
+        description="Write a Delta table (appends, updates, deletes, merges, a no-op update: "
+        "one commit a second) and print its change feed as it happens.",
+    )
+    with_remote(demo)
+    demo.add_argument(
+        "--seconds", type=float, default=20.0, help="how long the writer runs (default 20)"
+    )
+    demo.add_argument(
+        "--work-dir",
+        metavar="DIR",
+        help="where the table goes; with --remote, a folder the server sees at the same "
+        "path (default: a temporary folder, removed after)",
+    )
     with_token(demo)
     demo.set_defaults(run=_demo)
     return parser
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

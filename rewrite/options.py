@@ -18,6 +18,10 @@ OptionValue = str | bool | int
 
 
 class DeduplicationMode(Enum):
+    """Spark's ``deduplicationMode``: ``none`` keeps every change; ``dropCarryovers`` removes
+    rows a commit rewrote unchanged; ``netChanges`` also collapses each row id's changes to
+    their net effect."""
+
     NONE = "none"
     DROP_CARRYOVERS = "dropCarryovers"
     NET_CHANGES = "netChanges"
@@ -25,6 +29,9 @@ class DeduplicationMode(Enum):
 
 @dataclass(frozen=True)
 class CdcOptions:
+    """The CDC options of a read, parsed and checked (``parse_options``): Spark's option
+    names in snake case, with Spark's defaults."""
+
     deduplication_mode: DeduplicationMode = DeduplicationMode.DROP_CARRYOVERS
     compute_updates: bool = False
     starting_version: int | None = None
@@ -49,6 +56,8 @@ _CANONICAL = {name.lower(): name for name in KNOWN_OPTIONS}
 
 
 def parse_options(options: Mapping[str, OptionValue] | None) -> CdcOptions:
+    """Spark's CDC options (any key case, str/bool/int values) as ``CdcOptions``, refused
+    with Spark's ``INVALID_CDC_OPTION.*`` conditions in Spark's order."""
     given = _canonical_keys(options or {})
 
     def boolean(name: str, default: bool) -> bool:

@@ -8,7 +8,6 @@ and the changelog holds intermediate changes. Building the plan never calls the 
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 
 from pyspark.sql.connect import functions as F
@@ -52,7 +51,7 @@ def post_process(
     ranged = restrict_to_range(df, opts)
     if not (passes.any or net):
         return ranged
-    checked = checked_input(ranged, spec)
+    checked = refuse_reserved_columns(ranged)
     if reads_a_stream(df):
         if net:
             out = streaming_net_changes(checked, spec, passes, opts.compute_updates)
@@ -79,19 +78,15 @@ def required_passes(spec: ChangelogSpec, opts: CdcOptions) -> RowLevelPasses:
     return passes
 
 
-def checked_input(df: DataFrame, spec: ChangelogSpec) -> DataFrame:
-    """Fail analysis right above the input, so the error names the user's column and shows
-    the input's columns, not our helpers: a row id or row version column that does not exist
-    (``UNRESOLVED_COLUMN``), or an input column using our helper prefix.
+def refuse_reserved_columns(df: DataFrame) -> DataFrame:
+    """Fail analysis, naming the column, if an input column uses our helper prefix.
 
-    The schema is only known on the server: every ``__spark_cdc_*`` column is gathered into
-    a struct that must be empty, so a clash is a DATATYPE_MISMATCH naming it. The condition
-    folds away when all is well.
+    The schema is only known on the server: every ``__spark_cdc_*`` column is gathered
+    into a struct that must be empty, so a clash is a DATATYPE_MISMATCH naming it (and the
+    check folds away when there is none).
     """
     reserved = F.struct(df.colRegex(f"`{HELPER_PREFIX}.*`")).cast("struct<>")
-    named = [*(spec.row_id or ()), *([spec.row_version] if spec.row_version else [])]
-    present = [F.col(c).isNull() for c in named]
-    return df.where(functools.reduce(lambda a, b: a | b, present, reserved.isNull()) | F.lit(True))
+    return df.where(reserved.isNull() | F.lit(True))
 
 
 def restrict_to_range(df: DataFrame, opts: CdcOptions) -> DataFrame:

@@ -152,6 +152,41 @@ def test_tail_follows_a_table_being_written(spark_remote: str, tmp_path: Path) -
     assert "Traceback" not in text
 
 
+def test_tail_says_what_each_commit_had_and_what_was_removed(
+    spark_remote: str, tmp_path: Path
+) -> None:
+    """Off a terminal too: a waiting line first, then a line per commit with its raw change
+    count and the carry-overs removed; a no-op UPDATE is a commit with no changes."""
+    path = str(tmp_path / "orders")
+    write_deltalake(path, rows(range(4)))  # v0, one file of 4 rows
+    DeltaTable(path).update({"amount": "amount"}, predicate="id >= 0")  # v1: all carry-overs
+    DeltaTable(path).update({"amount": "-1.0"}, predicate="id = 2")  # v2: one real update
+    args = ["tail", path, "--row-id", "id", "--starting-version", "0"]
+    tail = Command(*args, "--remote", spark_remote)
+    try:
+        tail.wait_for("commit 2 ")
+    finally:
+        assert tail.interrupt() == 0, tail.output
+    lines = tail.lines
+    assert lines[0].startswith("spark-cdc: waiting for the first commit"), tail.output
+    heads = [line.split(": ", 1)[1] for line in lines if line.startswith("commit ")]
+    assert heads == [
+        "4 raw changes, 0 carry-overs removed, 4 changes",
+        "8 raw changes, 8 carry-overs removed, no changes",
+        "8 raw changes, 6 carry-overs removed, 2 changes",
+    ], tail.output
+
+
+def test_tail_names_a_missing_row_id_column(spark_remote: str, tmp_path: Path) -> None:
+    path = str(tmp_path / "orders")
+    write_deltalake(path, rows(range(2)))
+    tail = Command("tail", path, "--row-id", "order_id", "--remote", spark_remote)
+    assert tail.finish() == 1
+    assert len(tail.lines) == 1, tail.output
+    assert "--row-id names order_id" in tail.lines[0] and "id, name, amount" in tail.lines[0]
+    assert "__spark_cdc" not in tail.output
+
+
 def test_tail_with_net_changes(spark_remote: str, tmp_path: Path) -> None:
     path = str(tmp_path / "orders")
     write_deltalake(path, rows(range(3)))  # v0: ids 0, 1, 2
