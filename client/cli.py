@@ -111,7 +111,17 @@ def _remove_scratch(keep_server_log: bool = False) -> None:
                     shutil.rmtree(entry, ignore_errors=True)
             print(f"spark-cdc: the server's log is kept in {log}", file=sys.stderr)
         else:
-            shutil.rmtree(folder, ignore_errors=True)
+            _remove_settled(folder)
+
+
+def _remove_settled(folder: Path, within_s: float = 5.0) -> None:
+    """Remove ``folder``, again while something still writes into it: a micro-batch the
+    server was writing when the stream stopped can land a moment later (seen in tests)."""
+    deadline = time.monotonic() + within_s
+    shutil.rmtree(folder, ignore_errors=True)
+    while folder.exists() and time.monotonic() < deadline:
+        time.sleep(0.25)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def entry() -> None:
