@@ -19,7 +19,8 @@ from spark_cdc.rewrite.errors import invalid_option, missing_row_id
 from spark_cdc.rewrite.options import KNOWN_OPTIONS, OptionValue, parse_options
 from spark_cdc.rewrite.post_process import post_process
 from spark_cdc.rewrite.spec import ChangelogSpec
-from spark_cdc.sources import DELTA, RANGE_OPTIONS, ChangelogSource
+from spark_cdc.server_plugin.vocabulary import RANGE_OPTIONS
+from spark_cdc.sources import DELTA, ChangelogSource
 
 _CDC_OPTIONS = {name.lower(): name for name in KNOWN_OPTIONS}
 _ROW_ID = "rowId"

@@ -14,16 +14,7 @@ from spark_cdc.rewrite.spec import ChangelogSpec
 from spark_cdc.server_plugin.delta.options import OPTION_NAMES, STORAGE_PREFIX
 from spark_cdc.server_plugin.delta.source import SOURCE_NAME, DeltaChangelogSource
 from spark_cdc.server_plugin.registration import register_by_value
-
-# Spark's CDC range options; a source that takes them too can skip commits outside the range.
-RANGE_OPTIONS = (
-    "startingVersion",
-    "endingVersion",
-    "startingTimestamp",
-    "endingTimestamp",
-    "startingBoundInclusive",
-    "endingBoundInclusive",
-)
+from spark_cdc.server_plugin.vocabulary import RANGE_OPTIONS
 
 
 @dataclass(frozen=True)

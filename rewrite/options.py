@@ -13,6 +13,7 @@ from enum import Enum
 
 from spark_cdc.rewrite.errors import invalid_option
 from spark_cdc.rewrite.timestamps import is_spark_timestamp
+from spark_cdc.server_plugin.vocabulary import RANGE_OPTIONS
 
 OptionValue = str | bool | int
 
@@ -42,16 +43,7 @@ class CdcOptions:
     ending_bound_inclusive: bool = True
 
 
-KNOWN_OPTIONS = (
-    "startingVersion",
-    "endingVersion",
-    "startingTimestamp",
-    "endingTimestamp",
-    "startingBoundInclusive",
-    "endingBoundInclusive",
-    "deduplicationMode",
-    "computeUpdates",
-)
+KNOWN_OPTIONS = (*RANGE_OPTIONS, "deduplicationMode", "computeUpdates")
 _CANONICAL = {name.lower(): name for name in KNOWN_OPTIONS}
 
 

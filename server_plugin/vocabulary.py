@@ -11,6 +11,16 @@ COMMIT_VERSION = "_commit_version"
 COMMIT_TIMESTAMP = "_commit_timestamp"
 METADATA_COLUMNS = (CHANGE_TYPE, COMMIT_VERSION, COMMIT_TIMESTAMP)
 
+# Spark's CDC range options, the ones a source can also take to skip commits.
+RANGE_OPTIONS = (
+    "startingVersion",
+    "endingVersion",
+    "startingTimestamp",
+    "endingTimestamp",
+    "startingBoundInclusive",
+    "endingBoundInclusive",
+)
+
 INSERT = "insert"
 DELETE = "delete"
 UPDATE_PREIMAGE = "update_preimage"

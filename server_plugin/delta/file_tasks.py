@@ -425,14 +425,7 @@ def _mapped(mapping: ColumnMapping, column: pa.Array, field: pa.Field, task: Fil
     try:
         return mapping.read_as(column, field.type, field.name)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as error:
-        raise source_error(
-            "SCHEMA_MISMATCH",
-            f"Column '{field.name}' of data file '{task.path}' (version {task.version}) is "
-            f"{column.type}, which cannot be read as {field.type}: {error}",
-            column=field.name,
-            file=task.path,
-            version=task.version,
-        ) from error
+        raise _unreadable_as(column, field, task, error) from error
 
 
 def _cast(column: pa.Array, field: pa.Field, task: FileTask) -> pa.Array:
@@ -452,14 +445,20 @@ def _cast(column: pa.Array, field: pa.Field, task: FileTask) -> pa.Array:
     try:
         return column.cast(field.type)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as error:
-        raise source_error(
-            "SCHEMA_MISMATCH",
-            f"Column '{field.name}' of data file '{task.path}' (version {task.version}) is "
-            f"{column.type}, which cannot be read as {field.type}: {error}",
-            column=field.name,
-            file=task.path,
-            version=task.version,
-        ) from error
+        raise _unreadable_as(column, field, task, error) from error
+
+
+def _unreadable_as(
+    column: pa.Array, field: pa.Field, task: FileTask, error: Exception
+) -> Exception:
+    return source_error(
+        "SCHEMA_MISMATCH",
+        f"Column '{field.name}' of data file '{task.path}' (version {task.version}) is "
+        f"{column.type}, which cannot be read as {field.type}: {error}",
+        column=field.name,
+        file=task.path,
+        version=task.version,
+    )
 
 
 def check_no_reserved_columns(schema: StructType) -> None:

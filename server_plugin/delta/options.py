@@ -13,17 +13,13 @@ from dataclasses import dataclass, field
 
 from spark_cdc.server_plugin.delta.timeline import parse_timestamp_ms
 from spark_cdc.server_plugin.errors import option_error, source_error
+from spark_cdc.server_plugin.vocabulary import RANGE_OPTIONS
 
 DEFAULT_MAX_FILES = 1000
 STORAGE_PREFIX = "storage."
 OPTION_NAMES = (
     "path",
-    "startingVersion",
-    "endingVersion",
-    "startingTimestamp",
-    "endingTimestamp",
-    "startingBoundInclusive",
-    "endingBoundInclusive",
+    *RANGE_OPTIONS,
     "maxFilesPerTrigger",
     "maxBytesPerTrigger",
     "failOnDataLoss",
