@@ -87,13 +87,16 @@ class _StreamReader(DataSourceStreamReader, *_AVAILABLE_NOW):  # type: ignore[mi
         pass
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        self.position = max(self.position, end["commit"])
         return [CommitRange(i, i + 1) for i in range(start["commit"], end["commit"])]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         return _arrow_batches(self.schema, self.commits, partition)  # type: ignore[arg-type]
 
     def commit(self, end: dict) -> None:
-        pass
+        # A restarted 4.0/4.1 stream tells the reader where it is only through the offsets
+        # it passes (its latestOffset() has no start): never serve before them again.
+        self.position = max(self.position, end["commit"])
 
 
 class SampleChangelogSource(DataSource):
