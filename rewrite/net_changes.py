@@ -152,7 +152,7 @@ class NetChangesRelation(LogicalPlan):
         if self._resolved is None:
             schema = DataFrame(self._source, self._spark).schema
             _refuse_non_string_map_keys(schema)
-            self._uses_transform_with_state = _server_has_transform_with_state(self._spark)
+            self._uses_transform_with_state = server_has_transform_with_state(self._spark)
             out = _stateful(
                 DataFrame(self._child, self._spark),
                 self._keys,
@@ -206,7 +206,7 @@ def _stateful(
     )
 
 
-def _server_has_transform_with_state(spark: Any) -> bool:
+def server_has_transform_with_state(spark: Any) -> bool:
     if not hasattr(GroupedData, "transformWithState"):  # a 4.0 client
         return False
     major, minor = (int(part) for part in spark.version.split(".")[:2])
