@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
-# Starts the Spark Connect server in the foreground. Inside the container it listens on all
-# interfaces so the published port works; docker-compose.yml publishes it on 127.0.0.1 only.
-# The token is passed as a conf and never echoed (Spark redacts "token" keys in its logs).
+# Starts the Spark Connect server in the foreground (PID 1: `docker stop` reaches the JVM).
+# Inside the container it listens on all interfaces so the published port works;
+# docker-compose.yml publishes it on 127.0.0.1 only. The token comes in the environment
+# (SPARK_CONNECT_AUTHENTICATE_TOKEN, read by the server itself), never on a command line.
+# Extra arguments go to spark-submit (e.g. --conf spark.sql.shuffle.partitions=4).
 set -euo pipefail
-args=(
-  --conf "spark.connect.grpc.binding.address=0.0.0.0"
-  --conf "spark.connect.grpc.binding.port=${SPARK_CONNECT_PORT}"
-  --conf "spark.sql.shuffle.partitions=${SPARK_SHUFFLE_PARTITIONS:-8}"
-  --conf "spark.ui.enabled=false"
-  --driver-memory "${SPARK_DRIVER_MEMORY:-4g}"
-)
-if [[ -n "${SPARK_CONNECT_TOKEN:-}" ]]; then
-  args+=(--conf "spark.connect.authenticate.token=${SPARK_CONNECT_TOKEN}")
-else
-  echo "warning: SPARK_CONNECT_TOKEN is empty: the server accepts clients without a token" >&2
+log=/tmp/spark-connect.log
+: > "$log"  # a restarted container must not look started before the server is
+exec > >(tee -a "$log") 2>&1
+if [[ -z "${SPARK_CONNECT_AUTHENTICATE_TOKEN:-}" ]]; then
+  echo "warning: SPARK_CONNECT_AUTHENTICATE_TOKEN is empty: the server accepts clients without a token"
 fi
-exec "${SPARK_HOME:-/opt/spark}/sbin/start-connect-server.sh" "${args[@]}" "$@"
+exec "$SPARK_HOME/bin/spark-submit" \
+  --driver-memory "${SPARK_DRIVER_MEMORY:-4g}" \
+  --driver-java-options "-Dlog4j2.configurationFile=file:/opt/spark-cdc/log4j2.properties" \
+  --conf "spark.connect.grpc.binding.address=0.0.0.0" \
+  --conf "spark.connect.grpc.binding.port=${SPARK_CONNECT_PORT}" \
+  --conf "spark.ui.enabled=false" \
+  --name spark-cdc-connect \
+  "$@" \
+  --class org.apache.spark.sql.connect.service.SparkConnectServer spark-internal

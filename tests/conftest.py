@@ -1,17 +1,14 @@
 """The test harness: one real Spark Connect server per session, never a mock.
 
-Order: ``SPARK_REMOTE`` if set; else the compose stack (compose/) when a Docker engine is
-reachable; else a local server from the installed pyspark, on 127.0.0.1 and a free port,
-stopped by its PID at the end. A failing test gets the tail of
-the local server's log in its report.
+``SPARK_REMOTE`` if set; else, by ``SPARK_CDC_TEST_SERVER`` (``tests/harness.py``), the
+server container when a Docker engine answers, or a local server from the installed pyspark
+on 127.0.0.1 and a free port. A failing test gets the tail of the server's log in its report.
 """
 
 from __future__ import annotations
 
 import functools
 import os
-import shutil
-import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,12 +19,11 @@ from pyspark.sql import SparkSession
 from pyspark.sql.connect.streaming.query import StreamingQuery
 from pyspark.sql.connect.streaming.readwriter import DataStreamWriter
 from spark_cdc.late_rows import first_drop
-from spark_cdc.local_server import LocalServer, start_local_server
+from spark_cdc.local_server import start_local_server
 
-# Small shuffle width: the streaming aggregate runs a task per partition each micro-batch.
-TEST_SERVER_CONF = {"spark.sql.shuffle.partitions": "4"}
+from tests import harness
 
-_local_server: LocalServer | None = None
+_server: harness.Server | None = None
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -44,49 +40,59 @@ def long_run(request: pytest.FixtureRequest) -> bool:
     return bool(request.config.getoption("--long"))
 
 
-@functools.lru_cache(maxsize=1)
-def docker_engine_reachable() -> bool:
-    if shutil.which("docker") is None:
-        return False
-    probe = subprocess.run(["docker", "info"], capture_output=True, check=False, timeout=30)
-    return probe.returncode == 0
+def _say(request: pytest.FixtureRequest, line: str) -> None:
+    capture = request.config.pluginmanager.getplugin("capturemanager")
+    with capture.global_and_fixture_disabled():
+        print(f"\n[spark-cdc-connect harness] {line}", flush=True)
 
 
-def server_choice() -> str:
-    """Which server the session uses, in words (never with a token)."""
-    url = os.environ.get("SPARK_REMOTE")
-    if url:
-        return f"using SPARK_REMOTE={url.split(';')[0]}"
-    if not docker_engine_reachable():
-        return "no Docker engine reachable: using a local Spark Connect server"
-    return "Docker engine found: building and starting the compose stack (compose/)"
+def _container(request: pytest.FixtureRequest, basetemp: Path) -> harness.Server | None:
+    """The server container, or None (said why) when the mode allows a local server."""
+    from spark_cdc.container import SparkConnectContainerError
+
+    mode = harness.mode()
+    reason = harness.container_unavailable()
+    server = None
+    if reason is None:
+        try:
+            server = harness.start_container([basetemp])
+        except SparkConnectContainerError as error:
+            reason = str(error).splitlines()[0]
+    if server is not None:
+        return server
+    if mode == "container":
+        pytest.exit(f"SPARK_CDC_TEST_SERVER=container, but {reason}.", returncode=3)
+    harness.fallback_reason = str(reason)
+    _say(request, f"{reason}: using a local Spark Connect server")
+    return None
 
 
 @pytest.fixture(scope="session")
 def spark_remote(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[str]:
-    global _local_server
-    capture = request.config.pluginmanager.getplugin("capturemanager")
-    with capture.global_and_fixture_disabled():
-        print(f"\n[spark-cdc-connect harness] {server_choice()}", flush=True)
+    global _server
     url = os.environ.get("SPARK_REMOTE")
     if url:
+        harness.fallback_reason = "SPARK_REMOTE is set"
+        _say(request, f"using SPARK_REMOTE={url.split(';')[0]}")
         yield url
         return
-    if docker_engine_reachable():
-        from tests.compose_server import compose_server
-
-        with compose_server(tmp_path_factory.getbasetemp()) as url:
-            yield url
-        return
-    log_path = tmp_path_factory.mktemp("server") / "server.log"
-    _local_server = start_local_server(conf=TEST_SERVER_CONF, log_path=log_path)
+    basetemp = tmp_path_factory.getbasetemp()
+    if harness.mode() != "local":
+        _server = _container(request, basetemp)
+    if _server is not None:
+        harness.kind = "container"
+        _say(request, f"using the server container at {_server.url.split('/;')[0]}")
+    else:
+        log_path = tmp_path_factory.mktemp("server") / "server.log"
+        _server = start_local_server(conf=harness.TEST_SERVER_CONF, log_path=log_path)
+        _say(request, f"using a local Spark Connect server at {_server.url}")
     try:
-        yield _local_server.url
+        yield _server.url
     finally:
-        _local_server.stop()
-        _local_server = None
+        _server.stop()
+        _server = None
 
 
 @pytest.fixture(scope="session")
@@ -168,5 +174,5 @@ def _streams_drop_nothing(request: pytest.FixtureRequest) -> Iterator[None]:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
     outcome = yield
     report = outcome.get_result()
-    if report.failed and _local_server is not None:
-        report.sections.append(("Spark Connect server log (tail)", _local_server.log_tail(120)))
+    if report.failed and _server is not None:
+        report.sections.append(("Spark Connect server log (tail)", _server.log_tail(120)))

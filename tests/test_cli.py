@@ -27,6 +27,8 @@ class Command:
 
     def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
         self.lines: list[str] = []
+        # A token in a --remote URL (the container harness's) must never be printed.
+        self.secrets = [m for a in args for m in re.findall(r";token=([^;/]+)", a)]
         self.process = subprocess.Popen(
             [sys.executable, "-m", "spark_cdc", *args],
             stdout=subprocess.PIPE,
@@ -64,13 +66,13 @@ class Command:
     def interrupt(self, timeout: float = 120) -> int:
         """Ctrl-C, as a terminal sends it."""
         os.killpg(self.process.pid, signal.SIGINT)
-        code = self.process.wait(timeout)
-        self._reader.join(10)
-        return code
+        return self.finish(timeout)
 
     def finish(self, timeout: float = 300) -> int:
         code = self.process.wait(timeout)
         self._reader.join(10)
+        for secret in self.secrets:
+            assert secret not in self.output, "the command printed its token"
         return code
 
 

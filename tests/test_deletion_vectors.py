@@ -8,7 +8,6 @@ updates detected) applied to snapshot v-1 give snapshot v, snapshots read by del
 
 from __future__ import annotations
 
-import shutil
 import struct
 from collections import Counter, defaultdict
 from collections.abc import Callable
@@ -30,20 +29,12 @@ from spark_cdc.server_plugin.delta.deletion_vectors import (
 )
 
 from tests.delta_dv_tables import DvTable, bitmap_array, rs_snapshot, z85
+from tests.delta_fixtures import FIXTURES, copy_fixture
 from tests.delta_tables import apply_changes, rows
 from tests.feeds import collect_rows
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "delta-fixtures"
 META = ["_change_type", "_commit_version", "_commit_timestamp"]
 PROCESSED = {"computeUpdates": True}
-
-
-def fixture(tmp_path: Path, name: str) -> str:
-    if not (FIXTURES / name).is_dir():
-        pytest.skip(f"fixture {name} not found under {FIXTURES}")
-    target = tmp_path / name
-    shutil.copytree(FIXTURES / name, target)
-    return str(target)
 
 
 # -- the format, without a server ---------------------------------------------------------
@@ -277,7 +268,7 @@ def test_a_damaged_dv_names_its_file_and_version(spark: SparkSession, tmp_path: 
 def test_dv_fixtures_batch_and_stream(
     spark: SparkSession, tmp_path: Path, query_name: str, name: str
 ) -> None:
-    path = fixture(tmp_path, name)
+    path = copy_fixture(tmp_path, name)
     assert_every_version(spark, path, "value")
     if DeltaTable(path).metadata().configuration.get("delta.enableChangeDataFeed") == "true":
         assert_raw_is_load_cdf(spark, path)

@@ -4,7 +4,6 @@ decimals stored as INT32 / INT64 / fixed binary, timestamp_ntz, nanosecond times
 
 from __future__ import annotations
 
-import shutil
 import uuid
 from datetime import datetime
 from decimal import Decimal
@@ -26,9 +25,9 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from tests.delta_fixtures import copy_fixture
 from tests.delta_tables import append_commit
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "delta-fixtures"
 CHANGELOG = [
     StructField("_change_type", StringType(), False),
     StructField("_commit_version", LongType(), False),
@@ -43,9 +42,7 @@ def _rows(df: Any) -> list[tuple[Any, ...]]:
 def test_int96_timestamps_of_the_fixture_read_as_spark_reads_them(
     spark: SparkSession, tmp_path: Path
 ) -> None:
-    source = FIXTURES / "table_with_edge_timestamps"
-    path = str(tmp_path / "t")
-    shutil.copytree(source, path)
+    path = copy_fixture(tmp_path, "table_with_edge_timestamps")
     df = spark.read.format("delta_changelog").load(path)
     assert df.schema == StructType(
         [

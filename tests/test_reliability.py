@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import signal
 import statistics
 import threading
 import time
@@ -43,7 +42,6 @@ from pyspark.sql import functions as F
 from pyspark.sql.connect.session import SparkSession as ConnectSession
 from pyspark.sql.streaming import StreamingQuery
 from spark_cdc import ChangelogReader
-from spark_cdc.local_server import LocalServer, start_local_server
 from spark_cdc.rewrite.net_changes import server_has_transform_with_state
 from spark_cdc.stream_guard import (
     DEFAULT_STATE_STORE,
@@ -53,10 +51,10 @@ from spark_cdc.stream_guard import (
 
 from tests.delta_tables import apply_changes, latest_version, snapshot
 from tests.feeds import as_tuples, collect_rows, model_post_process
+from tests.harness import Server, dedicated_server
 from tests.writer import TableWriter
 
 PROCESSED = {"rowId": "id", "computeUpdates": True}
-SERVER_CONF = {"spark.sql.shuffle.partitions": "4"}
 CHANGE_TYPES = {"insert", "delete", "update_preimage", "update_postimage"}
 
 
@@ -295,22 +293,20 @@ def test_stream_stopped_at_random_points_loses_and_duplicates_nothing(
 
 
 @contextmanager
-def _dedicated_server(tmp_path: Path, name: str) -> Iterator[tuple[LocalServer, SparkSession]]:
-    """A server of our own and a session on it, both always ended. A session whose server
-    is gone is dropped without ReleaseSession: pyspark retries an unreachable server for
-    minutes, and there is nothing left to release."""
-    server = start_local_server(
-        conf=SERVER_CONF, log_path=tmp_path / f"{name}.log", driver_memory="2g"
-    )
+def _dedicated_server(tmp_path: Path, name: str) -> Iterator[tuple[Server, SparkSession]]:
+    """A server of our own (a container when the harness runs one) and a session on it,
+    both always ended. A session whose server is gone is dropped without ReleaseSession:
+    pyspark retries an unreachable server for minutes, and there is nothing left to
+    release."""
     session: SparkSession | None = None
-    try:
-        session = SparkSession.builder.remote(server.url).create()
-        yield server, session
-    finally:
-        if session is not None:
-            session.release_session_on_close = server.alive()
-            session.stop()
-        server.stop()
+    with dedicated_server(tmp_path, name) as server:
+        try:
+            session = SparkSession.builder.remote(server.url).create()
+            yield server, session
+        finally:
+            if session is not None:
+                session.release_session_on_close = server.alive()
+                session.stop()
 
 
 def _wait_until_in_flight(
@@ -330,13 +326,6 @@ def _wait_until_in_flight(
             assert stream.restart_if_worker_timed_out(), stream.query.exception()
         assert time.monotonic() < deadline, f"no batch in flight within {timeout:.0f}s"
         time.sleep(0.05)
-
-
-def _kill(server: LocalServer) -> int:
-    """SIGKILL the server's whole process group (spark-submit, the JVM, its Python workers
-    in that group); return the server process's exit status."""
-    os.killpg(server.process.pid, signal.SIGKILL)
-    return server.process.wait(timeout=60)
 
 
 @pytest.mark.timeout(1800)  # --long: four server starts, and this machine may be shared
@@ -360,7 +349,8 @@ def test_server_killed_mid_batch_resumes_on_a_new_server_without_loss_or_duplica
                 supervised = Supervised(lambda df=stream: _start(df, out, checkpoint))
                 _wait_until_in_flight(supervised, checkpoint, out, committed=before[2] + 1)
                 time.sleep(rng.uniform(0.0, 0.5))  # somewhere inside the batch
-                assert _kill(server) == -signal.SIGKILL
+                server.kill()  # SIGKILL: the process group, or the container's PID 1
+                assert not server.alive()
                 kill_points.append(_stop_point(before, _batch_log(checkpoint, out)))
         with _dedicated_server(tmp_path, "server-last") as (server, session):
             last = Supervised(lambda: _start(_stream(session, path), out, checkpoint))
