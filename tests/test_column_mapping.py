@@ -25,12 +25,12 @@ from pyspark.sql.types import (
 
 from tests.delta_cm_tables import CmTable
 from tests.delta_dv_tables import rs_snapshot
+from tests.delta_fixtures import copy_fixture
 from tests.delta_tables import apply_changes
 from tests.test_deletion_vectors import (
     _by_version,
     assert_every_version,
     assert_stream_equals_batch,
-    fixture,
 )
 
 CHANGELOG = [
@@ -44,7 +44,7 @@ META = [f.name for f in CHANGELOG]
 def test_name_mode_fixture_batch_and_stream(
     spark: SparkSession, tmp_path: Path, query_name: str
 ) -> None:
-    path = fixture(tmp_path, "cdf-column-mapping-name-mode")
+    path = copy_fixture(tmp_path, "cdf-column-mapping-name-mode")
     df = spark.read.format("delta_changelog").option("startingVersion", 0).load(path)
     assert df.schema == StructType(
         [

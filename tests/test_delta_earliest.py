@@ -12,13 +12,13 @@ from pyspark.sql import SparkSession
 from spark_cdc import ChangelogReader
 from spark_cdc.server_plugin.delta.options import parse_source_options
 
+from tests.delta_fixtures import copy_fixture
 from tests.delta_tables import log_cleaned_up_before_version_2, rows
 from tests.feeds import collect_rows
 from tests.test_deletion_vectors import (
     assert_every_version,
     assert_raw_is_load_cdf,
     assert_stream_equals_batch,
-    fixture,
 )
 
 
@@ -34,7 +34,7 @@ def test_earliest_is_an_option_value() -> None:
 def test_checkpoint_cdf_table_from_earliest(
     spark: SparkSession, tmp_path: Path, query_name: str
 ) -> None:
-    path = fixture(tmp_path, "checkpoint-cdf-table")
+    path = copy_fixture(tmp_path, "checkpoint-cdf-table")
     with pytest.raises(Exception, match=r"DELTA_CHANGELOG\.DATA_LOSS"):
         ChangelogReader(spark).changes(path).collect()
     earliest = ChangelogReader(spark).option("startingVersion", "earliest").changes(path)
