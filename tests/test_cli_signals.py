@@ -109,7 +109,8 @@ def _stop(command: Command, signum: int) -> tuple[int, float]:
 def _assert_clean(command: Command, code: int, servers: set[int]) -> None:
     """Exit 0, no traceback, and none of ``servers`` (the ones it started) still running."""
     assert code == 0, command.output
-    assert "Traceback" not in command.output and "Exception ignored" not in command.output
+    assert "Traceback" not in command.output, command.output
+    assert "Exception ignored" not in command.output, command.output
     deadline = time.monotonic() + 30  # a killed JVM may take a moment to be reaped
     while (left := _alive(servers)) and time.monotonic() < deadline:
         time.sleep(0.5)
