@@ -101,6 +101,13 @@ class WatchedQuery(StreamingQuery):
     def exception(self) -> StreamingQueryException | None:
         return self._error or super().exception()
 
+    def stop(self) -> None:
+        super().stop()
+        _unwatch(self._session, self.id, remove_now=True)
+        removal = _removals.pop(self._session, None)
+        if removal is not None:  # the bus's event came first: let its removal finish
+            removal.join(timeout=30)
+
 
 class _DropListener(StreamingQueryListener):
     """One per session while it has watched queries running: stops a watched query at its
@@ -128,20 +135,37 @@ class _DropListener(StreamingQueryListener):
         pass
 
     def onQueryTerminated(self, event: Any) -> None:
-        with _lock:
-            self.watched.pop(str(event.id), None)
-            if self.watched or _listeners.get(self.session) is not self:
-                return
-            del _listeners[self.session]
-        # The listener bus keeps a server call and a thread open while it has listeners;
-        # let them go with the last watched query. Removing joins the bus's thread, which
-        # is the one running this callback, hence another thread.
-        remove = self.session.streams.removeListener
-        threading.Thread(target=remove, args=(self,), daemon=True).start()
+        _unwatch(self.session, str(event.id), remove_now=False)
 
 
 _listeners: weakref.WeakKeyDictionary[Any, _DropListener] = weakref.WeakKeyDictionary()
+_removals: weakref.WeakKeyDictionary[Any, threading.Thread] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
+
+
+def _unwatch(session: Any, query_id: str, remove_now: bool) -> None:
+    """Forget a query that ended. The listener bus keeps a server call and a thread open
+    while it has listeners; they go with the last watched query. After ``stop()`` they go
+    at once, in the caller's thread: left to the bus's event, a script that ends right
+    after ``stop()`` removed the listener during interpreter shutdown, and pyspark warned
+    twice ("cannot schedule new futures after shutdown"). From the bus's own callback the
+    removal runs on another thread (removing joins the bus's thread)."""
+    with _lock:
+        listener = _listeners.get(session)
+        if listener is None:
+            return
+        listener.watched.pop(query_id, None)
+        if listener.watched:
+            return
+        del _listeners[session]
+        if not remove_now:
+            removal = threading.Thread(
+                target=session.streams.removeListener, args=(listener,), daemon=True
+            )
+            _removals[session] = removal
+            removal.start()
+    if remove_now:
+        session.streams.removeListener(listener)
 
 
 def watch(query: StreamingQuery) -> WatchedQuery:

@@ -7,7 +7,10 @@ progress of every stream holding a rewrite and turns the first drop into
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -79,3 +82,45 @@ def test_streams_without_a_rewrite_are_not_watched(spark: SparkSession, query_na
     query = stream.writeStream.format("memory").queryName(query_name).start()
     assert not isinstance(query, WatchedQuery)
     query.stop()
+
+
+SCRIPT = """
+import sys
+from deltalake import write_deltalake
+import pyarrow as pa
+from pyspark.sql import SparkSession
+from spark_cdc import ChangelogReader
+
+remote, path, checkpoint = sys.argv[1:]
+write_deltalake(path, pa.table({"id": [1, 2], "v": ["a", "b"]}))
+spark = SparkSession.builder.remote(remote).create()
+df = ChangelogReader(spark, streaming=True).options(rowId="id", computeUpdates=True).changes(path)
+query = df.writeStream.format("noop").option("checkpointLocation", checkpoint).start()
+query.processAllAvailable()
+query.stop()
+"""
+
+
+def test_a_script_that_ends_right_after_stop_prints_no_warning(
+    spark_remote: str, tmp_path: Path
+) -> None:
+    """The watch's listener is gone when ``stop()`` returns, so an interpreter that exits
+    right after has nothing left to remove (pyspark warned "cannot schedule new futures
+    after shutdown" twice when the removal was left to the listener bus)."""
+    for attempt in range(3):  # the bus's event and stop() race: either may come first
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                SCRIPT,
+                spark_remote,
+                str(tmp_path / f"t{attempt}"),
+                str(tmp_path / f"cp{attempt}"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        assert "Warning" not in done.stderr, done.stderr
