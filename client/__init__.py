@@ -67,8 +67,10 @@ def _convert_server_errors(module: Any) -> None:
 
     if module.__name__.endswith(".core"):
         server_errors.patch_convert_exception(module)
-    else:
+    elif module.__name__.endswith(".query"):
         server_errors.patch_query_exception(module)
+    else:
+        server_errors.patch_error_log(module)
 
 
 def _guard_stream_starts(module: Any) -> None:
@@ -91,4 +93,5 @@ def _guard_stream_starts(module: Any) -> None:
 
 when_imported("pyspark.sql.connect.client.core", _convert_server_errors)
 when_imported("pyspark.sql.connect.streaming.query", _convert_server_errors)
+when_imported("pyspark.errors.exceptions.connect", _convert_server_errors)
 when_imported("pyspark.sql.connect.streaming.readwriter", _guard_stream_starts)

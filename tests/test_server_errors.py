@@ -146,6 +146,25 @@ def test_errors_that_are_not_ours_are_untouched(spark: SparkSession) -> None:
     assert missing.value.getCondition() == "UNRESOLVED_COLUMN.WITH_SUGGESTION"
 
 
+def test_spark_s_error_about_our_plan_is_its_sentence_without_the_plan(
+    spark: SparkSession, delta_table: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A rowId naming no column: Spark's condition and parameters (the column and the
+    feed's columns), its one sentence, none of our helper columns, no plan, no log line."""
+    reader = ChangelogReader(spark).options(rowId="order_id", computeUpdates=True)
+    with pytest.raises(AnalysisException) as caught:
+        reader.changes(delta_table).collect()
+    error = caught.value
+    assert error.getCondition() == "UNRESOLVED_COLUMN.WITH_SUGGESTION"
+    assert error.getMessageParameters()["objectName"] == "`order_id`"
+    assert "`id`" in error.getMessageParameters()["proposal"]
+    text = str(error)
+    assert text.startswith("[UNRESOLVED_COLUMN.WITH_SUGGESTION] ") and "`order_id`" in text
+    assert "\n" not in text and "__spark_cdc_" not in text and "rowId" in text, text[:2000]
+    assert "__spark_cdc_" in str(error.server_error)  # type: ignore[attr-defined]
+    assert "__spark_cdc_" not in capfd.readouterr().err  # PySpark's JSON log line is not written
+
+
 @pytest.mark.parametrize(
     ("parameters", "wrapped"),
     [
