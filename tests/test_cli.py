@@ -88,6 +88,7 @@ def served() -> Iterator[tuple[int, Command]]:
             command.interrupt()
 
 
+@pytest.mark.local_process
 def test_serve_needs_the_token_and_stops_on_ctrl_c(served: tuple[int, Command]) -> None:
     port, command = served
     with_token = SparkSession.builder.remote(f"sc://localhost:{port}/;token={TOKEN}").create()
@@ -109,6 +110,7 @@ def test_serve_needs_the_token_and_stops_on_ctrl_c(served: tuple[int, Command]) 
     assert log is not None and TOKEN not in Path(log.group(1)).read_text()
 
 
+@pytest.mark.local_process
 def test_wrong_token_is_one_sentence_without_the_token(tmp_path: Path) -> None:
     port = free_port()
     server = Command("serve", "--port", str(port), "--token", TOKEN)

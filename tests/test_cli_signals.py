@@ -141,6 +141,7 @@ def test_tail_stops_on_each_signal_while_batches_run(
         assert took < EXIT_BOUND_S
 
 
+@pytest.mark.local_process
 @pytest.mark.parametrize("name", SIGNALS)
 def test_serve_stops_its_server_on_each_signal(name: str, commands: list[Command]) -> None:
     serve = Command("serve", "--port", str(free_port()))
@@ -151,6 +152,7 @@ def test_serve_stops_its_server_on_each_signal(name: str, commands: list[Command
     _assert_clean(serve, code, servers)
 
 
+@pytest.mark.local_process
 @pytest.mark.parametrize("name", SIGNALS)
 def test_demo_with_its_own_server_stops_on_each_signal(name: str, commands: list[Command]) -> None:
     before = _leftovers()
@@ -163,6 +165,7 @@ def test_demo_with_its_own_server_stops_on_each_signal(name: str, commands: list
     assert _leftovers() <= before, "the demo's table or spool folder was left behind"
 
 
+@pytest.mark.local_process
 def test_a_signal_while_the_server_starts_leaves_nothing_running(
     commands: list[Command],
 ) -> None:
