@@ -22,6 +22,7 @@ from typing import Any
 from pyspark.errors import StreamingQueryException
 from pyspark.sql.connect.streaming.query import StreamingQuery
 from pyspark.sql.streaming.listener import StreamingQueryListener
+from spark_cdc.listener_bus import add_listener, remove_listener
 from spark_cdc.server_plugin.vocabulary import CONTRACT_VIOLATION
 
 ROWS_BEHIND_WATERMARK = f"{CONTRACT_VIOLATION}.ROWS_BEHIND_WATERMARK"
@@ -160,12 +161,12 @@ def _unwatch(session: Any, query_id: str, remove_now: bool) -> None:
         del _listeners[session]
         if not remove_now:
             removal = threading.Thread(
-                target=session.streams.removeListener, args=(listener,), daemon=True
+                target=remove_listener, args=(session, listener), daemon=True
             )
             _removals[session] = removal
             removal.start()
     if remove_now:
-        session.streams.removeListener(listener)
+        remove_listener(session, listener)
 
 
 def watch(query: StreamingQuery) -> WatchedQuery:
@@ -178,6 +179,6 @@ def watch(query: StreamingQuery) -> WatchedQuery:
         if listener is None:
             listener = _listeners[session] = _DropListener(session)
         listener.watched[watched.id] = watched
-    if fresh:  # outside the lock: adding waits for a removal the bus may be running
-        session.streams.addListener(listener)
+    if fresh:  # outside the lock: adding waits for a removal that may be under way
+        add_listener(session, listener)
     return watched

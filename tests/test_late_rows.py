@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
+import time
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -16,7 +18,7 @@ from typing import Any
 import pytest
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
-from spark_cdc import ChangelogSpec, post_process
+from spark_cdc import ChangelogSpec, late_rows, post_process
 from spark_cdc.late_rows import ROWS_BEHIND_WATERMARK, WatchedQuery
 
 from tests.feeds import BASE_TIME, collect_rows, expect, feed, row
@@ -124,3 +126,32 @@ def test_a_script_that_ends_right_after_stop_prints_no_warning(
         )
         assert done.returncode == 0, done.stderr
         assert "Warning" not in done.stderr, done.stderr
+
+
+def test_stop_returns_while_the_listener_bus_holds_an_undelivered_event(
+    spark: SparkSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Removing the last listener while an event waits for delivery hung PySpark's bus
+    forever (SPARK-59623; a CI run's ``stop()`` waited 900 s). Our listener is slowed on
+    its first event so that later events queue up behind it, then the query is stopped."""
+    delivering = threading.Event()
+    on_progress = late_rows._DropListener.onQueryProgress
+
+    def slow_first_progress(self: Any, event: Any) -> None:
+        on_progress(self, event)
+        if not delivering.is_set():
+            delivering.set()
+            time.sleep(2)  # events keep arriving meanwhile
+
+    monkeypatch.setattr(late_rows._DropListener, "onQueryProgress", slow_first_progress)
+    rate = spark.readStream.format("rate").option("rowsPerSecond", 1000).load()
+    query = rate.writeStream.format("noop").trigger(processingTime="0 seconds").start()
+    watched = late_rows.watch(query)
+    assert delivering.wait(120), "the query reported no progress"
+    time.sleep(0.5)
+    stopping = threading.Thread(target=watched.stop, daemon=True)
+    stopping.start()
+    stopping.join(timeout=120)
+    assert not stopping.is_alive(), "stop() hung removing the listener"
+    assert not query.isActive
+    assert late_rows._DropListener not in {type(x) for x in spark.streams._sqlb._listener_bus}
