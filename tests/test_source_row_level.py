@@ -70,9 +70,7 @@ def commits(draw: st.DrawFn) -> list[dict[str, Any]]:
         for _ in range(draw(st.integers(0, 6))):
             image = {name: draw(strategy) for name, strategy in VALUES.items()}
             kinds = draw(
-                st.sampled_from(
-                    [["insert"], ["delete"], ["delete", "insert"], ["update_preimage"]]
-                )
+                st.sampled_from([["insert"], ["delete"], ["delete", "insert"], ["update_preimage"]])
             )
             for kind in kinds:
                 changed = draw(st.sampled_from([image, image, {**image, "d": draw(FLOATS)}]))
