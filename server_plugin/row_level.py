@@ -87,7 +87,10 @@ def resolve(table: pa.Table, rules: RowLevelRules) -> pa.Table:
     span = pc.min_max(table.column(COMMIT_VERSION))
     if span["min"] != span["max"]:  # several commits: the version is part of the key
         keys = [*keys, _array(table.column(COMMIT_VERSION))]
-    groups = group_rows(keys, key_mode)
+    # Without a row id every data column is a key: the cheap fixed-width ones find the
+    # groups, the check against each group's first row separates rows that differ elsewhere.
+    cheap = [i for i, k in enumerate(keys) if _is_fixed(k.type)] if rules.row_id is None else None
+    groups = group_rows(keys, key_mode, hashed=cheap or None)
     deletes = np.bincount(groups.ids[is_delete], minlength=groups.count)
     inserts = np.bincount(groups.ids[is_insert], minlength=groups.count)
     if rules.update_detection:
@@ -169,16 +172,19 @@ class Groups:
     first: np.ndarray  # int64 first row of each group
 
 
-def group_rows(keys: Sequence[pa.Array], mode: str, seed: int = 0) -> Groups:
-    """Exact groups of equal keys: a hash groups the rows, each row is then compared with
-    its group's first row, and rows that only collided are grouped again among
-    themselves with another hash."""
+def group_rows(
+    keys: Sequence[pa.Array], mode: str, seed: int = 0, hashed: Sequence[int] | None = None
+) -> Groups:
+    """Exact groups of equal keys: a hash of the keys (of those at ``hashed``, when given)
+    groups the rows, each row is then compared with its group's first row in every key,
+    and rows that only collided are grouped again among themselves with another hash of
+    every key."""
     n = len(keys[0])
     exact = _exact_integers(keys)
     if exact is not None:
         _, first, ids = np.unique(exact, return_index=True, return_inverse=True)
         return Groups(ids.astype(np.int64).reshape(-1), len(first), first.astype(np.int64))
-    hashed = rows_hash(keys, mode, seed)
+    hashed = rows_hash(keys if hashed is None else [keys[i] for i in hashed], mode, seed)
     _, first, ids = np.unique(hashed, return_index=True, return_inverse=True)
     ids = ids.astype(np.int64).reshape(-1)
     first = first.astype(np.int64)
@@ -207,6 +213,11 @@ def _exact_integers(keys: Sequence[pa.Array]) -> np.ndarray | None:
     if width is None:
         return None
     return _fixed_values(key, width)
+
+
+def _is_fixed(data_type: pa.DataType) -> bool:
+    """Types whose hash costs a pass over fixed-width values (not bytes, not nesting)."""
+    return _integer_width(data_type) is not None or pa.types.is_floating(data_type)
 
 
 def _integer_width(data_type: pa.DataType) -> int | None:
@@ -260,43 +271,58 @@ def rows_equal(
     columns: Sequence[pa.Array], left: np.ndarray, right: np.ndarray, mode: str
 ) -> np.ndarray:
     """For each pair (``left[k]``, ``right[k]``) of row positions: whether the rows are
-    equal in every column, ``mode`` "image" (data) or "key" (row id) equality."""
-    equal = np.ones(len(left), bool)
+    equal in every column, ``mode`` "image" (data) or "key" (row id) equality. Pairs found
+    unequal stop being compared once they are most of what is left."""
+    pending = np.arange(len(left))
     left_rows, right_rows = pa.array(left), pa.array(right)
-    for column in columns:
-        still = np.flatnonzero(equal)
-        if not len(still):
-            break
-        if len(still) < len(left):  # only pairs that are still equal need the next column
-            equal[still] = values_equal(
-                column.take(left_rows.take(pa.array(still))),
-                column.take(right_rows.take(pa.array(still))),
-                mode,
-            )
-        else:
-            equal &= values_equal(column.take(left_rows), column.take(right_rows), mode)
-    return equal
+    equal: pa.Array = pa.repeat(pa.scalar(True), len(left))
+    for number, column in enumerate(columns, start=1):
+        same = _equal(column.take(left_rows), column.take(right_rows), mode)
+        equal = pc.and_(equal, same)
+        if number % 4 == 0 and len(pending):
+            still = equal.to_numpy(zero_copy_only=False)
+            if still.sum() < len(still) // 2:  # compact: compare only pairs still equal
+                pending, keep = pending[still], pa.array(np.flatnonzero(still))
+                left_rows, right_rows = left_rows.take(keep), right_rows.take(keep)
+                equal = pa.repeat(pa.scalar(True), len(pending))
+    out = np.zeros(len(left), bool)
+    out[pending] = equal.to_numpy(zero_copy_only=False)
+    return out
 
 
 def values_equal(left: pa.Array, right: pa.Array, mode: str) -> np.ndarray:
     """Element-wise NULL-safe equality of two arrays of one type."""
+    return _equal(left, right, mode).to_numpy(zero_copy_only=False)
+
+
+def _equal(left: pa.Array, right: pa.Array, mode: str) -> pa.Array:
+    """``values_equal`` as an Arrow boolean array without NULLs, computed by Arrow's kernels
+    (floats compared by their bits in images, every NaN equal to every NaN)."""
     left, right = _plain(left), _plain(right)
-    left_valid, right_valid = _valid(left), _valid(right)
-    both = left_valid & right_valid
     data_type = left.type
     if pa.types.is_null(data_type):
-        same = np.ones(len(left), bool)
-    elif pa.types.is_floating(data_type):
-        same = _float_bits(left, mode) == _float_bits(right, mode)
+        return pa.repeat(pa.scalar(True), len(left))
+    if pa.types.is_floating(data_type):
+        if mode == "image":  # the sign of zero counts; NaNs are compared below
+            bits = {64: pa.int64(), 32: pa.int32(), 16: pa.int16()}[data_type.bit_width]
+            same = pc.equal(left.view(bits), right.view(bits))
+        else:
+            same = pc.equal(left, right)
+        same = pc.or_(same, pc.and_(pc.is_nan(left), pc.is_nan(right)))
     elif pa.types.is_struct(data_type):
-        same = np.ones(len(left), bool)
+        same = pa.repeat(pa.scalar(True), len(left))
         for index in range(data_type.num_fields):
-            same &= values_equal(left.field(index), right.field(index), mode)
+            same = pc.and_(same, _equal(left.field(index), right.field(index), mode))
     elif _is_list(data_type):
-        same = _lists_equal(left, right, both, mode)
+        both = _valid(left) & _valid(right)
+        same = pa.array(_lists_equal(left, right, both, mode))
     else:
-        same = pc.fill_null(pc.equal(left, right), False).to_numpy(zero_copy_only=False)
-    return (both & same) | (~left_valid & ~right_valid)
+        same = pc.equal(left, right)
+    if not (left.null_count or right.null_count):
+        return pc.fill_null(same, False)
+    left_valid, right_valid = pc.is_valid(left), pc.is_valid(right)
+    both = pc.and_(pc.and_(left_valid, right_valid), pc.fill_null(same, False))
+    return pc.or_(both, pc.and_(pc.invert(left_valid), pc.invert(right_valid)))
 
 
 def _lists_equal(left: pa.Array, right: pa.Array, both: np.ndarray, mode: str) -> np.ndarray:

@@ -71,6 +71,7 @@ def with_duckdb(table: pa.Table) -> pa.Table:
     data = [c for c in table.column_names if not c.startswith("_")]
     same = " AND ".join(f"d.{c} IS NOT DISTINCT FROM i.{c}" for c in data)
     con = duckdb.connect()
+    con.execute("SET enable_progress_bar = false")
     con.register("t", table)
     query = f"""
     WITH r AS (SELECT *, row_number() OVER () AS __rn FROM t),
