@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -150,8 +151,11 @@ def key_columns(table: pa.Table, row_id: Sequence[Sequence[str]] | None) -> list
     return keys
 
 
-def data_columns(table: pa.Table) -> list[pa.Array]:
-    return [_array(table.column(n)) for n in table.column_names if n not in METADATA_COLUMNS]
+def data_columns(table: pa.Table, combined: bool = True) -> list[Any]:
+    """The data columns; as they come (chunked) unless ``combined``: a comparison only
+    gathers the rows it needs, and combining every column would copy the whole table."""
+    names = [n for n in table.column_names if n not in METADATA_COLUMNS]
+    return [_array(table.column(n)) if combined else table.column(n) for n in names]
 
 
 def bucket_mask(
@@ -238,7 +242,8 @@ def _all_equal_in_group(
     delete_row = np.zeros(groups.count, np.int64)
     delete_row[groups.ids[is_delete]] = np.flatnonzero(is_delete)
     others = np.flatnonzero(pair[groups.ids] & ~is_delete)
-    equal = rows_equal(data_columns(table), others, delete_row[groups.ids[others]], "image")
+    columns = data_columns(table, combined=False)
+    equal = rows_equal(columns, others, delete_row[groups.ids[others]], "image")
     unequal = np.bincount(groups.ids[others[~equal]], minlength=groups.count)
     return unequal == 0
 
@@ -268,7 +273,7 @@ def _refuse_multiple_changes(
 
 
 def rows_equal(
-    columns: Sequence[pa.Array], left: np.ndarray, right: np.ndarray, mode: str
+    columns: Sequence[pa.Array | pa.ChunkedArray], left: np.ndarray, right: np.ndarray, mode: str
 ) -> np.ndarray:
     """For each pair (``left[k]``, ``right[k]``) of row positions: whether the rows are
     equal in every column, ``mode`` "image" (data) or "key" (row id) equality. Pairs found
@@ -277,7 +282,7 @@ def rows_equal(
     left_rows, right_rows = pa.array(left), pa.array(right)
     equal: pa.Array = pa.repeat(pa.scalar(True), len(left))
     for number, column in enumerate(columns, start=1):
-        same = _equal(column.take(left_rows), column.take(right_rows), mode)
+        same = _equal(_array(column.take(left_rows)), _array(column.take(right_rows)), mode)
         equal = pc.and_(equal, same)
         if number % 4 == 0 and len(pending):
             still = equal.to_numpy(zero_copy_only=False)

@@ -4,8 +4,8 @@ busy the cores are, and the peak memory of one Python worker.
 One Delta table whose version 1 rewrites all of its rows (an UPDATE of 10% of them): 10M
 changelog rows in one commit (5M deletes, 5M inserts; 1M with ``--quick``), 5 columns. It
 is read in batch through ``ChangelogReader`` (rowId + computeUpdates, the source resolving
-the passes) into the ``noop`` sink. Meanwhile the server's Python workers (the processes
-of the server's process group) are sampled every 50 ms from ``/proc``: their resident
+the passes) into the ``noop`` sink. Meanwhile the server's Python workers (the Python
+processes of the server's session) are sampled every 50 ms from ``/proc``: their resident
 memory (the largest any one of them reached) and their CPU time, which over the wall time
 says how many cores the read kept busy. The partition plan is the one the source makes,
 computed here with the same code.
@@ -33,8 +33,10 @@ OPTIONS = {"rowId": "id", "computeUpdates": "true", "startingVersion": "1"}
 TICK = os.sysconf("SC_CLK_TCK")
 
 
-def _workers(group: int) -> dict[int, tuple[int, int]]:
-    """Python processes of process group ``group``: pid -> (resident KB, CPU ticks)."""
+def _workers(session: int) -> dict[int, tuple[int, int]]:
+    """Python processes of session ``session`` (the server's: spark-submit starts it, the
+    JVM and PySpark's worker daemon, which makes its own process group, stay in it):
+    pid -> (resident KB, CPU ticks)."""
     found = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -42,7 +44,7 @@ def _workers(group: int) -> dict[int, tuple[int, int]]:
         try:
             stat = (entry / "stat").read_text()
             fields = stat[stat.rindex(")") + 2 :].split()
-            if int(fields[2]) != group or "python" not in stat[: stat.rindex(")")]:
+            if int(fields[3]) != session or "python" not in stat[: stat.rindex(")")]:
                 continue
             status = (entry / "status").read_text()
         except (OSError, ValueError):
@@ -57,17 +59,17 @@ def _workers(group: int) -> dict[int, tuple[int, int]]:
 class Sampler:
     """Peak resident memory of any one worker and the workers' CPU time during a run."""
 
-    def __init__(self, group: int) -> None:
-        self.group = group
+    def __init__(self, session: int) -> None:
+        self.session = session
         self.peak_kb = 0
-        self.start = _workers(group)
+        self.start = _workers(session)
         self.last = dict(self.start)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            now = _workers(self.group)
+            now = _workers(self.session)
             self.last.update(now)
             self.peak_kb = max([self.peak_kb, *(rss for rss, _ in now.values())])
             time.sleep(0.05)
