@@ -158,15 +158,26 @@ def data_columns(table: pa.Table, combined: bool = True) -> list[Any]:
     return [_array(table.column(n)) if combined else table.column(n) for n in names]
 
 
+def buckets_of(
+    table: pa.Table | pa.RecordBatch,
+    row_id: Sequence[Sequence[str]] | None,
+    of: int,
+    level: int = 0,
+) -> np.ndarray:
+    """Each row's bucket among ``of``: a hash of the row id (of the whole row without one),
+    equal for rows the passes must see together. ``level`` seeds the hash, so buckets
+    within a bucket (a task's spill files) spread as evenly as the task buckets."""
+    source = table if isinstance(table, pa.Table) else pa.Table.from_batches([table])
+    keys = key_columns(source, row_id)
+    hashed = _mix(rows_hash(keys, "image" if row_id is None else "key", seed=1000 * level + of))
+    return (hashed % np.uint64(of)).astype(np.int64)
+
+
 def bucket_mask(
     table: pa.Table | pa.RecordBatch, row_id: Sequence[Sequence[str]] | None, bucket: int, of: int
 ) -> np.ndarray:
-    """Which rows fall into ``bucket`` of ``of``: a hash of the row id (of the whole row
-    without one), equal for rows the passes must see together."""
-    source = table if isinstance(table, pa.Table) else pa.Table.from_batches([table])
-    keys = key_columns(source, row_id)
-    hashed = _mix(rows_hash(keys, "image" if row_id is None else "key", seed=of))
-    return (hashed % np.uint64(of)) == np.uint64(bucket)
+    """Which rows fall into ``bucket`` of ``of`` (see ``buckets_of``)."""
+    return buckets_of(table, row_id, of) == bucket
 
 
 @dataclass(frozen=True)

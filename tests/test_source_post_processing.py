@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from deltalake import write_deltalake
+from deltalake import DeltaTable, write_deltalake
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
@@ -361,3 +361,25 @@ def test_a_stream_emits_each_commit_in_the_micro_batch_that_reads_it(
             assert all(emitted) and late == 0
         else:
             assert emitted[0] == 0 and late > 0
+
+
+def test_a_commit_split_into_buckets_and_spilled_parts_agrees(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """A 6 MB copy-on-write commit on 4 cores with a 1 MB budget per task: bucket tasks,
+    parts spilled to local disk, and the client plan give the same rows."""
+    from tests.test_source_partitions import _big_rows
+
+    path = str(tmp_path / "big")
+    write_deltalake(path, _big_rows(range(150_000), 1))
+    DeltaTable(path).update({"n": "n + 1"}, predicate="id % 10 = 3")
+    assert_paths_agree(
+        spark,
+        path,
+        False,
+        rowId="id",
+        computeUpdates=True,
+        startingVersion=1,
+        parallelism=4,
+        resolveTaskBytes="1m",
+    )

@@ -15,7 +15,9 @@ contributes just the difference: rows newly marked are deletes, rows no longer m
 from __future__ import annotations
 
 import logging
+import os
 import re
+import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -44,7 +46,7 @@ from spark_cdc.server_plugin.delta.deletion_vectors import (
 )
 from spark_cdc.server_plugin.delta.log import Commit, DeltaLog, FileAction
 from spark_cdc.server_plugin.errors import source_error
-from spark_cdc.server_plugin.row_level import RowLevelRules, bucket_mask, resolve
+from spark_cdc.server_plugin.row_level import RowLevelRules, bucket_mask, buckets_of, resolve
 from spark_cdc.server_plugin.vocabulary import (
     CHANGE_TYPE,
     COMMIT_TIMESTAMP,
@@ -87,12 +89,16 @@ class FileTask(InputPartition):
 class FileGroup(InputPartition):
     """The files one Spark task reads, one after the other. With ``resolve`` the files are
     whole commits whose rows the task resolves (the row-level passes), keeping only the
-    rows of hash bucket ``bucket`` of ``buckets`` (see ``partitions``)."""
+    rows of hash bucket ``bucket`` of ``buckets``, in ``spill`` parts on local disk when
+    more than one; ``check_only`` reads only the row id and serves nothing, to check that
+    no row id changes twice in the commit (see ``partitions``)."""
 
     files: tuple[FileTask, ...]
     resolve: bool = False
     bucket: int = 0
     buckets: int = 1
+    spill: int = 1
+    check_only: bool = False
 
 
 def commit_tasks(commit: Commit, timestamp_ms: int) -> list[FileTask]:
@@ -245,26 +251,84 @@ def read_resolved(
 
     Files are read as ``strict`` (the table's own nullability, so a NULL where the table
     says NOT NULL fails as in a raw read) and handed on as ``schema``, which may declare
-    more columns nullable (``nullableSchema``, computeUpdates' ``_change_type``).
+    more columns nullable (``nullableSchema``, computeUpdates' ``_change_type``). A check
+    task reads only the row id's columns and hands on nothing.
     """
     target, declared = arrow_schema(strict), arrow_schema(schema)
+    if group.check_only:
+        keys = {path[0] for path in rules.row_id or ()}
+        target = pa.schema([f for f in target if f.name in keys or f.name in METADATA_COLUMNS])
     rows = max(1024, BATCH_VALUES // max(1, len(declared)))
     for commit in by_commit(group.files):
-        batches: list[pa.RecordBatch] = []
-        for task in commit:
-            for batch in read_task(delta_log, target, task, fail_on_data_loss, mapping):
-                if group.buckets > 1:
-                    keep = bucket_mask(batch, rules.row_id, group.bucket, group.buckets)
-                    batch = batch.filter(pa.array(keep))
-                if batch.num_rows:
-                    batches.append(batch)
-        if not batches:
-            continue
-        resolved = resolve(pa.Table.from_batches(batches, schema=target), rules)
-        del batches
-        if declared != target:  # nullability only: no data is converted
-            resolved = resolved.cast(declared)
-        yield from resolved.combine_chunks().to_batches(max_chunksize=rows)
+        batches = _bucket_batches(
+            delta_log, target, group, commit, fail_on_data_loss, mapping, rules
+        )
+        for part in _spilled(batches, target, rules, group.spill):
+            resolved = resolve(part, rules)
+            del part
+            if group.check_only:
+                continue
+            if declared != target:  # nullability only: no data is converted
+                resolved = resolved.cast(declared)
+            yield from resolved.combine_chunks().to_batches(max_chunksize=rows)
+
+
+def _bucket_batches(
+    delta_log: DeltaLog,
+    target: pa.Schema,
+    group: FileGroup,
+    commit: list[FileTask],
+    fail_on_data_loss: bool,
+    mapping: ColumnMapping | None,
+    rules: RowLevelRules,
+) -> Iterator[pa.RecordBatch]:
+    """The commit's rows that fall into the group's bucket, batch by batch."""
+    for task in commit:
+        for batch in read_task(delta_log, target, task, fail_on_data_loss, mapping):
+            if group.buckets > 1:
+                keep = bucket_mask(batch, rules.row_id, group.bucket, group.buckets)
+                batch = batch.filter(pa.array(keep))
+            if batch.num_rows:
+                yield batch
+
+
+def _spilled(
+    batches: Iterator[pa.RecordBatch], target: pa.Schema, rules: RowLevelRules, parts: int
+) -> Iterator[pa.Table]:
+    """The batches as one table, or, split by another hash of the row id into ``parts``
+    written to local disk, as one table per part: a task then holds one part at a time."""
+    if parts <= 1:
+        collected = list(batches)
+        if collected:
+            yield pa.Table.from_batches(collected, schema=target)
+        return
+    options = pa.ipc.IpcWriteOptions(compression="lz4")
+    with tempfile.TemporaryDirectory(prefix="delta_changelog_", dir=_local_dir()) as folder:
+        paths = [os.path.join(folder, f"part-{i}.arrow") for i in range(parts)]
+        writers = [pa.ipc.new_file(path, target, options=options) for path in paths]
+        try:
+            for batch in batches:
+                part = buckets_of(batch, rules.row_id, parts, level=1)
+                for index, writer in enumerate(writers):
+                    chosen = batch.filter(pa.array(part == index))
+                    if chosen.num_rows:
+                        writer.write_batch(chosen)
+        finally:
+            for writer in writers:
+                writer.close()
+        for path in paths:
+            with pa.memory_map(path) as source:
+                table = pa.ipc.open_file(source).read_all()
+            if table.num_rows:
+                yield table
+            del table
+            os.remove(path)
+
+
+def _local_dir() -> str | None:
+    """Spark's local directories (set for its Python workers), else the system's."""
+    found = os.environ.get("SPARK_LOCAL_DIRS", "").split(",")[0].strip()
+    return found if found and os.path.isdir(found) else None
 
 
 def by_commit(files: Sequence[FileTask]) -> list[list[FileTask]]:

@@ -35,6 +35,7 @@ OPTION_NAMES = (
     "maxBytesPerTrigger",
     "failOnDataLoss",
     "parallelism",
+    "resolveTaskBytes",
     *RESOLUTION_OPTIONS,
 )
 _MODES = {"none": "none", "dropcarryovers": "dropCarryovers", "netchanges": "netChanges"}
@@ -58,6 +59,7 @@ class SourceOptions:
     max_bytes: int | None = None
     fail_on_data_loss: bool = True
     parallelism: int | None = None  # None: the driver's cores
+    resolve_task_bytes: int | None = None  # None: partitions.RESOLVE_BYTES
     # The row-level passes to resolve; row_id is as given (resolved against the schema by
     # the reader), None: rows are identified by their whole content.
     row_id: tuple[str, ...] | None = None
@@ -140,9 +142,10 @@ def parse_source_options(raw: Mapping[str, str]) -> SourceOptions:
         starting_inclusive=_boolean(given, "startingBoundInclusive", True),
         ending_inclusive=_boolean(given, "endingBoundInclusive", True),
         max_files=_positive(given, "maxFilesPerTrigger"),
-        max_bytes=_size(given.get("maxBytesPerTrigger")),
+        max_bytes=_size(given.get("maxBytesPerTrigger"), "maxBytesPerTrigger"),
         fail_on_data_loss=_boolean(given, "failOnDataLoss", True),
         parallelism=_positive(given, "parallelism"),
+        resolve_task_bytes=_size(given.get("resolveTaskBytes"), "resolveTaskBytes"),
         nullable_schema=_boolean(given, "nullableSchema", False),
         **_row_level(given),
     )
@@ -251,16 +254,15 @@ def _positive(given: Mapping[str, str], name: str) -> int | None:
     return int(text)
 
 
-def _size(text: str | None) -> int | None:
+def _size(text: str | None, name: str) -> int | None:
     if text is None:
         return None
     match = _SIZE.match(text)
     if not match or int(match.group(1)) < 1:
         raise source_error(
             "INVALID_OPTION",
-            f"Option 'maxBytesPerTrigger' must be a size such as 1048576, '512k', '64m' or "
-            f"'1g', got '{text}'.",
-            option="maxBytesPerTrigger",
+            f"Option '{name}' must be a size such as 1048576, '512k', '64m' or '1g', got '{text}'.",
+            option=name,
             value=text,
         )
     return int(match.group(1)) * 1024 ** " kmgt".index(match.group(2).lower() or " ")

@@ -8,19 +8,25 @@ busy, few enough that per-task costs (a Python worker's garbage collection after
 20-40 ms) do not swamp tables of many small files.
 
 When the source resolves the row-level passes, a commit is the unit: the rows of one row id
-in one commit must meet in one task. Commits that need no work (only inserts or only
-deletes, without update detection) are read like a raw feed. Small commits are packed
-whole into partitions; a large one is split into buckets by a hash of the row id, every
-bucket's task reading all of the commit's files and keeping its own rows. That costs each
-extra bucket one more read of the commit, and buys two things:
+in one commit must meet in one task.
 
-- bounded memory: a task holds at most ``RESOLVE_BUCKET_BYTES`` of data files' worth of
-  rows (about 64 MB; decoded in memory that is two to five times as much, see the README),
-  however large the commit;
-- parallelism: a commit larger than its share of the cores is spread over up to
-  ``MAX_SPREAD`` buckets beyond what memory asks. Past that, a bucket's reading (the whole
-  commit) outweighs the resolving it saves (a bucket's share of the commit), so more buckets
-  would add reads and little speed.
+- Commits that need no work (only inserts or only deletes, without update detection) are
+  read like a raw feed.
+- Small commits are packed whole into partitions.
+- A large commit of one kind under update detection (an append, a stream's first snapshot)
+  only needs the check that no row id appears twice: its rows are read like a raw feed, and
+  separate check tasks read just the row id columns, split by a hash of the row id.
+- A large commit holding both deletes and inserts (a copy-on-write rewrite) is split into
+  ``buckets`` by a hash of the row id: every bucket's task reads all of the commit's files
+  and keeps its own rows. Each extra bucket costs one more read of the commit and buys a
+  core, so a commit is spread over at most ``MAX_SPREAD`` buckets (and no more than the
+  cores): past that a bucket's reading (the whole commit) outweighs the resolving it
+  saves. A task whose share is larger than ``resolve_bytes`` (64 MB of data files by
+  default, the ``resolveTaskBytes`` option) splits it again by another hash into ``spill``
+  parts written to local disk (Arrow IPC, lz4) and resolves them one by one.
+
+So a resolving task holds at most ``resolve_bytes`` of data files' worth of rows, however
+large the commit, and reads a commit at most ``MAX_SPREAD`` times.
 """
 
 from __future__ import annotations
@@ -31,12 +37,11 @@ from collections.abc import Sequence
 
 from spark_cdc.server_plugin.delta.file_tasks import FileGroup, FileTask, by_commit
 from spark_cdc.server_plugin.row_level import RowLevelRules
-from spark_cdc.server_plugin.vocabulary import DELETE, INSERT
 
 MAX_PARTITION_BYTES = 128 << 20
 MIN_PARTITION_BYTES = 4 << 20  # Spark's floor too: a small read is one task, in log order
 FILE_OPEN_COST = 128 << 10
-RESOLVE_BUCKET_BYTES = 64 << 20
+RESOLVE_BYTES = 64 << 20
 MAX_SPREAD = 8
 
 
@@ -50,25 +55,29 @@ def default_parallelism() -> int:
 
 
 def plan_partitions(
-    tasks: Sequence[FileTask], parallelism: int, rules: RowLevelRules | None = None
+    tasks: Sequence[FileTask],
+    parallelism: int,
+    rules: RowLevelRules | None = None,
+    resolve_bytes: int = RESOLVE_BYTES,
+    key_share: float = 1.0,
 ) -> list[FileGroup]:
     """The partitions that read ``tasks`` (in commit order) on ``parallelism`` cores, each
-    commit's rows resolved by ``rules`` when given."""
+    commit's rows resolved by ``rules`` when given. ``key_share`` is the part of a row's
+    bytes its row id columns take (what a check task reads), for sizing those tasks."""
     if not tasks:
         return []
     share = _share(tasks, parallelism)
     if rules is None or not rules.any:
         return pack_files(tasks, share)
     plain: list[FileTask] = []
-    resolving: list[list[FileTask]] = []
-    for commit in by_commit(tasks):
-        if needs_resolution(commit, rules):
-            resolving.append(commit)
-        else:
-            plain.extend(commit)
-    groups = pack_files(plain, share) if plain else []
+    groups: list[FileGroup] = []
     small: list[FileTask] = []
-    for commit in resolving:
+    for commit in by_commit(tasks):
+        kinds = {task.change_type for task in commit}
+        one_kind = None not in kinds and len(kinds) == 1
+        if one_kind and not rules.update_detection:
+            plain.extend(commit)  # no group can hold a delete+insert pair
+            continue
         size = _cost(commit)
         if size <= share:
             if small and _cost(small) + size > share:
@@ -76,31 +85,36 @@ def plan_partitions(
                 small = []
             small += commit
             continue
-        buckets = bucket_count(size, share, parallelism)
-        files = tuple(commit)
-        groups += [
-            FileGroup(files, bucket=b, buckets=buckets, resolve=True) for b in range(buckets)
-        ]
+        if one_kind:  # read like a raw feed; check tasks look for a row id changed twice
+            plain.extend(commit)
+            groups += _buckets(commit, size * key_share, share, parallelism, resolve_bytes, True)
+        else:
+            groups += _buckets(commit, size, share, parallelism, resolve_bytes, False)
     if small:
         groups.append(FileGroup(tuple(small), resolve=True))
-    return groups
+    return pack_files(plain, share) + groups if plain else groups
 
 
-def bucket_count(size: int, share: float, parallelism: int) -> int:
-    """Buckets for a commit of ``size`` bytes (with open costs) larger than its share."""
-    for_memory = math.ceil(size / RESOLVE_BUCKET_BYTES)
-    for_cores = min(math.ceil(size / share), MAX_SPREAD, parallelism)
-    return max(1, for_memory, for_cores)
+def _buckets(
+    commit: list[FileTask],
+    size: float,
+    share: float,
+    parallelism: int,
+    resolve_bytes: int,
+    check_only: bool,
+) -> list[FileGroup]:
+    count = bucket_count(size, share, parallelism)
+    spill = max(1, math.ceil(size / count / resolve_bytes))
+    files = tuple(commit)
+    return [
+        FileGroup(files, resolve=True, bucket=b, buckets=count, spill=spill, check_only=check_only)
+        for b in range(count)
+    ]
 
 
-def needs_resolution(commit: Sequence[FileTask], rules: RowLevelRules) -> bool:
-    """Whether a commit's rows can be changed by the passes: a carry-over or an update needs
-    a delete and an insert; a change data file may hold anything; and update detection
-    also checks commits of one kind for a row id changed twice."""
-    kinds = {task.change_type for task in commit}
-    if None in kinds or rules.update_detection:
-        return True
-    return {INSERT, DELETE} <= kinds
+def bucket_count(size: float, share: float, parallelism: int) -> int:
+    """Tasks for a commit of ``size`` bytes (with open costs) larger than its share."""
+    return max(1, min(math.ceil(size / share), MAX_SPREAD, parallelism))
 
 
 def pack_files(tasks: Sequence[FileTask], share: float) -> list[FileGroup]:

@@ -31,7 +31,11 @@ from spark_cdc.server_plugin.delta.file_tasks import (
 from spark_cdc.server_plugin.delta.log import DeltaLog, check_readable_protocol
 from spark_cdc.server_plugin.delta.offsets import Offset, check_forward
 from spark_cdc.server_plugin.delta.options import SourceOptions, parse_source_options
-from spark_cdc.server_plugin.delta.partitions import default_parallelism, plan_partitions
+from spark_cdc.server_plugin.delta.partitions import (
+    RESOLVE_BYTES,
+    default_parallelism,
+    plan_partitions,
+)
 from spark_cdc.server_plugin.delta.table_schema import (
     as_nullable,
     changelog_schema,
@@ -128,7 +132,10 @@ class _Reader:
             self.rules = RowLevelRules(paths, options.drop_carryovers, options.compute_updates)
 
     def _partitions(self, tasks: Sequence[FileTask]) -> list[FileGroup]:
-        return plan_partitions(tasks, self.parallelism, self.rules)
+        budget = self.options.resolve_task_bytes or RESOLVE_BYTES
+        keys = {path[0] for path in (self.rules.row_id or ())} if self.rules else set()
+        key_share = max(1, len(keys)) / max(1, len(self.table_schema.fields))
+        return plan_partitions(tasks, self.parallelism, self.rules, budget, min(1.0, key_share))
 
     def __getstate__(self) -> dict[str, Any]:
         # Executors only read files: ship what ``read`` needs, not the driver's caches.
