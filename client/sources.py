@@ -10,8 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from spark_cdc.rewrite.row_level import RowLevelPasses
 from spark_cdc.rewrite.spec import ChangelogSpec
-from spark_cdc.server_plugin.delta.options import OPTION_NAMES, STORAGE_PREFIX
+from spark_cdc.server_plugin.delta.options import OPTION_NAMES, RESOLUTION_OPTIONS, STORAGE_PREFIX
 from spark_cdc.server_plugin.delta.source import SOURCE_NAME, DeltaChangelogSource
 from spark_cdc.server_plugin.registration import register_by_value
 from spark_cdc.server_plugin.vocabulary import RANGE_OPTIONS
@@ -23,7 +24,10 @@ class ChangelogSource:
 
     ``options`` are the source's own, beyond Spark's CDC options; ``option_prefixes`` open
     families of them (``storage.<KEY>``); ``takes_range`` says whether the source reads
-    Spark's range options itself (as a hint: ``post_process`` still filters exactly).
+    Spark's range options itself (as a hint: ``post_process`` still filters exactly);
+    ``resolves_row_level`` whether it can run carry-over removal and update detection itself
+    when given ``rowId``, ``deduplicationMode`` and ``computeUpdates``
+    (``resolution_options``), after which it declares the flags ``resolved_spec`` gives.
     """
 
     name: str
@@ -34,6 +38,7 @@ class ChangelogSource:
     options: tuple[str, ...] = ()
     option_prefixes: tuple[str, ...] = ()
     takes_range: bool = False
+    resolves_row_level: bool = False
     plugin: type | None = None  # the DataSource class, for registering it by value
 
     def register(self, spark: Any) -> None:
@@ -51,6 +56,33 @@ class ChangelogSource:
             contains_intermediate_changes=self.contains_intermediate_changes,
         )
 
+    def resolution_options(
+        self, row_id: list[str] | None, passes: RowLevelPasses, streaming: bool
+    ) -> dict[str, str]:
+        """What asks the source to run ``passes`` itself. A stream's source also declares
+        every column nullable, as the client's streaming plan for those passes does."""
+        options = {
+            "deduplicationMode": "dropCarryovers" if passes.carryover_removal else "none",
+            "computeUpdates": str(passes.update_detection).lower(),
+            "nullableSchema": str(streaming).lower(),
+        }
+        if row_id is not None:
+            options["rowId"] = ",".join(row_id)
+        return options
+
+    def resolved_spec(self, row_id: list[str] | None, passes: RowLevelPasses) -> ChangelogSpec:
+        """What the source's feed declares once it ran ``passes``: no carry-overs left,
+        updates no longer written as delete+insert."""
+        return ChangelogSpec(
+            row_id=row_id,
+            row_version=self.row_version,
+            contains_carryover_rows=self.contains_carryover_rows and not passes.carryover_removal,
+            represents_update_as_delete_and_insert=(
+                self.represents_update_as_delete_and_insert and not passes.update_detection
+            ),
+            contains_intermediate_changes=self.contains_intermediate_changes,
+        )
+
 
 # Delta's log holds copy-on-write rewrites (carry-overs), updates as delete+insert and every
 # commit's changes; it has no row version, so carry-overs are found by comparing rows.
@@ -60,9 +92,12 @@ DELTA = ChangelogSource(
     contains_carryover_rows=True,
     represents_update_as_delete_and_insert=True,
     contains_intermediate_changes=True,
-    options=tuple(n for n in OPTION_NAMES if n != "path" and n not in RANGE_OPTIONS),
+    options=tuple(
+        n for n in OPTION_NAMES if n != "path" and n not in (*RANGE_OPTIONS, *RESOLUTION_OPTIONS)
+    ),
     option_prefixes=(STORAGE_PREFIX,),
     takes_range=True,
+    resolves_row_level=True,
     plugin=DeltaChangelogSource,
 )
 

@@ -36,18 +36,7 @@ def post_process(
     ``df`` may be batch or streaming; the output has ``df``'s columns, in order.
     """
     opts = parse_options(options)
-    passes = required_passes(spec, opts)
-    net = (
-        opts.deduplication_mode is DeduplicationMode.NET_CHANGES
-        and spec.contains_intermediate_changes
-    )
-    if spec.row_id is None and (passes.update_detection or net):
-        raise missing_row_id(
-            "Update detection (computeUpdates) and net changes need a row id, the column(s) "
-            "that identify a row across its versions: give one (ChangelogSpec(row_id=[...]), "
-            "or option('rowId', 'id') on ChangelogReader), or use the default "
-            "dropCarryovers without computeUpdates.",
-        )
+    passes, net = planned_passes(spec, opts)
     ranged = restrict_to_range(df, opts)
     if not (passes.any or net):
         return ranged
@@ -60,6 +49,25 @@ def post_process(
         return mark_streaming_rewrite(out)
     out = batch_row_level(checked, spec, passes) if passes.any else checked
     return batch_net_changes(out, spec, opts.compute_updates) if net else out
+
+
+def planned_passes(spec: ChangelogSpec, opts: CdcOptions) -> tuple[RowLevelPasses, bool]:
+    """The row-level passes and whether net changes run, after every check that refuses
+    the request (in Spark's order); shared with ``ChangelogReader``, which may hand the
+    row-level passes to its source and must refuse exactly what this refuses."""
+    passes = required_passes(spec, opts)
+    net = (
+        opts.deduplication_mode is DeduplicationMode.NET_CHANGES
+        and spec.contains_intermediate_changes
+    )
+    if spec.row_id is None and (passes.update_detection or net):
+        raise missing_row_id(
+            "Update detection (computeUpdates) and net changes need a row id, the column(s) "
+            "that identify a row across its versions: give one (ChangelogSpec(row_id=[...]), "
+            "or option('rowId', 'id') on ChangelogReader), or use the default "
+            "dropCarryovers without computeUpdates.",
+        )
+    return passes, net
 
 
 def required_passes(spec: ChangelogSpec, opts: CdcOptions) -> RowLevelPasses:

@@ -31,6 +31,7 @@ from spark_cdc.rewrite.names import (
     UPDATE_PREIMAGE,
 )
 from spark_cdc.rewrite.raised import contract_violation
+from spark_cdc.server_plugin.vocabulary import MULTIPLE_CHANGES_SENTENCE
 
 
 @dataclass(frozen=True)
@@ -110,9 +111,6 @@ def keyed(df: DataFrame, row_id: Sequence[str] | None) -> tuple[DataFrame, list[
     if row_id is None:
         return df.withColumn(ROW_KEY, row_image(F.struct("*"))), [F.col(ROW_KEY)]
     return df, [F.col(c) for c in row_id]
-
-
-MULTIPLE_CHANGES_SENTENCE = "A row id has more than one delete or insert in commit version "
 
 
 def relabelled_change_type() -> Column:

@@ -155,16 +155,21 @@ METADATA = ("_change_type", "_commit_version", "_commit_timestamp")
 
 def model_post_process(
     rows: Sequence[dict[str, Any]],
-    row_id: Sequence[str],
+    row_id: Sequence[str] | None,
     *,
     row_version: str | None,
     carryover_removal: bool,
     update_detection: bool,
     key_of: Callable[[dict[str, Any], str], Any] = lambda r, c: r[c],
 ) -> list[dict[str, Any]]:
+    """The row-level passes; ``row_id=None`` identifies a row by its whole content."""
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
-        groups[(*(key_of(r, c) for c in row_id), r["_commit_version"])].append(r)
+        if row_id is None:
+            key: tuple[Any, ...] = (json.dumps(_image(r), sort_keys=True, default=str),)
+        else:
+            key = tuple(key_of(r, c) for c in row_id)
+        groups[(*key, r["_commit_version"])].append(r)
     out: list[dict[str, Any]] = []
     for members in groups.values():
         deletes = sum(r["_change_type"] == "delete" for r in members)

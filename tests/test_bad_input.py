@@ -749,22 +749,27 @@ def test_a_restarted_stream_delivers_the_commits_before_a_damaged_one(
 
 
 @pytest.mark.skipif(not ADMISSION_CONTROL, reason="Python sources get availableNow in 4.2")
+@pytest.mark.parametrize("where", ["source", "client"])
 def test_available_now_fails_on_a_damaged_commit_instead_of_stopping_short(
-    spark: SparkSession, tmp_path: Path, target: Target
+    spark: SparkSession, tmp_path: Path, target: Target, where: str
 ) -> None:
     """availableNow would take "no new data" for the end and stop cleanly, so there the
-    source fails at once; the commit just before the damage, still in the post-processed
-    stream's state, is then not delivered (one file per trigger: version 0 is)."""
+    source fails at once. With the client's plan the commit just before the damage, still
+    in the post-processed stream's state, is then not delivered (one file per trigger:
+    version 0 is); resolved in the source, every commit before the damage is."""
     path = delta_table(tmp_path)
     for i in (5, 6):
         write_deltalake(path, rows([i]), mode="append")
     DeltaTable(path).create_checkpoint()
     damage(path, 2, "truncated")
-    df = post_processed_stream(spark, path, startingVersion=0, maxFilesPerTrigger=1)
+    df = post_processed_stream(
+        spark, path, startingVersion=0, maxFilesPerTrigger=1, postProcessing=where
+    )
     writer = df.writeStream.format("parquet").option("checkpointLocation", str(target.checkpoint))
     query = writer.trigger(availableNow=True).start(str(target.out))
     corrupt_commit_named(stream_failure(query), path, 2)
-    assert committed(spark, target, DELTA_SINK) == SNAPSHOT
+    delivered = [*SNAPSHOT, (5, "insert", 1)] if where == "source" else SNAPSHOT
+    assert committed(spark, target, DELTA_SINK) == delivered
 
 
 # ----------------------------------------------------------------------------------------

@@ -86,12 +86,17 @@ def test_batch_plan_shape_is_a_window(spark: SparkSession) -> None:
     assert not reads_a_stream(out)
 
 
+@pytest.mark.parametrize("where", ["source", "client"])
 @pytest.mark.parametrize("streaming", [False, True], ids=["batch", "streaming"])
 def test_changelog_reader_makes_no_server_round_trip(
-    spark: SparkSession, rpcs: CountingStub, streaming: bool
+    spark: SparkSession, rpcs: CountingStub, streaming: bool, where: str
 ) -> None:
     reader = ChangelogReader(spark, streaming=streaming).options(
-        rowId="id", computeUpdates=True, startingVersion=2, maxFilesPerTrigger=5
+        rowId="id",
+        computeUpdates=True,
+        startingVersion=2,
+        maxFilesPerTrigger=5,
+        postProcessing=where,
     )
     reader.changes("/data/orders")
     rpcs.calls.clear()
@@ -99,10 +104,17 @@ def test_changelog_reader_makes_no_server_round_trip(
     read = str(out._plan.plan(spark.client))
     assert rpcs.calls == []
     assert reads_a_stream(out) == streaming
-    # The source gets the range (to skip commits) and its own options; not rowId/computeUpdates.
+    # The source gets the range (to skip commits) and its own options.
     for sent in ('"delta_changelog"', '"startingVersion"', '"maxFilesPerTrigger"'):
         assert sent in read
-    assert '"rowId"' not in read and '"computeUpdates"' not in read
+    if where == "client":  # the client plans the passes: a window or a watermarked aggregate
+        assert '"rowId"' not in read and '"computeUpdates"' not in read
+        assert ("window {" in read) != ("with_watermark" in read)
+    else:  # the source resolves them: no window, aggregate or watermark in the plan
+        for sent in ('"rowId"', '"computeUpdates"', '"deduplicationMode"', '"nullableSchema"'):
+            assert sent in read
+        assert "window {" not in read and "aggregate {" not in read
+        assert "with_watermark" not in read
 
 
 def test_changelog_reader_widens_a_zone_less_timestamp_for_the_source(

@@ -3,7 +3,8 @@
 Delta's rule: a commit that wrote change data files (``cdc`` actions) is described by them
 alone; otherwise its added files are inserts and its removed files deletes (``dataChange``
 actions only, so compaction contributes nothing). Copy-on-write rewrites thereby appear as
-carry-over pairs and updates as delete+insert, which the client-side rewrite resolves.
+carry-over pairs and updates as delete+insert, which the client-side rewrite resolves, or
+the source itself (``read_resolved``) when asked to.
 
 Deletion vectors refine the rule row by row: a file's rows are those its DV does not mark,
 and a file removed and re-added in one commit with another DV (DML that only marks rows)
@@ -14,9 +15,9 @@ contributes just the difference: rows newly marked are deletes, rows no longer m
 from __future__ import annotations
 
 import logging
-import math
 import os
 import re
+import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -45,6 +46,7 @@ from spark_cdc.server_plugin.delta.deletion_vectors import (
 )
 from spark_cdc.server_plugin.delta.log import Commit, DeltaLog, FileAction
 from spark_cdc.server_plugin.errors import source_error
+from spark_cdc.server_plugin.row_level import RowLevelRules, bucket_mask, buckets_of, resolve
 from spark_cdc.server_plugin.vocabulary import (
     CHANGE_TYPE,
     COMMIT_TIMESTAMP,
@@ -58,14 +60,6 @@ from spark_cdc.server_plugin.vocabulary import (
 # Python-to-JVM hand-over (256k rows of 4 columns read ~10% faster than 64k), small enough
 # for wide tables.
 BATCH_VALUES = 1 << 20
-# Files are packed into Spark partitions the way Spark packs a parquet scan's files, but
-# with a file's fixed cost counted as 128 KB instead of 4 MB. Here a task costs far more
-# than a file: Spark's Python worker runs a full garbage collection after every task
-# (20-40 ms with pyspark and pyarrow loaded), while a one-row file reads in about 0.1 ms.
-# 10,000 such files are 10 tasks, not 2,500 (4 MB) or 10,000 (a task per file).
-MAX_PARTITION_BYTES = 128 << 20
-MIN_PARTITION_BYTES = 4 << 20  # Spark's floor too: a small read is one task, in log order
-FILE_OPEN_COST = 128 << 10
 
 # A zone at the end of a timestamp's text: 'Z', '+02:00', '-0500'.
 _ZONE = re.compile(r"(Z|[+-]\d\d:?\d\d)$")
@@ -93,37 +87,18 @@ class FileTask(InputPartition):
 
 @dataclass(frozen=True)
 class FileGroup(InputPartition):
-    """The files one Spark task reads, one after the other."""
+    """The files one Spark task reads, one after the other. With ``resolve`` the files are
+    whole commits whose rows the task resolves (the row-level passes), keeping only the
+    rows of hash bucket ``bucket`` of ``buckets``, in ``spill`` parts on local disk when
+    more than one; ``check_only`` reads only the row id and serves nothing, to check that
+    no row id changes twice in the commit (see ``partitions``)."""
 
     files: tuple[FileTask, ...]
-
-
-def group_tasks(tasks: Sequence[FileTask], cores: int | None = None) -> list[FileGroup]:
-    """Consecutive files (commit order) in partitions of about ``total / cores`` bytes, 4 to
-    128 MB, each file counted with its open cost: enough partitions to keep every core
-    busy, few enough that per-task costs do not swamp tables of many small files. Cutting
-    at even shares of the running total avoids the straggler partition next-fit leaves."""
-    if not tasks:
-        return []
-    costs = [t.size + FILE_OPEN_COST for t in tasks]
-    total = sum(costs)
-    share = min(MAX_PARTITION_BYTES, max(MIN_PARTITION_BYTES, total / (cores or _cores())))
-    count = max(1, math.ceil(total / share))
-    groups: list[list[FileTask]] = [[] for _ in range(count)]
-    done = 0
-    for task, cost in zip(tasks, costs, strict=True):
-        groups[min(count - 1, int((done + cost / 2) * count / total))].append(task)
-        done += cost
-    return [FileGroup(tuple(group)) for group in groups if group]
-
-
-def _cores() -> int:
-    """The planner runs on the driver: its cores are the local server's cores (a cluster's
-    executors may have more; then partitions are larger than they need to be)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
+    resolve: bool = False
+    bucket: int = 0
+    buckets: int = 1
+    spill: int = 1
+    check_only: bool = False
 
 
 def commit_tasks(commit: Commit, timestamp_ms: int) -> list[FileTask]:
@@ -260,6 +235,111 @@ def read_group(
                 pending, pending_rows = [], 0
     if pending:
         yield _merged(pending)
+
+
+def read_resolved(
+    delta_log: DeltaLog,
+    schema: StructType,
+    group: FileGroup,
+    fail_on_data_loss: bool,
+    mapping: ColumnMapping | None,
+    rules: RowLevelRules,
+    strict: StructType,
+) -> Iterator[pa.RecordBatch]:
+    """The group's commits one by one, each with its row-level passes resolved: a commit's
+    rows (its bucket's, when split) are gathered, resolved as one table and handed on.
+
+    Files are read as ``strict`` (the table's own nullability, so a NULL where the table
+    says NOT NULL fails as in a raw read) and handed on as ``schema``, which may declare
+    more columns nullable (``nullableSchema``, computeUpdates' ``_change_type``). A check
+    task reads only the row id's columns and hands on nothing.
+    """
+    target, declared = arrow_schema(strict), arrow_schema(schema)
+    if group.check_only:
+        keys = {path[0] for path in rules.row_id or ()}
+        target = pa.schema([f for f in target if f.name in keys or f.name in METADATA_COLUMNS])
+    rows = max(1024, BATCH_VALUES // max(1, len(declared)))
+    for commit in by_commit(group.files):
+        batches = _bucket_batches(
+            delta_log, target, group, commit, fail_on_data_loss, mapping, rules
+        )
+        for part in _spilled(batches, target, rules, group.spill):
+            resolved = resolve(part, rules)
+            del part
+            if group.check_only:
+                continue
+            if declared != target:  # nullability only: no data is converted
+                resolved = resolved.cast(declared)
+            yield from resolved.combine_chunks().to_batches(max_chunksize=rows)
+
+
+def _bucket_batches(
+    delta_log: DeltaLog,
+    target: pa.Schema,
+    group: FileGroup,
+    commit: list[FileTask],
+    fail_on_data_loss: bool,
+    mapping: ColumnMapping | None,
+    rules: RowLevelRules,
+) -> Iterator[pa.RecordBatch]:
+    """The commit's rows that fall into the group's bucket, batch by batch."""
+    for task in commit:
+        for batch in read_task(delta_log, target, task, fail_on_data_loss, mapping):
+            if group.buckets > 1:
+                keep = bucket_mask(batch, rules.row_id, group.bucket, group.buckets)
+                batch = batch.filter(pa.array(keep))
+            if batch.num_rows:
+                yield batch
+
+
+def _spilled(
+    batches: Iterator[pa.RecordBatch], target: pa.Schema, rules: RowLevelRules, parts: int
+) -> Iterator[pa.Table]:
+    """The batches as one table, or, split by another hash of the row id into ``parts``
+    written to local disk, as one table per part: a task then holds one part at a time."""
+    if parts <= 1:
+        collected = list(batches)
+        if collected:
+            yield pa.Table.from_batches(collected, schema=target)
+        return
+    options = pa.ipc.IpcWriteOptions(compression="lz4")
+    with tempfile.TemporaryDirectory(prefix="delta_changelog_", dir=_local_dir()) as folder:
+        paths = [os.path.join(folder, f"part-{i}.arrow") for i in range(parts)]
+        writers = [pa.ipc.new_file(path, target, options=options) for path in paths]
+        try:
+            for batch in batches:
+                part = buckets_of(batch, rules.row_id, parts, level=1)
+                for index, writer in enumerate(writers):
+                    chosen = batch.filter(pa.array(part == index))
+                    if chosen.num_rows:
+                        writer.write_batch(chosen)
+        finally:
+            for writer in writers:
+                writer.close()
+        for path in paths:
+            with pa.memory_map(path) as source:
+                table = pa.ipc.open_file(source).read_all()
+            if table.num_rows:
+                yield table
+            del table
+            os.remove(path)
+
+
+def _local_dir() -> str | None:
+    """Spark's local directories (set for its Python workers), else the system's."""
+    found = os.environ.get("SPARK_LOCAL_DIRS", "").split(",")[0].strip()
+    return found if found and os.path.isdir(found) else None
+
+
+def by_commit(files: Sequence[FileTask]) -> list[list[FileTask]]:
+    """Tasks split where the version changes (a commit's tasks are consecutive)."""
+    commits: list[list[FileTask]] = []
+    for task in files:
+        if commits and commits[-1][0].version == task.version:
+            commits[-1].append(task)
+        else:
+            commits.append([task])
+    return commits
 
 
 def _merged(batches: list[pa.RecordBatch]) -> pa.RecordBatch:

@@ -1,8 +1,15 @@
-"""``delta_changelog`` options: Spark's CDC range names plus Delta's streaming ones.
+"""``delta_changelog`` options: Spark's CDC range names plus Delta's streaming ones, the
+row-level passes the source resolves itself, and how widely it reads.
 
 Options reach a Python data source as strings, case-insensitively; a misspelt one fails
 instead of being ignored. ``storage.<KEY>`` options go to delta-rs as storage options
 (object-store credentials and the like).
+
+The row-level passes take Spark's names: ``deduplicationMode`` (``none`` or
+``dropCarryovers``) and ``computeUpdates``, with ``rowId`` naming the row id. Without either
+of the first two the source serves the raw feed, as it always has; with one of them it
+resolves carry-overs and updates per commit (``spark_cdc.server_plugin.row_level``). Net
+changes span commits and stay with the client's stateful operator.
 """
 
 from __future__ import annotations
@@ -12,18 +19,26 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from spark_cdc.server_plugin.delta.timeline import parse_timestamp_ms
-from spark_cdc.server_plugin.errors import option_error, source_error
-from spark_cdc.server_plugin.vocabulary import RANGE_OPTIONS
+from spark_cdc.server_plugin.errors import ChangelogSourceError, option_error, source_error
+from spark_cdc.server_plugin.vocabulary import INVALID_CHANGELOG_SCHEMA, RANGE_OPTIONS
 
 DEFAULT_MAX_FILES = 1000
 STORAGE_PREFIX = "storage."
+# What ChangelogReader passes when the source resolves the row-level passes (postProcessing
+# "source"); ``nullableSchema`` makes the source declare every column nullable, as the
+# client's streaming plan does, so both paths give one schema.
+RESOLUTION_OPTIONS = ("rowId", "deduplicationMode", "computeUpdates", "nullableSchema")
 OPTION_NAMES = (
     "path",
     *RANGE_OPTIONS,
     "maxFilesPerTrigger",
     "maxBytesPerTrigger",
     "failOnDataLoss",
+    "parallelism",
+    "resolveTaskBytes",
+    *RESOLUTION_OPTIONS,
 )
+_MODES = {"none": "none", "dropcarryovers": "dropCarryovers", "netchanges": "netChanges"}
 _CANONICAL = {name.lower(): name for name in OPTION_NAMES}
 _SIZE = re.compile(r"^\s*(\d+)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
 
@@ -43,6 +58,18 @@ class SourceOptions:
     max_files: int | None = None
     max_bytes: int | None = None
     fail_on_data_loss: bool = True
+    parallelism: int | None = None  # None: the driver's cores
+    resolve_task_bytes: int | None = None  # None: partitions.RESOLVE_BYTES
+    # The row-level passes to resolve; row_id is as given (resolved against the schema by
+    # the reader), None: rows are identified by their whole content.
+    row_id: tuple[str, ...] | None = None
+    drop_carryovers: bool = False
+    compute_updates: bool = False
+    nullable_schema: bool = False
+
+    @property
+    def resolves(self) -> bool:
+        return self.drop_carryovers or self.compute_updates
 
     @property
     def has_start(self) -> bool:
@@ -115,8 +142,12 @@ def parse_source_options(raw: Mapping[str, str]) -> SourceOptions:
         starting_inclusive=_boolean(given, "startingBoundInclusive", True),
         ending_inclusive=_boolean(given, "endingBoundInclusive", True),
         max_files=_positive(given, "maxFilesPerTrigger"),
-        max_bytes=_size(given.get("maxBytesPerTrigger")),
+        max_bytes=_size(given.get("maxBytesPerTrigger"), "maxBytesPerTrigger"),
         fail_on_data_loss=_boolean(given, "failOnDataLoss", True),
+        parallelism=_positive(given, "parallelism"),
+        resolve_task_bytes=_size(given.get("resolveTaskBytes"), "resolveTaskBytes"),
+        nullable_schema=_boolean(given, "nullableSchema", False),
+        **_row_level(given),
     )
     start, end = options.starting_version, options.ending_version
     if start is not None and end is not None and end < start:
@@ -124,6 +155,57 @@ def parse_source_options(raw: Mapping[str, str]) -> SourceOptions:
             "INVALID_RANGE", f"endingVersion {end} is before startingVersion {start}."
         )
     return options
+
+
+def _row_level(given: Mapping[str, str]) -> dict[str, object]:
+    """The passes asked for, checked in Spark's order: the mode, then whether update
+    detection has the carry-over removal it needs, then the row id."""
+    row_id = None
+    if "rowId" in given:
+        row_id = tuple(c.strip() for c in given["rowId"].split(","))
+        if not all(row_id):
+            raise _missing_row_id(
+                f"Option 'rowId' must name one or more columns, comma-separated, got "
+                f"'{given['rowId']}'."
+            )
+    if "deduplicationMode" not in given and "computeUpdates" not in given:
+        return {"row_id": row_id}  # the raw feed
+    text = given.get("deduplicationMode", "dropCarryovers")
+    mode = _MODES.get(text.strip().lower())
+    if mode is None:
+        raise option_error(
+            "INVALID_DEDUPLICATION_MODE",
+            f"deduplicationMode must be none, dropCarryovers or netChanges, got '{text}'.",
+            mode=text,
+        )
+    if mode == "netChanges":
+        raise source_error(
+            "INVALID_OPTION",
+            "delta_changelog resolves carry-overs and updates commit by commit; net changes "
+            "span commits: read with ChangelogReader and deduplicationMode=netChanges, or "
+            "give the source deduplicationMode=dropCarryovers.",
+            option="deduplicationMode",
+            value=text,
+        )
+    updates = _boolean(given, "computeUpdates", False)
+    if updates and mode == "none":
+        raise option_error(
+            "UPDATE_DETECTION_REQUIRES_CARRY_OVER_REMOVAL",
+            "computeUpdates=true on a changelog with carry-over rows needs carry-over "
+            "removal, or unchanged rows would be reported as updates: set deduplicationMode "
+            "to dropCarryovers (the default).",
+        )
+    if updates and row_id is None:
+        raise _missing_row_id(
+            "Update detection (computeUpdates) needs a row id, the column(s) that identify a "
+            "row across its versions: give one with option('rowId', 'id'), or use "
+            "dropCarryovers without computeUpdates."
+        )
+    return {"row_id": row_id, "drop_carryovers": mode != "none", "compute_updates": updates}
+
+
+def _missing_row_id(message: str) -> ChangelogSourceError:
+    return ChangelogSourceError(f"{INVALID_CHANGELOG_SCHEMA}.MISSING_ROW_ID", message)
 
 
 def _version(given: Mapping[str, str], name: str) -> int | None:
@@ -172,16 +254,15 @@ def _positive(given: Mapping[str, str], name: str) -> int | None:
     return int(text)
 
 
-def _size(text: str | None) -> int | None:
+def _size(text: str | None, name: str) -> int | None:
     if text is None:
         return None
     match = _SIZE.match(text)
     if not match or int(match.group(1)) < 1:
         raise source_error(
             "INVALID_OPTION",
-            f"Option 'maxBytesPerTrigger' must be a size such as 1048576, '512k', '64m' or "
-            f"'1g', got '{text}'.",
-            option="maxBytesPerTrigger",
+            f"Option '{name}' must be a size such as 1048576, '512k', '64m' or '1g', got '{text}'.",
+            option=name,
             value=text,
         )
     return int(match.group(1)) * 1024 ** " kmgt".index(match.group(2).lower() or " ")

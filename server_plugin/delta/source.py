@@ -24,22 +24,31 @@ from spark_cdc.server_plugin.delta.file_tasks import (
     FileTask,
     check_no_reserved_columns,
     commit_tasks,
-    group_tasks,
     read_group,
+    read_resolved,
     snapshot_tasks,
 )
 from spark_cdc.server_plugin.delta.log import DeltaLog, check_readable_protocol
 from spark_cdc.server_plugin.delta.offsets import Offset, check_forward
 from spark_cdc.server_plugin.delta.options import SourceOptions, parse_source_options
+from spark_cdc.server_plugin.delta.partitions import (
+    RESOLVE_BYTES,
+    default_parallelism,
+    plan_partitions,
+)
 from spark_cdc.server_plugin.delta.table_schema import (
+    as_nullable,
     changelog_schema,
+    declared_schema,
     physical_schema,
     readable_as,
+    row_id_paths,
     schema_changed,
     table_schema,
 )
 from spark_cdc.server_plugin.delta.timeline import TimedCommit, Timeline
 from spark_cdc.server_plugin.errors import ChangelogSourceError, option_error, source_error
+from spark_cdc.server_plugin.row_level import RowLevelRules
 
 try:  # Spark 4.2+: admission control and trigger(availableNow=True) for Python sources.
     from pyspark.sql.streaming.datasource import (
@@ -72,7 +81,7 @@ class DeltaChangelogSource(DataSource):
                 table = delta_log.table(max(end, 0))
         schema = table_schema(table.schema().to_json())
         check_no_reserved_columns(schema)
-        return changelog_schema(schema)
+        return _declared(changelog_schema(schema), options)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return DeltaChangelogReader(parse_source_options(self.options), schema)
@@ -94,38 +103,66 @@ class _Reader:
     def __init__(self, options: SourceOptions, schema: StructType) -> None:
         self.options = options
         self.schema = schema
+        self.strict_schema = schema  # the table's own nullability, to read files with
         self.table_schema = StructType(schema.fields[:-3])
         self.log = DeltaLog(options.path, options.storage)
         self.timeline = Timeline(self.log, options.fail_on_data_loss)
         self.mapping: ColumnMapping | None = None
         self.physical_schema = self.table_schema  # top-level physical names, for checks
+        self.rules: RowLevelRules | None = None
+        self.parallelism = options.parallelism or default_parallelism()
 
     def _use_mapping_of(self, table: Any) -> None:
-        """Column mapping as of the version whose schema this read serves."""
+        """Column mapping as of the version whose schema this read serves, and the row-level
+        passes to resolve, their row id resolved against that schema."""
         metadata = table.metadata()
         schema_string = table.schema().to_json()
         self.mapping = ColumnMapping.of(schema_string, metadata.configuration)
         self.physical_schema = physical_schema(schema_string, metadata.configuration)
+        strict = table_schema(schema_string)
+        read_as = changelog_schema(strict)
+        # The declared schema with the table's nullability (not another version's, should
+        # the table have changed since Spark asked for the schema).
+        if read_as != self.schema and as_nullable(read_as) == as_nullable(self.schema):
+            self.strict_schema = read_as
+            self.table_schema = strict
+        options = self.options
+        if options.resolves:
+            paths = None if options.row_id is None else row_id_paths(options.row_id, strict)
+            self.rules = RowLevelRules(paths, options.drop_carryovers, options.compute_updates)
+
+    def _partitions(self, tasks: Sequence[FileTask]) -> list[FileGroup]:
+        budget = self.options.resolve_task_bytes or RESOLVE_BYTES
+        keys = {path[0] for path in (self.rules.row_id or ())} if self.rules else set()
+        key_share = max(1, len(keys)) / max(1, len(self.table_schema.fields))
+        return plan_partitions(tasks, self.parallelism, self.rules, budget, min(1.0, key_share))
 
     def __getstate__(self) -> dict[str, Any]:
         # Executors only read files: ship what ``read`` needs, not the driver's caches.
         return {
             "options": self.options,
             "schema": self.schema,
+            "strict_schema": self.strict_schema,
             "log": self.log,
             "mapping": self.mapping,
+            "rules": self.rules,
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.options, self.schema, self.log = state["options"], state["schema"], state["log"]
-        self.mapping = state["mapping"]
+        self.strict_schema, self.mapping = state["strict_schema"], state["mapping"]
+        self.rules = state["rules"]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         if not isinstance(partition, FileGroup):  # Spark's placeholder for "no partitions"
             return
-        yield from read_group(
-            self.log, self.schema, partition, self.options.fail_on_data_loss, self.mapping
-        )
+        fail = self.options.fail_on_data_loss
+        if partition.resolve and self.rules is not None:
+            yield from read_resolved(
+                self.log, self.schema, partition, fail, self.mapping, self.rules, self.strict_schema
+            )
+            return
+        yield from read_group(self.log, self.schema, partition, fail, self.mapping)
 
     def _unreadable(self, timed: TimedCommit, why: str) -> Exception | None:
         older = timed.physical_schema
@@ -159,7 +196,7 @@ class DeltaChangelogReader(_Reader, DataSourceReader):
             if problem is not None:
                 raise problem
             tasks += commit_tasks(timed.commit, timed.timestamp_ms)
-        return group_tasks(tasks)
+        return self._partitions(tasks)
 
 
 class DeltaChangelogStreamReader(_Reader, DataSourceStreamReader, *_AVAILABLE_NOW):  # type: ignore[misc]
@@ -277,19 +314,25 @@ class DeltaChangelogStreamReader(_Reader, DataSourceStreamReader, *_AVAILABLE_NO
                 return []
             snapshot = last.version - 1
             table = self.log.table(snapshot)
-            return group_tasks(snapshot_tasks(table, snapshot, last.previous_ms or 0))
+            return self._partitions(snapshot_tasks(table, snapshot, last.previous_ms or 0))
         if self._planned is not None and self._planned[:2] == (first, last):
-            return group_tasks(self._planned[2])  # already read and checked by latestOffset
+            return self._partitions(self._planned[2])  # already read and checked
         tasks: list[FileTask] = []
         for timed in self.timeline.commits(first.version, first.previous_ms, last.version - 1):
             problem = self._schema_problem(timed)
             if problem is not None:
                 raise problem
             tasks += commit_tasks(timed.commit, timed.timestamp_ms)
-        return group_tasks(tasks)
+        return self._partitions(tasks)
 
     def commit(self, end: dict) -> None:
         pass
+
+
+def _declared(strict: StructType, options: SourceOptions) -> StructType:
+    return declared_schema(
+        strict, options.resolves, options.compute_updates, options.nullable_schema
+    )
 
 
 def _checked_table(delta_log: DeltaLog) -> Any:

@@ -22,7 +22,16 @@ from tests.bench.common import Bench, Figure
 from tests.bench.machine import describe_machine
 from tests.bench.report import draw_chart, table
 
-BENCHMARKS = ("streaming", "batch", "delta_source", "latency", "scaling")
+BENCHMARKS = (
+    "streaming",
+    "delta_batch",
+    "batch",
+    "delta_source",
+    "latency",
+    "scaling",
+    "engines",
+    "worker_memory",
+)
 
 # The server settings the benchmarks run with, recorded with the results (README,
 # "Benchmarks"). One shuffle partition per core: each is a state store that every
@@ -56,7 +65,13 @@ def main(argv: list[str] | None = None) -> int:
     spark = None
     try:
         spark = SparkSession.builder.remote(server.url).getOrCreate()
-        bench = Bench(spark=spark, work=work, reps=1 if args.quick else args.reps, quick=args.quick)
+        bench = Bench(
+            spark=spark,
+            work=work,
+            reps=1 if args.quick else args.reps,
+            quick=args.quick,
+            server_pid=server.process.pid,
+        )
         for name in names:
             module = importlib.import_module(f"tests.bench.{name}")
             print(f"== {name}", flush=True)

@@ -24,6 +24,7 @@ class Bench:
     work: Path
     reps: int
     quick: bool  # small sizes: proves the benchmark runs, measures nothing worth quoting
+    server_pid: int | None = None  # the local server's process group (its Python workers)
 
     def folder(self, name: str) -> Path:
         path = self.work / name

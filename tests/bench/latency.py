@@ -17,9 +17,12 @@ its rows, i.e. when a sink has them in hand; polling a file sink from the client
 the polling period and a second job to every reading. Latency per commit is arrival minus
 commit time, reported in trigger intervals (median; p90 and max alongside).
 
-The streaming rewrite releases a commit once the watermark passes its timestamp, i.e. in
-the micro-batch after the one that read it; whether Spark runs that no-data micro-batch at
-once or at the next trigger tick is what the micro-batch log kept in the notes shows.
+With ``postProcessing=source`` (the default, the targeted figure) the source resolves the
+passes and a commit's rows leave in the micro-batch that reads it: the latency is the wait
+for the next trigger plus that micro-batch. The client-built plan (``postProcessing=client``,
+measured beside it) releases a commit once the watermark passes its timestamp, i.e. in the
+micro-batch after the one that read it; whether Spark runs that no-data micro-batch at once
+or at the next trigger tick is what the micro-batch log kept in the notes shows.
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ TRIGGERS = [2.0, 1.0]  # seconds
 COMMIT_EVERY = 3.0  # seconds between the writer's commits
 COMMITS = 25
 QUICK_COMMITS = 3  # quick mode: the first trigger only, no warm-up commit
-TARGET = 2.0  # trigger intervals, median
+TARGET = 1.2  # trigger intervals, median, with the source resolving the passes
 INITIAL_ROWS = 200
 STARTUP_TIMEOUT = 120.0
 ARRIVAL_TIMEOUT = 60.0
@@ -155,13 +158,14 @@ def _arrive(log: Path, versions: dict[int, float], trigger: float, query: Any) -
     _wait(done, ARRIVAL_TIMEOUT + 10 * trigger, query)
 
 
-def start_stream(bench: Bench, path: str, log: str, trigger: float) -> Any:
+def start_stream(bench: Bench, path: str, log: str, trigger: float, where: str) -> Any:
     """Start the post-processed stream into the recording sink. On a loaded machine the
     server may give up waiting for the ``foreachBatch`` Python worker to connect back;
     that is a start-up failure, not a measure, so the start is tried again."""
     for attempt in range(START_ATTEMPTS):
         reader = ChangelogReader(bench.spark, streaming=True)
         reader.options(rowId="id", computeUpdates=True, startingVersion="latest")
+        reader.option("postProcessing", where)
         writer = (
             reader.changes(path)
             .writeStream.foreachBatch(recorder(log))
@@ -177,13 +181,13 @@ def start_stream(bench: Bench, path: str, log: str, trigger: float) -> Any:
 
 
 def stream(
-    bench: Bench, trigger: float, commits: int, warmup: int
+    bench: Bench, trigger: float, commits: int, warmup: int, where: str
 ) -> tuple[dict[int, float], list[Arrival], list[Any]]:
     """Run the stream while the writer commits: commit times of the measured commits (after
     ``warmup`` commits that start the stream's Python workers and state), arrivals, progress."""
     path = new_table(bench)
     log = Path(path + "_arrivals.jsonl")
-    query = start_stream(bench, path, str(log), trigger)
+    query = start_stream(bench, path, str(log), trigger, where)
     try:
         # "latest" is pinned by the first micro-batch: commit only after it ran.
         if not _wait(lambda: query.lastProgress is not None, STARTUP_TIMEOUT, query):
@@ -246,8 +250,10 @@ def micro_batch_summary(
     )
 
 
-def measure(bench: Bench, trigger: float, commits: int, warmup: int) -> Figure:
-    committed, arrivals, progress = stream(bench, trigger, commits, warmup)
+def measure(
+    bench: Bench, trigger: float, commits: int, warmup: int, where: str = "source"
+) -> Figure:
+    committed, arrivals, progress = stream(bench, trigger, commits, warmup, where)
     arrived = first_arrivals(arrivals)
     latencies = {v: arrived[v] - t for v, t in committed.items() if v in arrived}
     missing = sorted(set(committed) - set(latencies))
@@ -264,13 +270,19 @@ def measure(bench: Bench, trigger: float, commits: int, warmup: int) -> Figure:
             "p90 intervals": round(_percentile(values, 0.9) / trigger, 3),
             "max intervals": round(max(values) / trigger, 3),
         }
+    targeted = where == "source"
     return Figure(
         benchmark=BENCHMARK,
-        case=f"processingTime {trigger:g} s, a commit every {COMMIT_EVERY:g} s",
+        case=(
+            f"postProcessing={where}, processingTime {trigger:g} s, "
+            f"a commit every {COMMIT_EVERY:g} s"
+        ),
         ratio_label="median latency (trigger intervals)",
         ratio=None if in_intervals is None else round(in_intervals, 3),
-        target=f"< {TARGET:g}",
-        met=None if in_intervals is None else in_intervals < TARGET and not missing,
+        target=f"≤ {TARGET:g}" if targeted else None,
+        met=None
+        if in_intervals is None or not targeted
+        else in_intervals <= TARGET and not missing,
         medians=stats,
         samples={"latency s": [round(latencies[v], 3) for v in sorted(latencies)]},
         notes=(
@@ -286,4 +298,6 @@ def measure(bench: Bench, trigger: float, commits: int, warmup: int) -> Figure:
 def run(bench: Bench) -> list[Figure]:
     if bench.quick:
         return [measure(bench, TRIGGERS[0], QUICK_COMMITS, warmup=0)]
-    return [measure(bench, trigger, COMMITS, WARMUP) for trigger in TRIGGERS]
+    figures = [measure(bench, trigger, COMMITS, WARMUP) for trigger in TRIGGERS]
+    # The client-built plan beside it: it holds each commit until the watermark passes it.
+    return [*figures, measure(bench, TRIGGERS[-1], COMMITS, WARMUP, where="client")]

@@ -1,0 +1,140 @@
+"""How a read's data files become Spark partitions, as many as the cluster can run at once.
+
+``parallelism`` is the number of tasks the cluster runs at once (its executors' cores; the
+``parallelism`` option, else the driver's cores, which is right for a local server). A read
+is cut into partitions of about ``total bytes / parallelism``, 4 to 128 MB of data files
+each, every file counted with an open cost of 128 KB: enough partitions to keep every core
+busy, few enough that per-task costs (a Python worker's garbage collection after each task,
+20-40 ms) do not swamp tables of many small files.
+
+When the source resolves the row-level passes, a commit is the unit: the rows of one row id
+in one commit must meet in one task.
+
+- Commits that need no work (only inserts or only deletes, without update detection) are
+  read like a raw feed.
+- Small commits are packed whole into partitions.
+- A large commit of one kind under update detection (an append, a stream's first snapshot)
+  only needs the check that no row id appears twice: its rows are read like a raw feed, and
+  separate check tasks read just the row id columns, split by a hash of the row id.
+- A large commit holding both deletes and inserts (a copy-on-write rewrite) is split into
+  ``buckets`` by a hash of the row id: every bucket's task reads all of the commit's files
+  and keeps its own rows. Each extra bucket costs one more read of the commit and buys a
+  core, so a commit is spread over at most ``MAX_SPREAD`` buckets (and no more than the
+  cores): past that a bucket's reading (the whole commit) outweighs the resolving it
+  saves. A task whose share is larger than ``resolve_bytes`` (64 MB of data files by
+  default, the ``resolveTaskBytes`` option) splits it again by another hash into ``spill``
+  parts written to local disk (Arrow IPC, lz4) and resolves them one by one.
+
+So a resolving task holds at most ``resolve_bytes`` of data files' worth of rows, however
+large the commit, and reads a commit at most ``MAX_SPREAD`` times.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+
+from spark_cdc.server_plugin.delta.file_tasks import FileGroup, FileTask, by_commit
+from spark_cdc.server_plugin.row_level import RowLevelRules
+
+MAX_PARTITION_BYTES = 128 << 20
+MIN_PARTITION_BYTES = 4 << 20  # Spark's floor too: a small read is one task, in log order
+FILE_OPEN_COST = 128 << 10
+RESOLVE_BYTES = 64 << 20
+MAX_SPREAD = 8
+
+
+def default_parallelism() -> int:
+    """The driver's cores: a local server's cores (a cluster's executors have more; pass
+    the ``parallelism`` option there)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def plan_partitions(
+    tasks: Sequence[FileTask],
+    parallelism: int,
+    rules: RowLevelRules | None = None,
+    resolve_bytes: int = RESOLVE_BYTES,
+    key_share: float = 1.0,
+) -> list[FileGroup]:
+    """The partitions that read ``tasks`` (in commit order) on ``parallelism`` cores, each
+    commit's rows resolved by ``rules`` when given. ``key_share`` is the part of a row's
+    bytes its row id columns take (what a check task reads), for sizing those tasks."""
+    if not tasks:
+        return []
+    share = _share(tasks, parallelism)
+    if rules is None or not rules.any:
+        return pack_files(tasks, share)
+    plain: list[FileTask] = []
+    groups: list[FileGroup] = []
+    small: list[FileTask] = []
+    for commit in by_commit(tasks):
+        kinds = {task.change_type for task in commit}
+        one_kind = None not in kinds and len(kinds) == 1
+        if one_kind and not rules.update_detection:
+            plain.extend(commit)  # no group can hold a delete+insert pair
+            continue
+        size = _cost(commit)
+        if size <= share:
+            if small and _cost(small) + size > share:
+                groups.append(FileGroup(tuple(small), resolve=True))
+                small = []
+            small += commit
+            continue
+        if one_kind:  # read like a raw feed; check tasks look for a row id changed twice
+            plain.extend(commit)
+            groups += _buckets(commit, size * key_share, share, parallelism, resolve_bytes, True)
+        else:
+            groups += _buckets(commit, size, share, parallelism, resolve_bytes, False)
+    if small:
+        groups.append(FileGroup(tuple(small), resolve=True))
+    return pack_files(plain, share) + groups if plain else groups
+
+
+def _buckets(
+    commit: list[FileTask],
+    size: float,
+    share: float,
+    parallelism: int,
+    resolve_bytes: int,
+    check_only: bool,
+) -> list[FileGroup]:
+    count = bucket_count(size, share, parallelism)
+    spill = max(1, math.ceil(size / count / resolve_bytes))
+    files = tuple(commit)
+    return [
+        FileGroup(files, resolve=True, bucket=b, buckets=count, spill=spill, check_only=check_only)
+        for b in range(count)
+    ]
+
+
+def bucket_count(size: float, share: float, parallelism: int) -> int:
+    """Tasks for a commit of ``size`` bytes (with open costs) larger than its share."""
+    return max(1, min(math.ceil(size / share), MAX_SPREAD, parallelism))
+
+
+def pack_files(tasks: Sequence[FileTask], share: float) -> list[FileGroup]:
+    """Consecutive files (commit order) in partitions of about ``share`` bytes. Cutting at
+    even shares of the running total avoids the straggler partition next-fit leaves."""
+    costs = [t.size + FILE_OPEN_COST for t in tasks]
+    total = sum(costs)
+    count = max(1, math.ceil(total / share))
+    groups: list[list[FileTask]] = [[] for _ in range(count)]
+    done = 0
+    for task, cost in zip(tasks, costs, strict=True):
+        groups[min(count - 1, int((done + cost / 2) * count / total))].append(task)
+        done += cost
+    return [FileGroup(tuple(group)) for group in groups if group]
+
+
+def _share(tasks: Sequence[FileTask], parallelism: int) -> float:
+    total = _cost(tasks)
+    return min(MAX_PARTITION_BYTES, max(MIN_PARTITION_BYTES, total / max(1, parallelism)))
+
+
+def _cost(tasks: Sequence[FileTask]) -> int:
+    return sum(t.size + FILE_OPEN_COST for t in tasks)

@@ -1,0 +1,219 @@
+"""delta_changelog's partition plan, without a server or a cluster: how many tasks a read
+becomes on a 2-core and a 64-core setting, that a commit being resolved stays whole or is
+split into hash buckets that each hold a bounded share of it, and (the source's reader run
+in this process) that the split serves exactly what one task per commit serves."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+from spark_cdc.server_plugin.delta.file_tasks import FileGroup, FileTask
+from spark_cdc.server_plugin.delta.options import parse_source_options
+from spark_cdc.server_plugin.delta.partitions import (
+    FILE_OPEN_COST,
+    MAX_SPREAD,
+    RESOLVE_BYTES,
+    plan_partitions,
+)
+from spark_cdc.server_plugin.delta.source import DeltaChangelogSource
+from spark_cdc.server_plugin.errors import ChangelogSourceError
+from spark_cdc.server_plugin.row_level import RowLevelRules
+
+MB = 1 << 20
+CARRYOVERS = RowLevelRules((("id",),), carryover_removal=True, update_detection=False)
+UPDATES = RowLevelRules((("id",),), carryover_removal=True, update_detection=True)
+
+
+def _files(version: int, count: int, size: int, kind: str | None) -> list[FileTask]:
+    return [
+        FileTask(f"v{version}-{kind}-{i}.parquet", kind, version, 0, (), size) for i in range(count)
+    ]
+
+
+def _rewrite(version: int, files: int, size: int) -> list[FileTask]:
+    """A copy-on-write commit: ``files`` removed and as many added."""
+    return _files(version, files, size, "delete") + _files(version, files, size, "insert")
+
+
+def _each_file_once(tasks: list[FileTask], groups: list[FileGroup]) -> None:
+    """Every file is read once, or once per bucket of its commit."""
+    groups = [g for g in groups if not g.check_only]
+    reads = Counter(f for g in groups for f in g.files)
+    buckets = {f: g.buckets for g in groups for f in g.files}
+    assert reads == Counter({t: buckets[t] for t in tasks})
+
+
+def _bytes(group: FileGroup) -> int:
+    return sum(f.size + FILE_OPEN_COST for f in group.files)
+
+
+@pytest.mark.parametrize(("cores", "partitions"), [(2, 8), (64, 64)])
+def test_a_raw_read_spreads_over_the_cores(cores: int, partitions: int) -> None:
+    tasks = [t for v in range(100) for t in _files(v, 1, 10 * MB, "insert")]  # ~1 GB
+    groups = plan_partitions(tasks, cores)
+    assert len(groups) == partitions  # 128 MB each on 2 cores; a 64th of the read on 64
+    _each_file_once(tasks, groups)
+    assert [f for g in groups for f in g.files] == tasks  # consecutive, in commit order
+    assert not any(g.resolve for g in groups)
+
+
+@pytest.mark.parametrize("cores", [2, 64])
+def test_a_small_read_is_one_task(cores: int) -> None:
+    tasks = [t for v in range(10) for t in _files(v, 1, 100_000, "insert")]
+    assert len(plan_partitions(tasks, cores, CARRYOVERS)) == 1
+
+
+@pytest.mark.parametrize(("cores", "buckets"), [(2, 2), (64, MAX_SPREAD)])
+def test_a_large_rewrite_is_split_by_row_id_over_the_cores(cores: int, buckets: int) -> None:
+    tasks = _rewrite(1, 10, 5 * MB)  # 100 MB: 1M deletes + 1M inserts of a narrow table
+    groups = plan_partitions(tasks, cores, UPDATES)
+    assert len(groups) == buckets
+    assert sorted(g.bucket for g in groups) == list(range(buckets))
+    assert all(g.resolve and g.buckets == buckets and g.files == tuple(tasks) for g in groups)
+    _each_file_once(tasks, groups)
+
+
+@pytest.mark.parametrize(("cores", "tasks"), [(2, 2), (64, MAX_SPREAD)])
+def test_a_huge_commit_is_read_a_bounded_number_of_times_in_bounded_memory(
+    cores: int, tasks: int
+) -> None:
+    commit = _rewrite(7, 40, 10 * MB)  # 800 MB of data files in one commit
+    groups = plan_partitions(commit, cores, CARRYOVERS)
+    assert len(groups) == tasks  # each reads the commit once: at most MAX_SPREAD reads
+    _each_file_once(commit, groups)
+    for group in groups:  # each task's share, in parts on local disk, each within the budget
+        assert _bytes(group) / group.buckets / group.spill <= RESOLVE_BYTES
+        assert group.spill > 1
+    small = plan_partitions(commit, cores, CARRYOVERS, resolve_bytes=16 * MB)
+    assert all(_bytes(g) / g.buckets / g.spill <= 16 * MB for g in small)
+
+
+@pytest.mark.parametrize(("cores", "partitions"), [(2, 2), (64, 50)])
+def test_many_commits_are_packed_whole(cores: int, partitions: int) -> None:
+    """A stream catching up: commits are never cut, small ones share a task."""
+    tasks = [t for v in range(100) for t in _rewrite(v, 1, MB - FILE_OPEN_COST)]  # 2 MB each
+    groups = plan_partitions(tasks, cores, UPDATES)
+    assert len(groups) == partitions
+    assert all(g.resolve and g.buckets == 1 for g in groups)
+    owner = {}
+    for index, group in enumerate(groups):
+        for task in group.files:
+            assert owner.setdefault(task.version, index) == index, "a commit was cut"
+    _each_file_once(tasks, groups)
+
+
+def test_commits_that_need_no_work_are_read_like_a_raw_feed() -> None:
+    appends = [t for v in range(4) for t in _files(v, 30, 5 * MB, "insert")]
+    groups = plan_partitions(appends, 64, CARRYOVERS)
+    assert not any(g.resolve for g in groups)  # inserts only: no carry-over is possible
+    assert len(groups) > 4  # and files of one commit may go to different tasks
+    _each_file_once(appends, groups)
+    # A change data file may hold anything: resolved.
+    cdc = _files(9, 2, MB, None)
+    assert all(g.resolve for g in plan_partitions(cdc, 2, CARRYOVERS))
+
+
+def test_a_large_append_under_update_detection_is_read_once_and_checked_by_row_id() -> None:
+    """Its rows pass unchanged; check tasks read only the row id for a row id twice."""
+    appends = [t for v in range(4) for t in _files(v, 30, 5 * MB, "insert")]
+    groups = plan_partitions(appends, 64, UPDATES, key_share=0.1)
+    served = [g for g in groups if not g.check_only]
+    assert not any(g.resolve for g in served)
+    assert Counter(f for g in served for f in g.files) == Counter(appends)  # read once
+    checks = [g for g in groups if g.check_only]
+    for version in range(4):
+        buckets = [g for g in checks if g.files[0].version == version]
+        assert sorted(g.bucket for g in buckets) == list(range(len(buckets)))
+        assert all(len(g.files) == 30 and g.resolve for g in buckets)
+    # Small appends are simply resolved whole.
+    few = [t for v in range(4) for t in _files(v, 1, MB, "insert")]
+    assert all(g.resolve and not g.check_only for g in plan_partitions(few, 2, UPDATES))
+
+
+def test_parallelism_option() -> None:
+    assert parse_source_options({"path": "/t"}).parallelism is None  # the driver's cores
+    assert parse_source_options({"path": "/t", "parallelism": "64"}).parallelism == 64
+    with pytest.raises(ChangelogSourceError, match=r"INVALID_OPTION.*'parallelism'"):
+        parse_source_options({"path": "/t", "parallelism": "0"})
+
+
+def test_resolution_options_follow_spark_and_check_in_its_order() -> None:
+    raw = parse_source_options({"path": "/t", "rowId": "id"})
+    assert not raw.resolves  # without deduplicationMode/computeUpdates: the raw feed
+    both = parse_source_options({"path": "/t", "rowId": "a, k.b", "computeUpdates": "TRUE"})
+    assert (both.drop_carryovers, both.compute_updates, both.row_id) == (True, True, ("a", "k.b"))
+    for options, condition in [
+        ({"deduplicationMode": "all"}, "INVALID_CDC_OPTION.INVALID_DEDUPLICATION_MODE"),
+        ({"deduplicationMode": "netChanges"}, "DELTA_CHANGELOG.INVALID_OPTION"),
+        (
+            {"deduplicationMode": "none", "computeUpdates": "true"},
+            "INVALID_CDC_OPTION.UPDATE_DETECTION_REQUIRES_CARRY_OVER_REMOVAL",
+        ),
+        ({"computeUpdates": "true"}, "INVALID_CHANGELOG_SCHEMA.MISSING_ROW_ID"),
+        ({"computeUpdates": "yes", "rowId": "id"}, "INVALID_CDC_OPTION.INVALID_BOOLEAN"),
+    ]:
+        with pytest.raises(ChangelogSourceError) as caught:
+            parse_source_options({"path": "/t", **options})
+        assert caught.value.condition == condition, options
+
+
+# -- the plan's tasks, read in this process: buckets, spill parts and check tasks serve
+# exactly what one task per commit serves ------------------------------------------------
+
+
+def _big_rows(ids: range, seed: int) -> pa.Table:
+    """Rows with an incompressible text column: a few MB of data files per 100k rows."""
+    rng = np.random.default_rng(seed)
+    noise = rng.integers(0, 2**62, (len(ids), 3)).astype(str)
+    text = ["".join(row) for row in noise]
+    return pa.table(
+        {"id": pa.array(ids, pa.int64()), "text": text, "n": pa.array(ids, pa.float64())}
+    )
+
+
+def _served(path: str, **options: str) -> tuple[list[FileGroup], list[dict[str, Any]]]:
+    source = DeltaChangelogSource({"path": path, **options})
+    reader = source.reader(source.schema())
+    groups = list(reader.partitions())
+    rows = [r for g in groups for b in reader.read(g) for r in b.to_pylist()]
+    return groups, sorted(rows, key=repr)
+
+
+def test_buckets_and_spilled_parts_serve_what_one_task_serves(tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    write_deltalake(path, _big_rows(range(150_000), 1))
+    DeltaTable(path).update({"n": "n + 1"}, predicate="id % 10 = 3")  # copy-on-write: 6 MB
+    DeltaTable(path).delete("id % 100 = 7")
+    options = {"rowId": "id", "computeUpdates": "true", "startingVersion": "1"}
+    whole_groups, whole = _served(path, parallelism="1", **options)
+    assert all(g.buckets == 1 and g.spill == 1 for g in whole_groups)
+    split_groups, split = _served(path, parallelism="4", resolveTaskBytes="1m", **options)
+    assert max(g.buckets for g in split_groups) > 1 and max(g.spill for g in split_groups) > 1
+    assert split == whole
+    kinds = Counter(r["_change_type"] for r in whole)
+    assert kinds == {"update_preimage": 15_000, "update_postimage": 15_000, "delete": 1_500}
+
+
+def test_check_tasks_find_a_row_id_twice_in_a_large_append(tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    write_deltalake(path, _big_rows(range(10), 1))
+    twice = _big_rows(range(150_000), 2)
+    write_deltalake(path, pa.concat_tables([twice, twice.slice(77, 1)]), mode="append")
+    options = {"rowId": "id", "computeUpdates": "true", "startingVersion": "1"}
+    source = DeltaChangelogSource({"path": path, **options, "parallelism": "4"})
+    reader = source.reader(source.schema())
+    groups = list(reader.partitions())
+    assert any(g.check_only for g in groups) and any(not g.resolve for g in groups)
+    with pytest.raises(ChangelogSourceError) as caught:
+        for group in groups:
+            served = list(reader.read(group))
+            assert not group.check_only or not served  # a check task serves nothing
+    assert caught.value.parameters == {"version": "1", "deletes": "0", "inserts": "2"}
+    plain = {**options, "computeUpdates": "false"}  # carry-over removal alone: two inserts pass
+    assert len(_served(path, **plain)[1]) == 150_001
