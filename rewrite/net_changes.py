@@ -34,6 +34,7 @@ from spark_cdc.rewrite.names import (
     COMMIT_TIMESTAMP,
     COMMIT_VERSION,
     DELETE,
+    EVENT_RANK,
     FIRST_CHANGE_TYPE,
     HELPERS,
     INSERT,
@@ -56,12 +57,17 @@ from spark_cdc.rewrite.streaming import with_commit_watermark
 
 
 def batch_net_changes(df: DataFrame, spec: ChangelogSpec, compute_updates: bool) -> DataFrame:
+    # The rank is a column, not an expression in the window's ORDER BY: Spark does not
+    # recognise two copies of an expression holding raise_error as equal, so each of the
+    # four window functions got its own Window operator and its own sort of every row
+    # (measured on the 2M-row net_changes benchmark: 1.9-2.5 s against native's 1.1-1.3 s;
+    # one Window, as Spark's own plan has, after this).
     rank = F.when(checked_change_type().isin(*PRE_EVENTS), F.lit(0)).otherwise(F.lit(1))
     by_row = Window.partitionBy(*[F.col(c) for c in spec.row_id]).orderBy(
-        F.col(COMMIT_VERSION).asc(), rank.asc()
+        F.col(COMMIT_VERSION).asc(), F.col(EVENT_RANK).asc()
     )
     whole = by_row.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
-    out = df.select(
+    out = df.withColumn(EVENT_RANK, rank).select(
         "*",
         F.row_number().over(by_row).alias(ROW_NUMBER),
         F.count(F.lit(1)).over(whole).alias(ROW_COUNT),
