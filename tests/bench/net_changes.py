@@ -102,13 +102,17 @@ def connector_jar(work: Path) -> Path | None:
     if jar.exists():
         return jar
     classes = Path(tempfile.mkdtemp(prefix="classes_", dir=work))
-    subprocess.run(
-        [javac, "-nowarn", "-d", str(classes), "-cp", f"{jars}/*", str(CONNECTOR)],
-        check=True,
-        capture_output=True,
-    )
-    subprocess.run([jar_tool, "cf", str(jar), "-C", str(classes), "."], check=True)
-    shutil.rmtree(classes)
+    try:
+        compiled = subprocess.run(
+            [javac, "-nowarn", "-d", str(classes), "-cp", f"{jars}/*", str(CONNECTOR)],
+            capture_output=True,
+            check=False,
+        )
+        if compiled.returncode != 0:  # a pyspark before 4.3 has no changelog API
+            return None
+        subprocess.run([jar_tool, "cf", str(jar), "-C", str(classes), "."], check=True)
+    finally:
+        shutil.rmtree(classes)
     return jar
 
 
