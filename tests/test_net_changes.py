@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
+from pyspark.sql.types import StructType
 from spark_cdc import ChangelogSpec, post_process
 from spark_cdc.stream_guard import STATE_STORE_PROVIDER
 
@@ -294,3 +295,92 @@ def test_non_string_map_keys_are_refused_with_the_column_named(spark: SparkSessi
         out.schema  # noqa: B018 - the first look at the plan resolves it
     assert caught.value.getCondition() == "UNSUPPORTED_FEATURE.CDC_NET_CHANGES_MAP_KEY"
     assert "'m'" in str(caught.value)
+
+
+def _many_ids_changelog(ids: int, commits: int) -> list[dict[str, Any]]:
+    """Every kind of change, drawn per (id, commit) with a fixed seed: at most one delete
+    and one insert per id and commit, so update detection never refuses it."""
+    import random
+
+    draw = random.Random(18)
+    changes = []
+    for version in range(1, commits + 1):
+        for i in range(ids):
+            kind = draw.choice(["none", "none", "insert", "delete", "update", "carry", "native"])
+            old, new = f"v{i}", f"v{i}_{version}"
+            if kind == "insert":
+                changes.append(row(i, new, "insert", version))
+            elif kind == "delete":
+                changes.append(row(i, old, "delete", version))
+            elif kind in ("update", "carry"):
+                changes.append(row(i, old, "delete", version))
+                changes.append(row(i, new if kind == "update" else old, "insert", version))
+            elif kind == "native":
+                changes.append(row(i, old, "update_preimage", version))
+                changes.append(row(i, new, "update_postimage", version))
+    return changes
+
+
+def test_many_ids_over_every_bucket_and_micro_batch_match_the_model(
+    spark: SparkSession, query_name: str
+) -> None:
+    """600 ids (every bucket holds several), 8 commits read two per micro-batch, carry-over
+    removal and update detection folded in: the stream's whole output is the model's."""
+    from tests.feeds import by_commit, model_post_process, model_streaming_net_changes
+
+    changes = _many_ids_changelog(600, 8)
+    spec = ChangelogSpec(row_id=["id"])  # carry-overs, updates as delete+insert
+    stream = post_process(
+        feed(spark, changes, streaming=True, commits_per_batch=2), spec, _net(True)
+    )
+    commits = [
+        model_post_process(
+            c, ["id"], row_version=None, carryover_removal=True, update_detection=True
+        )
+        for c in by_commit(changes)
+    ]
+    micro_batches = [commits[i] + commits[i + 1] for i in range(0, len(commits), 2)]
+    expected = model_streaming_net_changes(micro_batches, ["id"], compute_updates=True)
+    got = run_stream(stream, query_name)
+    assert collect_rows(got) == expect(expected)
+    assert got.schema == StructType.fromDDL(SCHEMA)
+
+
+TYPED_SCHEMA = (
+    "id double, v string, n long, d double, f float, ts timestamp, bin binary, "
+    "s struct<a: int, b: array<string>>, m map<string, double>, "
+    "_change_type string, _commit_version long, _commit_timestamp timestamp"
+)
+
+
+def test_values_come_back_exactly_and_negative_zero_is_one_row_id(
+    spark: SparkSession, query_name: str
+) -> None:
+    """Rows cross the operator as JSON text: every value returns as it went in (a long
+    past 2^53, -0.0, microseconds, bytes, nested and map values, non-ASCII text). And
+    -0.0 and 0.0 are one row id, as Spark groups them: inserted, then deleted, nothing."""
+    import math
+    from datetime import datetime, timezone
+
+    ts = datetime(2024, 5, 1, 12, 0, 0, 123457, tzinfo=timezone.utc)
+    odd = {
+        "n": 2**62 + 1,
+        "d": -0.0,
+        "f": 1.5,
+        "ts": ts,
+        "bin": b"\x00\x01z",
+        "s": {"a": None, "b": ["x", None]},
+        "m": {"k": 1e300, "n": None},
+    }
+    plain = {k: None for k in odd}
+    changes = [
+        row(-0.0, "a", "insert", 1, **plain),
+        row(0.0, "a", "delete", 2, **plain),
+        row(1.5, "ü😀", "update_preimage", 1, **plain),
+        row(1.5, "b", "update_postimage", 1, **odd),
+    ]
+    batch, stream = _both(spark, changes, NET_ONLY, _net(True), query_name, TYPED_SCHEMA)
+    assert batch == expect(changes[2:], TYPED_SCHEMA)
+    assert stream == batch
+    postimage = next(r for r in stream if r[-3] == "update_postimage")
+    assert math.copysign(1.0, postimage[3]) == -1.0  # -0.0 kept its sign

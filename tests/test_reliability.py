@@ -42,12 +42,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.connect.session import SparkSession as ConnectSession
 from pyspark.sql.streaming import StreamingQuery
 from spark_cdc import ChangelogReader
-from spark_cdc.rewrite.net_changes import server_has_transform_with_state
-from spark_cdc.stream_guard import (
-    DEFAULT_STATE_STORE,
-    ROCKSDB_STATE_STORE,
-    STATE_STORE_PROVIDER,
-)
+from spark_cdc.stream_guard import DEFAULT_STATE_STORE, STATE_STORE_PROVIDER
 
 from tests.delta_tables import apply_changes, latest_version, snapshot
 from tests.feeds import as_tuples, collect_rows, model_post_process
@@ -547,9 +542,6 @@ def test_four_clients_on_one_server_get_correct_and_independent_results(
         assert results[name]["conf"] == (CLIENTS[name], name)
         assert results[name]["state store"] in (None, DEFAULT_STATE_STORE), name
     assert spark.conf.get(CLIENT_KEY, None) is None  # nothing leaked into the main session
+    # Both run on the session's store: net changes' applyInPandasWithState needs no RocksDB.
     assert _state_store_of(checkpoints["stream-updates"]) == DEFAULT_STATE_STORE
-    # transformWithState (4.1+ servers) needs RocksDB; 4.0's applyInPandasWithState does not.
-    net_store = (
-        ROCKSDB_STATE_STORE if server_has_transform_with_state(spark) else DEFAULT_STATE_STORE
-    )
-    assert _state_store_of(checkpoints["stream-net"]) == net_store
+    assert _state_store_of(checkpoints["stream-net"]) == DEFAULT_STATE_STORE
