@@ -2,11 +2,11 @@
 
 In Spark Connect a ``foreachBatch`` function runs on the server, so it cannot print here.
 The stream reads the source's own feed and writes each micro-batch to its own parquet
-folder in a spool directory on the server (the function keeps only the last few); the
-client post-processes each finished micro-batch as a batch and reads the result. The
-source delivers whole commits per micro-batch, so the row-level passes give exactly what
-the streaming plan gives, with no watermark delay, and the client also knows each commit's
-raw change count: a commit whose changes were all carry-overs is reported, not silent.
+folder in a spool directory on the server; the client post-processes each finished
+micro-batch as a batch and reads the result. The source delivers whole commits per
+micro-batch, so the row-level passes give exactly what the streaming plan gives, with no
+watermark delay, and the client also knows each commit's raw change count: a commit whose
+changes were all carry-overs is reported, not silent.
 Net changes are computed within each micro-batch.
 """
 
@@ -33,12 +33,27 @@ from spark_cdc.rewrite.spec import ChangelogSpec
 from spark_cdc.server_plugin.vocabulary import COMMIT_TIMESTAMP, COMMIT_VERSION
 
 
-def _spool_writer(spool: str) -> Callable[[DataFrame, int], None]:
+def _spool_writer(spool: str, checkpoint: str) -> Callable[[DataFrame, int], None]:
     """The server-side function; a closure, so it travels by value and needs no package.
-    The client removes each folder once it has read it."""
+
+    The micro-batch comes to the function's own process as Arrow and is written from there,
+    not by a Spark write job: a job the function starts goes on after the stream is stopped
+    (the server detaches it from the stopped worker) and landed its files after the client
+    had removed the spool (seen in the signal tests under load). Nothing is written once the
+    query's checkpoint, removed with the spool, is gone. The client removes each folder once
+    it has read it."""
 
     def write(batch: DataFrame, batch_id: int) -> None:
-        batch.write.mode("overwrite").parquet(f"{spool}/batch={batch_id:012d}")
+        import os
+
+        import pyarrow.parquet as pq
+
+        table = batch.toArrow()
+        if not os.path.isdir(checkpoint):  # stopped and cleaned up meanwhile
+            return
+        folder = f"{spool}/batch={batch_id:012d}"
+        os.makedirs(folder, exist_ok=True)
+        pq.write_table(table, f"{folder}/part-0.parquet")
 
     return write
 
@@ -77,12 +92,16 @@ class LiveFeed:
         return f"{self.work_dir}/spool"
 
     @property
+    def checkpoint(self) -> str:
+        return f"{self.work_dir}/checkpoint"
+
+    @property
     def nets_changes(self) -> bool:
         return parse_options(self.options).deduplication_mode is DeduplicationMode.NET_CHANGES
 
     def start(self) -> LiveFeed:
-        writer = self.raw.writeStream.foreachBatch(_spool_writer(self.spool))
-        self.query = writer.option("checkpointLocation", f"{self.work_dir}/checkpoint").start()
+        writer = self.raw.writeStream.foreachBatch(_spool_writer(self.spool, self.checkpoint))
+        self.query = writer.option("checkpointLocation", self.checkpoint).start()
         return self
 
     def batches(self) -> Iterator[list[CommitChanges]]:

@@ -42,8 +42,9 @@ from tests.delta_tables import rows
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture(scope="session", autouse=True)
 def _container_harness(spark_remote: str) -> None:
+    """Session-scoped, so it runs before the plugin's session fixtures build an image."""
     if harness.kind != "container":
         pytest.skip(f"the harness runs no server container here ({harness.fallback_reason})")
 
