@@ -78,8 +78,8 @@ class WatchedQuery(StreamingQuery):
         listener's events arrive asynchronously; a wait that just returned must not race)."""
         if self._error is None and (drop := first_drop(self.recentProgress)):
             self._dropped(*drop)
-            super().stop()
         if self._error is not None:
+            super().stop()  # the listener stops it too, but on its own thread: maybe not yet
             raise self._error
 
     def awaitTermination(self, timeout: int | None = None) -> bool | None:
