@@ -6,6 +6,7 @@ to be ``timestamp[us, tz=UTC]`` (``timestamp``) or ``timestamp[us]`` (``timestam
 
 from __future__ import annotations
 
+import itertools
 import struct
 from typing import Any
 
@@ -79,3 +80,11 @@ def parsed_value(text: str, data_type: pa.DataType) -> pa.Scalar:
     """Text parsed as ``data_type`` by Arrow's cast (numbers, dates, timestamps, booleans,
     decimals); raises ``pa.ArrowInvalid`` when it does not parse."""
     return text_value(text).cast(data_type)
+
+
+def text_array(texts: list[str]) -> pa.Array:
+    """A string array of ``texts``, built from its buffers (``pa.array`` imports pandas)."""
+    data = [t.encode("utf-8") for t in texts]
+    offsets = struct.pack(f"<{len(data) + 1}i", 0, *itertools.accumulate(map(len, data)))
+    buffers = [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(data))]
+    return pa.Array.from_buffers(pa.string(), len(texts), buffers)

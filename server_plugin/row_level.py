@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from spark_cdc.server_plugin.arrow_types import text_array
 from spark_cdc.server_plugin.errors import ChangelogSourceError
 from spark_cdc.server_plugin.vocabulary import (
     CHANGE_TYPE,
@@ -45,7 +46,9 @@ from spark_cdc.server_plugin.vocabulary import (
     UPDATE_PREIMAGE,
 )
 
-_CODES = pa.array(CHANGE_TYPES, pa.string())
+# Built from buffers: importing the plugin must not import pandas (tests/test_packaging.py);
+# the passes themselves do, through pyarrow's to_numpy, once per worker that resolves.
+_CODES = text_array(list(CHANGE_TYPES))
 _INSERT, _DELETE = CHANGE_TYPES.index(INSERT), CHANGE_TYPES.index(DELETE)
 _PREIMAGE, _POSTIMAGE = CHANGE_TYPES.index(UPDATE_PREIMAGE), CHANGE_TYPES.index(UPDATE_POSTIMAGE)
 
