@@ -253,11 +253,12 @@ def follow(
     options: dict[str, Any],
     print_out: Callable[[str], None] = print,
     until: Callable[[], bool] = lambda: False,
+    listening: Callable[[], None] = lambda: None,
 ) -> None:
     """Stream ``table``'s post-processed change feed to the terminal, a commit at a time as
-    each arrives, until ``until()`` or a stop signal. On a terminal a status line on stderr
-    shows progress (cleared before each commit prints); elsewhere a line says what it waits
-    for."""
+    each arrives, until ``until()`` or a stop signal; ``listening()`` is called once the
+    stream's first micro-batch has run. On a terminal a status line on stderr shows progress
+    (cleared before each commit prints); elsewhere a line says what it waits for."""
     from spark_cdc import ChangelogReader, register_delta_changelog
     from spark_cdc.live_feed import WAITING, LiveFeed, render, status_line
 
@@ -287,6 +288,8 @@ def follow(
         while not until():
             feed.check()
             show()
+            if feed.query.lastProgress is not None:
+                listening()
             time.sleep(0.2)
         feed.query.processAllAvailable()  # take what is left, then stop
         show()

@@ -24,20 +24,33 @@ def orders(ids: range | list[int], status: str = "new") -> pa.Table:
     return pa.table(
         {
             "order_id": pa.array(ids, pa.int64()),
-            "status": pa.array([status] * len(ids)),
-            "amount": pa.array([10.0 * i for i in ids]),
+            "status": pa.array([status] * len(ids), pa.string()),
+            "amount": pa.array([10.0 * i for i in ids], pa.float64()),
         }
     )
 
 
 def write_orders(
-    table: str, seconds: float, pause: float = 1.0, stop: threading.Event | None = None
+    table: str,
+    seconds: float,
+    pause: float = 1.0,
+    stop: threading.Event | None = None,
+    listening: threading.Event | None = None,
 ) -> None:
-    """One commit per step, cycling through what an order system does to its table."""
+    """One commit per step, cycling through what an order system does to its table.
+
+    Version 0 creates the table empty; with ``listening``, the first rows wait until it is
+    set (the feed's first micro-batch has run). A stream's first micro-batch starts the
+    server's Python workers, several seconds that would otherwise hold the first commits
+    back and print them in one burst."""
     from deltalake import DeltaTable, write_deltalake
 
     stop = stop or threading.Event()
-    write_deltalake(table, orders(range(1, 6)))
+    write_deltalake(table, orders([]))
+    if listening is not None:
+        while not (listening.wait(0.1) or stop.is_set()):
+            pass
+    write_deltalake(table, orders(range(1, 6)), mode="append")
     deadline, step, next_id = time.monotonic() + seconds, 0, 6
     while time.monotonic() < deadline and not stop.wait(pause):
         kind = step % 5
@@ -73,8 +86,10 @@ def run(spark: Any, seconds: float = 20.0, work_dir: str | None = None) -> None:
 
     work = Path(work_dir) if work_dir else scratch() / "demo"
     table = str(work / "orders")
-    stop = threading.Event()
-    writer = threading.Thread(target=write_orders, args=(table, seconds, 1.0, stop), daemon=True)
+    stop, listening = threading.Event(), threading.Event()
+    writer = threading.Thread(
+        target=write_orders, args=(table, seconds, 1.0, stop, listening), daemon=True
+    )
     print(f"Writing the Delta table {table} for {seconds:.0f}s; its changes follow.\n")
     try:
         writer.start()
@@ -82,7 +97,7 @@ def run(spark: Any, seconds: float = 20.0, work_dir: str | None = None) -> None:
             time.sleep(0.1)
         options = {"rowId": "order_id", "computeUpdates": True, "startingVersion": 0}
         show = lambda text: print(text + "\n", flush=True)  # noqa: E731
-        follow(spark, table, options, show, until=lambda: not writer.is_alive())
+        follow(spark, table, options, show, lambda: not writer.is_alive(), listening.set)
         print("Done: every commit above came out of the stream, post-processed.")
     finally:
         stop.set()

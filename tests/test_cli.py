@@ -253,6 +253,6 @@ def test_demo_runs_the_main_job(spark_remote: str, tmp_path: Path) -> None:
     demo = Command("demo", "--remote", spark_remote, "--seconds", "5", "--work-dir", str(tmp_path))
     assert demo.finish() == 0, demo.output
     text = demo.output
-    for expected in ("commit 0 ", "update_preimage", "update_postimage", "delete", "Done:"):
+    for expected in ("commit 1 ", "update_preimage", "update_postimage", "delete", "Done:"):
         assert expected in text, text
     assert "Traceback" not in text
