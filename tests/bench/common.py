@@ -56,6 +56,19 @@ def seconds(action: Callable[[], Any]) -> float:
     return time.perf_counter() - started
 
 
+def stream_seconds(start: Callable[[], Any]) -> float:
+    """Seconds from ``start()`` (a streaming query, ``availableNow``) to its end; its
+    failure is raised."""
+
+    def run() -> None:
+        query = start()
+        query.awaitTermination()
+        if query.exception() is not None:
+            raise query.exception()
+
+    return seconds(run)
+
+
 def interleaved(runs: Mapping[str, Callable[[], float]], reps: int) -> dict[str, list[float]]:
     """Run each side ``reps`` times, alternating sides; each run returns its own measure."""
     samples: dict[str, list[float]] = {name: [] for name in runs}

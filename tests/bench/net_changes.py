@@ -53,7 +53,15 @@ from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import DataFrame, SparkSession
 from spark_cdc import ChangelogReader, ChangelogSpec, post_process
 
-from tests.bench.common import Bench, Figure, at_least, interleaved, medians, seconds
+from tests.bench.common import (
+    Bench,
+    Figure,
+    at_least,
+    interleaved,
+    medians,
+    seconds,
+    stream_seconds,
+)
 
 ROWS_PER_COMMIT, CYCLES = 100_000, 5
 QUICK_ROWS_PER_COMMIT, QUICK_CYCLES = 1_000, 2
@@ -186,16 +194,6 @@ def has_native_changelogs(spark: SparkSession) -> bool:
     return spark.conf.get(f"spark.sql.catalog.{CATALOG}", None) is not None
 
 
-def _stream(start: Callable[[], Any]) -> float:
-    def go() -> None:
-        query = start()
-        query.awaitTermination()
-        if query.exception() is not None:
-            raise query.exception()  # type: ignore[misc]
-
-    return seconds(go)
-
-
 def _batch(df: DataFrame) -> float:
     return seconds(lambda: df.write.format("noop").mode("overwrite").save())
 
@@ -245,16 +243,16 @@ def sides(bench: Bench, table: str, native: bool) -> dict[str, dict[str, Callabl
     streaming: dict[str, Callable[[], float]] = {}
     batch: dict[str, Callable[[], float]] = {}
     if native:
-        streaming["native"] = lambda: _stream(lambda: noop(native_stream(), rocksdb=True))
+        streaming["native"] = lambda: stream_seconds(lambda: noop(native_stream(), rocksdb=True))
         batch["native"] = lambda: _batch(
             spark.read.options(startingVersion=1, **NET).changes(f"{CATALOG}.default.{name}")
         )
-    streaming["ChangelogReader"] = lambda: _stream(lambda: noop(source_stream()))
-    streaming["post_process"] = lambda: _stream(
+    streaming["ChangelogReader"] = lambda: stream_seconds(lambda: noop(source_stream()))
+    streaming["post_process"] = lambda: stream_seconds(
         lambda: noop(post_process(raw_parquet(), SPEC, NET))
     )
-    streaming["raw delta_changelog"] = lambda: _stream(lambda: noop(raw_delta()))
-    streaming["raw parquet"] = lambda: _stream(lambda: noop(raw_parquet()))
+    streaming["raw delta_changelog"] = lambda: stream_seconds(lambda: noop(raw_delta()))
+    streaming["raw parquet"] = lambda: stream_seconds(lambda: noop(raw_parquet()))
     batch["ChangelogReader"] = lambda: _batch(
         ChangelogReader(spark).options(rowId="id", startingVersion=1, **NET).changes(table)
     )

@@ -31,7 +31,14 @@ from deltalake import write_deltalake
 from pyspark.sql import DataFrame, SparkSession
 from spark_cdc import ChangelogReader
 
-from tests.bench.common import Bench, Figure, at_least, interleaved, medians, seconds
+from tests.bench.common import (
+    Bench,
+    Figure,
+    at_least,
+    interleaved,
+    medians,
+    stream_seconds,
+)
 
 # (changelog rows per commit, commits per run)
 SIZES = [(10_000, 20), (100_000, 8), (1_000_000, 3)]
@@ -116,16 +123,6 @@ def window_per_micro_batch() -> Callable[[DataFrame, int], None]:
     return post_process_batch
 
 
-def _run(start: Callable[[], Any]) -> float:
-    def go() -> None:
-        query = start()
-        query.awaitTermination()
-        if query.exception() is not None:
-            raise query.exception()  # type: ignore[misc]
-
-    return seconds(go)
-
-
 def measure(bench: Bench, rows_per_commit: int, commits: int, columns: int) -> Figure:
     spark = bench.spark
     path = delta_table(bench, rows_per_commit, commits, columns)
@@ -139,13 +136,13 @@ def measure(bench: Bench, rows_per_commit: int, commits: int, columns: int) -> F
         return tempfile.mkdtemp(prefix="cp_", dir=bench.folder("checkpoints"))
 
     runs = {
-        "(a) raw": lambda: _run(
+        "(a) raw": lambda: stream_seconds(
             lambda: sink(_raw(spark, path)).option("checkpointLocation", checkpoint()).start()
         ),
-        "(b) ChangelogReader": lambda: _run(
+        "(b) ChangelogReader": lambda: stream_seconds(
             lambda: sink(_processed(spark, path)).option("checkpointLocation", checkpoint()).start()
         ),
-        "(c) foreachBatch window": lambda: _run(
+        "(c) foreachBatch window": lambda: stream_seconds(
             lambda: (
                 _raw(spark, path)
                 .writeStream.foreachBatch(window_per_micro_batch())
@@ -154,7 +151,7 @@ def measure(bench: Bench, rows_per_commit: int, commits: int, columns: int) -> F
                 .start()
             )
         ),
-        "(d) client plan": lambda: _run(
+        "(d) client plan": lambda: stream_seconds(
             lambda: (
                 sink(_processed(spark, path, "client"))
                 .option("checkpointLocation", checkpoint())
