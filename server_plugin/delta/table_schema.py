@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pyspark
 from pyspark.sql.types import (
     ArrayType,
     DataType,
@@ -50,16 +51,23 @@ def changelog_schema(table: StructType) -> StructType:
     return StructType([*table.fields, *CHANGELOG_FIELDS])
 
 
+# The client's streaming plan for the row-level passes (aggregate, then inline) reports every
+# column nullable on Spark 4.3; on 4.0 to 4.2 it keeps the input's nullability (measured with
+# each version's server). This worker's pyspark is its server's Spark.
+_STREAM_PLAN_NULLABLE = tuple(int(p) for p in pyspark.__version__.split(".")[:2]) >= (4, 3)
+
+
 def declared_schema(
     strict: StructType, resolves: bool, compute_updates: bool, nullable: bool
 ) -> StructType:
     """The schema a read declares: the changelog's own, except where the source resolves the
     row-level passes, where it declares what the client's plan for them would: every column
-    nullable, nested ones too, for a stream (``nullable``: the streaming plan's aggregate
-    makes them so); a nullable ``_change_type`` under update detection (its relabelling)."""
+    nullable, nested ones too, for a stream on 4.3+ (``nullable``: the streaming plan's
+    aggregate makes them so there); a nullable ``_change_type`` under update detection (its
+    relabelling)."""
     if not resolves:
         return strict
-    if nullable:
+    if nullable and _STREAM_PLAN_NULLABLE:
         return as_nullable(strict)
     if compute_updates:
         return StructType(
