@@ -22,7 +22,7 @@ from pyspark.sql.connect import functions as F
 from pyspark.sql.connect.dataframe import DataFrame
 from pyspark.sql.connect.session import SparkSession
 from spark_cdc.rewrite.errors import invalid_option, missing_row_id
-from spark_cdc.rewrite.options import KNOWN_OPTIONS, OptionValue, parse_options
+from spark_cdc.rewrite.options import KNOWN_OPTIONS, CdcOptions, OptionValue, parse_options
 from spark_cdc.rewrite.post_process import planned_passes, post_process, refuse_reserved_columns
 from spark_cdc.rewrite.spec import ChangelogSpec
 from spark_cdc.server_plugin.vocabulary import RANGE_OPTIONS
@@ -94,8 +94,7 @@ class ChangelogReader:
         reads), batch or streaming as the reader was made."""
         row_id, cdc, source, where = self._split_options()
         spec = self._source.spec(row_id)
-        opts = parse_options(cdc)  # Spark's order: the options themselves first
-        self._check_range(cdc, source)
+        opts = self._check_range(cdc, source)
         passes, _ = planned_passes(spec, opts)
         if where == "client" or not (self._source.resolves_row_level and passes.any):
             return post_process(self._load(table, source), spec, cdc)
@@ -108,7 +107,6 @@ class ChangelogReader:
         options, before ``post_process``: for callers that post-process each micro-batch
         themselves (``spark-cdc tail``). The options are checked as for ``changes``."""
         row_id, cdc, source, _ = self._split_options()
-        parse_options(cdc)
         self._check_range(cdc, source)
         return self._load(table, source), self._source.spec(row_id), cdc
 
@@ -143,8 +141,9 @@ class ChangelogReader:
             cdc["startingVersion"] = 0  # the rows' range filter: everything the source serves
         return row_id, cdc, source, where
 
-    def _check_range(self, cdc: dict[str, OptionValue], source: dict[str, str]) -> None:
-        """A stream's end bound is refused; the range goes to the source as a hint."""
+    def _check_range(self, cdc: dict[str, OptionValue], source: dict[str, str]) -> CdcOptions:
+        """The parsed CDC options (Spark's order: the options themselves are checked first);
+        a stream's end bound is refused; the range goes to the source as a hint."""
         opts = parse_options(cdc)
         if self._streaming and (opts.ending_version, opts.ending_timestamp) != (None, None):
             raise invalid_option(
@@ -155,6 +154,7 @@ class ChangelogReader:
         if self._source.takes_range:
             hints = self._range_for_source(cdc)
             source.update({k: v for k, v in hints.items() if k not in source})
+        return opts
 
     def _load(self, table: str, source: dict[str, str]) -> DataFrame:
         reader: Any = self._spark.readStream if self._streaming else self._spark.read
