@@ -32,7 +32,6 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-import pyspark
 import pytest
 from deltalake import DeltaTable, write_deltalake
 from pyspark.errors import AnalysisException, PySparkException, StreamingQueryException
@@ -42,10 +41,9 @@ from spark_cdc.rewrite.errors import CdcAnalysisException
 
 from tests.delta_tables import commit_file, rows
 from tests.feeds import SCHEMA, feed, row
+from tests.spark_version import ADMISSION_CONTROL
 
 STREAM_TIMEOUT_S = 180
-# Python sources get admission control and SupportsTriggerAvailableNow in Spark 4.2.
-ADMISSION_CONTROL = tuple(int(p) for p in pyspark.__version__.split(".")[:2]) >= (4, 2)
 # What the tests read back from a sink: enough to tell commits and rows apart.
 DELTA_SINK = "id long, _change_type string, _commit_version long"
 FEED_SINK = "id int, _change_type string, _commit_version long"

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyspark
 import pytest
 from deltalake import DeltaTable, write_deltalake
 from pyspark.errors import StreamingQueryException
@@ -21,9 +20,8 @@ from spark_cdc import ChangelogReader
 
 from tests.delta_tables import dml_partitioned, log_cleaned_up_before_version_2, rows
 from tests.feeds import collect_rows
+from tests.spark_version import ADMISSION_CONTROL
 
-# Python sources get admission control and SupportsTriggerAvailableNow in Spark 4.2.
-ADMISSION_CONTROL = tuple(int(p) for p in pyspark.__version__.split(".")[:2]) >= (4, 2)
 PROCESSED = {"rowId": "id", "computeUpdates": True}
 
 

@@ -15,7 +15,6 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-import pyspark
 import pytest
 from deltalake import DeltaTable, write_deltalake
 from pyspark.errors import PySparkException
@@ -25,6 +24,7 @@ from spark_cdc import ChangelogReader
 
 from tests.delta_tables import SCENARIOS, append_commit, first_action, rows
 from tests.feeds import collect_rows, drain, run_stream
+from tests.spark_version import ADMISSION_CONTROL, SPARK
 from tests.test_deletion_vectors import FIXTURES
 from tests.test_deletion_vectors import _scenario as dv_scenario
 
@@ -40,8 +40,6 @@ OPTION_SETS = {
     },
 }
 
-SPARK = tuple(int(p) for p in pyspark.__version__.split(".")[:2])
-ADMISSION_CONTROL = SPARK >= (4, 2)  # for Python sources
 STREAM_PLAN_NULLABLE = SPARK >= (4, 3)  # the streaming aggregate reports every column nullable
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pyspark
 import pytest
 from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
@@ -11,6 +10,7 @@ from pyspark.sql.types import StructType
 from spark_cdc import ChangelogSpec, post_process
 
 from tests.feeds import SCHEMA, collect_rows, commit_time, drain, feed, row, run_stream
+from tests.spark_version import ADMISSION_CONTROL
 
 ID = ChangelogSpec(row_id=["id"])
 OPTIONS = {"computeUpdates": True}
@@ -64,7 +64,7 @@ def test_the_last_commit_is_emitted_when_input_ends(spark: SparkSession, query_n
 
 
 @pytest.mark.skipif(
-    tuple(int(p) for p in pyspark.__version__.split(".")[:2]) < (4, 2),
+    not ADMISSION_CONTROL,
     reason="Python sources get SupportsTriggerAvailableNow in Spark 4.2; before that "
     "availableNow runs no final batch and the last commit stays in state (README: limits)",
 )
