@@ -73,6 +73,11 @@ class RowLevelRules:
     def any(self) -> bool:
         return self.carryover_removal or self.update_detection
 
+    @property
+    def key_names(self) -> set[str]:
+        """The top-level columns the row id reads."""
+        return {path[0] for path in self.row_id or ()}
+
 
 def resolve(table: pa.Table, rules: RowLevelRules) -> pa.Table:
     """``table``'s rows (one or more whole commits) with the passes ``rules`` ask for.

@@ -256,7 +256,7 @@ def read_resolved(
     """
     target, declared = arrow_schema(strict), arrow_schema(schema)
     if group.check_only:
-        keys = {path[0] for path in rules.row_id or ()}
+        keys = rules.key_names
         target = pa.schema([f for f in target if f.name in keys or f.name in METADATA_COLUMNS])
     rows = max(1024, BATCH_VALUES // max(1, len(declared)))
     for commit in by_commit(group.files):

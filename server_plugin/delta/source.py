@@ -133,7 +133,7 @@ class _Reader:
 
     def _partitions(self, tasks: Sequence[FileTask]) -> list[FileGroup]:
         budget = self.options.resolve_task_bytes or RESOLVE_BYTES
-        keys = {path[0] for path in (self.rules.row_id or ())} if self.rules else set()
+        keys = self.rules.key_names if self.rules else set()
         key_share = max(1, len(keys)) / max(1, len(self.table_schema.fields))
         return plan_partitions(tasks, self.parallelism, self.rules, budget, min(1.0, key_share))
 
