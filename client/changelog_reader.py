@@ -58,6 +58,7 @@ class ChangelogReader:
       Same rows, schema and errors either way.
     - The source's own: ``maxFilesPerTrigger``, ``maxBytesPerTrigger``, ``failOnDataLoss``,
       ``parallelism`` (tasks the cluster runs at once; default the server driver's cores),
+      ``resolveTaskBytes`` (data-file bytes one task resolves at a time; default ``64m``),
       and ``storage.<KEY>`` for delta-rs storage options (object-store credentials).
 
     Any other option is refused while the DataFrame is built
