@@ -167,17 +167,15 @@ def data_columns(table: pa.Table, combined: bool = True) -> list[Any]:
 
 
 def buckets_of(
-    table: pa.Table | pa.RecordBatch,
-    row_id: Sequence[Sequence[str]] | None,
-    of: int,
-    level: int = 0,
+    table: pa.Table | pa.RecordBatch, row_id: Sequence[Sequence[str]] | None, of: int
 ) -> np.ndarray:
     """Each row's bucket among ``of``: a hash of the row id (of the whole row without one),
-    equal for rows the passes must see together. ``level`` seeds the hash, so buckets
-    within a bucket (a task's spill files) spread as evenly as the task buckets."""
+    equal for rows the passes must see together. The hash is uniform, so ``bucket % n``
+    and ``bucket // n`` of ``of = n * m`` buckets split rows independently: one hash
+    assigns a row both its task (of ``n``) and its spill part in that task (of ``m``)."""
     source = table if isinstance(table, pa.Table) else pa.Table.from_batches([table])
     keys = key_columns(source, row_id)
-    hashed = _mix(rows_hash(keys, "image" if row_id is None else "key", seed=1000 * level + of))
+    hashed = _mix(rows_hash(keys, "image" if row_id is None else "key", seed=1000))
     return (hashed % np.uint64(of)).astype(np.int64)
 
 
@@ -298,20 +296,40 @@ def rows_equal(
     equal in every column, ``mode`` "image" (data) or "key" (row id) equality. Pairs found
     unequal stop being compared once they are most of what is left."""
     pending = np.arange(len(left))
-    left_rows, right_rows = pa.array(left), pa.array(right)
+    left_rows, right_rows = _rows(left), _rows(right)
     equal: pa.Array = pa.repeat(pa.scalar(True), len(left))
     for number, column in enumerate(columns, start=1):
-        same = _equal(_array(column.take(left_rows)), _array(column.take(right_rows)), mode)
+        same = _equal(_gather(column, left_rows), _gather(column, right_rows), mode)
         equal = pc.and_(equal, same)
         if number % 4 == 0 and len(pending):
             still = equal.to_numpy(zero_copy_only=False)
             if still.sum() < len(still) // 2:  # compact: compare only pairs still equal
-                pending, keep = pending[still], pa.array(np.flatnonzero(still))
-                left_rows, right_rows = left_rows.take(keep), right_rows.take(keep)
+                pending = pending[still]
+                left_rows, right_rows = _rows(left[pending]), _rows(right[pending])
                 equal = pa.repeat(pa.scalar(True), len(pending))
     out = np.zeros(len(left), bool)
     out[pending] = equal.to_numpy(zero_copy_only=False)
     return out
+
+
+def _rows(positions: np.ndarray) -> pa.Array | slice:
+    """Row positions to gather, or the slice they form when consecutive: a copy-on-write
+    rewrite keeps its rows' order, so a commit's pairs are often two runs of rows, which
+    a slice reads without a gather (the 50-column benchmark commit: 0.08 s less a task)."""
+    count = len(positions)
+    if count and positions[-1] - positions[0] == count - 1 and (np.diff(positions) == 1).all():
+        return slice(int(positions[0]), int(positions[0]) + count)
+    return pa.array(positions)
+
+
+def _gather(column: pa.Array | pa.ChunkedArray, rows: pa.Array | slice) -> pa.Array:
+    """The rows of ``column``; nested columns are always gathered (a copy starting at 0),
+    since a slice's struct fields and map offsets would still start at the parent's."""
+    if isinstance(rows, slice):
+        if not pa.types.is_nested(column.type):
+            return _array(column.slice(rows.start, rows.stop - rows.start))
+        rows = pa.array(np.arange(rows.start, rows.stop))
+    return _array(column.take(rows))
 
 
 def values_equal(left: pa.Array, right: pa.Array, mode: str) -> np.ndarray:

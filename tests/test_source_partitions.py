@@ -69,14 +69,26 @@ def test_a_small_read_is_one_task(cores: int) -> None:
     assert len(plan_partitions(tasks, cores, CARRYOVERS)) == 1
 
 
-@pytest.mark.parametrize(("cores", "buckets"), [(2, 2), (64, MAX_SPREAD)])
+@pytest.mark.parametrize(("cores", "buckets"), [(2, 2), (64, 2)])
 def test_a_large_rewrite_is_split_by_row_id_over_the_cores(cores: int, buckets: int) -> None:
     tasks = _rewrite(1, 10, 5 * MB)  # 100 MB: 1M deletes + 1M inserts of a narrow table
-    groups = plan_partitions(tasks, cores, UPDATES)
+    groups = plan_partitions(tasks, cores, UPDATES)  # no more buckets than 64 MB shares
     assert len(groups) == buckets
     assert sorted(g.bucket for g in groups) == list(range(buckets))
     assert all(g.resolve and g.buckets == buckets and g.files == tuple(tasks) for g in groups)
     _each_file_once(tasks, groups)
+
+
+@pytest.mark.parametrize("cores", [2, 64])
+def test_a_rewrite_one_task_resolves_at_once_is_not_split(cores: int) -> None:
+    """40 MB: more than a 2-core share of the read, less than ``resolveTaskBytes``."""
+    tasks = _rewrite(1, 4, 5 * MB)
+    groups = plan_partitions(tasks, cores, UPDATES)
+    assert [(g.files, g.resolve, g.buckets, g.spill) for g in groups] == [
+        (tuple(tasks), True, 1, 1)
+    ]
+    split = plan_partitions(tasks, cores, UPDATES, resolve_bytes=16 * MB)
+    assert len(split) == min(cores, 3)
 
 
 @pytest.mark.parametrize(("cores", "tasks"), [(2, 2), (64, MAX_SPREAD)])
@@ -92,6 +104,20 @@ def test_a_huge_commit_is_read_a_bounded_number_of_times_in_bounded_memory(
         assert group.spill > 1
     small = plan_partitions(commit, cores, CARRYOVERS, resolve_bytes=16 * MB)
     assert all(_bytes(g) / g.buckets / g.spill <= 16 * MB for g in small)
+
+
+@pytest.mark.parametrize(("cores", "buckets"), [(2, 1), (4, 1), (6, 2), (64, 4)])
+def test_large_rewrites_share_the_cores_before_a_commit_is_split(cores: int, buckets: int) -> None:
+    """Three 250 MB rewrites: a bucket is one more read of its commit, so a commit only
+    takes the cores the other rewrites leave (whole commits first)."""
+    tasks = [t for v in (1, 2, 3) for t in _rewrite(v, 5, 25 * MB)]
+    groups = plan_partitions(tasks, cores, UPDATES)
+    assert len(groups) == 3 * buckets
+    assert all(g.resolve and g.buckets == buckets for g in groups)
+    for version in (1, 2, 3):
+        mine = [g for g in groups if g.files[0].version == version]
+        assert sorted(g.bucket for g in mine) == list(range(buckets))
+    _each_file_once(tasks, groups)
 
 
 @pytest.mark.parametrize(("cores", "partitions"), [(2, 2), (64, 50)])

@@ -46,7 +46,7 @@ from spark_cdc.server_plugin.delta.deletion_vectors import (
 )
 from spark_cdc.server_plugin.delta.log import Commit, DeltaLog, FileAction
 from spark_cdc.server_plugin.errors import source_error
-from spark_cdc.server_plugin.row_level import RowLevelRules, bucket_mask, buckets_of, resolve
+from spark_cdc.server_plugin.row_level import RowLevelRules, buckets_of, resolve
 from spark_cdc.server_plugin.vocabulary import (
     CHANGE_TYPE,
     COMMIT_TIMESTAMP,
@@ -263,7 +263,7 @@ def read_resolved(
         batches = _bucket_batches(
             delta_log, target, group, commit, fail_on_data_loss, mapping, rules
         )
-        for part in _spilled(batches, target, rules, group.spill):
+        for part in _spilled(batches, target, group.spill):
             resolved = resolve(part, rules)
             del part
             if group.check_only:
@@ -281,38 +281,49 @@ def _bucket_batches(
     fail_on_data_loss: bool,
     mapping: ColumnMapping | None,
     rules: RowLevelRules,
-) -> Iterator[pa.RecordBatch]:
-    """The commit's rows that fall into the group's bucket, batch by batch."""
+) -> Iterator[tuple[pa.RecordBatch, np.ndarray | None]]:
+    """The commit's rows that fall into the group's bucket, batch by batch, each with the
+    spill part of its rows (ascending: the rows come ordered by part) when it spills. One
+    hash and one gather per batch serve both splits."""
+    slots = group.buckets * group.spill
     for task in commit:
         for batch in read_task(delta_log, target, task, fail_on_data_loss, mapping):
-            if group.buckets > 1:
-                keep = bucket_mask(batch, rules.row_id, group.bucket, group.buckets)
-                batch = batch.filter(pa.array(keep))
-            if batch.num_rows:
-                yield batch
+            if slots == 1:
+                yield batch, None
+                continue
+            slot = buckets_of(batch, rules.row_id, slots)
+            chosen = np.flatnonzero(slot % group.buckets == group.bucket)
+            part = slot[chosen] // group.buckets
+            if group.spill > 1:
+                order = np.argsort(part, kind="stable")
+                chosen, part = chosen[order], part[order]
+            if len(chosen):
+                yield batch.take(pa.array(chosen)), part
 
 
 def _spilled(
-    batches: Iterator[pa.RecordBatch], target: pa.Schema, rules: RowLevelRules, parts: int
+    batches: Iterator[tuple[pa.RecordBatch, np.ndarray | None]], target: pa.Schema, parts: int
 ) -> Iterator[pa.Table]:
-    """The batches as one table, or, split by another hash of the row id into ``parts``
-    written to local disk, as one table per part: a task then holds one part at a time."""
+    """The batches as one table, or, split into their ``parts`` written to local disk, as
+    one table per part: a task then holds one part at a time.
+
+    Parts are uncompressed Arrow IPC read back through a memory map, without a copy: a
+    125 MB share of the 50-column benchmark commit spilled in two parts took 1.00 s to
+    read and resolve, against 1.19 s with lz4 and 0.87 s unspilled."""
     if parts <= 1:
-        collected = list(batches)
+        collected = [batch for batch, _ in batches]
         if collected:
             yield pa.Table.from_batches(collected, schema=target)
         return
-    options = pa.ipc.IpcWriteOptions(compression="lz4")
     with tempfile.TemporaryDirectory(prefix="delta_changelog_", dir=_local_dir()) as folder:
         paths = [os.path.join(folder, f"part-{i}.arrow") for i in range(parts)]
-        writers = [pa.ipc.new_file(path, target, options=options) for path in paths]
+        writers = [pa.ipc.new_file(path, target) for path in paths]
         try:
-            for batch in batches:
-                part = buckets_of(batch, rules.row_id, parts, level=1)
-                for index, writer in enumerate(writers):
-                    chosen = batch.filter(pa.array(part == index))
-                    if chosen.num_rows:
-                        writer.write_batch(chosen)
+            for batch, part in batches:
+                ends = np.searchsorted(part, np.arange(1, parts + 1))
+                for index, (start, end) in enumerate(zip([0, *ends[:-1]], ends, strict=True)):
+                    if end > start:
+                        writers[index].write_batch(batch.slice(start, end - start))
         finally:
             for writer in writers:
                 writer.close()
