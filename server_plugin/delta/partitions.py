@@ -20,8 +20,8 @@ in one commit must meet in one task.
   ``buckets`` by a hash of the row id: every bucket's task reads all of the commit's files
   and keeps its own rows. Each extra bucket costs one more read of the commit and buys a
   core, so a commit is only spread over cores no other large rewrite of the read needs
-  (the cores divided among them: three 250 MB rewrites on 2 cores are three whole tasks,
-  which read the 50-column benchmark table in 4.0 s where two buckets each took 4.6 s),
+  (the cores divided among them: three 250 MB rewrites of the 50-column benchmark table
+  on 2 cores read in 4.0 s as three whole tasks, in 4.6 s as two buckets each),
   only when it is larger than ``resolve_bytes`` (what one task resolves at once: 64 MB of
   data files by default, the ``resolveTaskBytes`` option), and over at most
   ``MAX_SPREAD`` buckets: past those a bucket's reading (the whole commit) outweighs the

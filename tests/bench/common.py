@@ -45,9 +45,17 @@ class Figure:
     medians: dict[str, float] = field(default_factory=dict)  # per side, e.g. rows/s
     samples: dict[str, list[float]] = field(default_factory=dict)
     notes: str = ""
+    spread: tuple[float, float] | None = None  # lowest and highest ratio of one repetition
 
     def as_json(self) -> dict[str, Any]:
         return self.__dict__.copy()
+
+
+def paired_spread(over: list[float], under: list[float]) -> tuple[float, float]:
+    """The run-to-run spread of ``median(over) / median(under)``: the lowest and highest
+    ratio of one repetition's two sides (interleaved, so each pair ran back to back)."""
+    ratios = [a / b for a, b in zip(over, under, strict=True)]
+    return round(min(ratios), 3), round(max(ratios), 3)
 
 
 def seconds(action: Callable[[], Any]) -> float:

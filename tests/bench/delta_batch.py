@@ -18,7 +18,15 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from spark_cdc import ChangelogReader
 
-from tests.bench.common import Bench, Figure, at_least, interleaved, medians, seconds
+from tests.bench.common import (
+    Bench,
+    Figure,
+    at_least,
+    interleaved,
+    medians,
+    paired_spread,
+    seconds,
+)
 from tests.bench.streaming import COLUMNS, QUICK_COLUMNS, QUICK_SIZES, SIZES, delta_table
 
 BENCHMARK = "delta_batch"
@@ -70,6 +78,7 @@ def measure(bench: Bench, rows_per_commit: int, commits: int, columns: int) -> l
             round(vs_raw, 3),
             "≥ 1" if targeted else None,
             at_least(vs_raw, 1.0) if targeted else None,
+            spread=paired_spread(rates["source"], rates["raw"]),
             **common,
         ),
         Figure(
@@ -79,6 +88,7 @@ def measure(bench: Bench, rows_per_commit: int, commits: int, columns: int) -> l
             round(vs_client, 3),
             "≥ 3" if rows_per_commit == VS_CLIENT_AT else None,
             at_least(vs_client, 3.0) if rows_per_commit == VS_CLIENT_AT else None,
+            spread=paired_spread(rates["source"], rates["client"]),
             **common,
         ),
     ]

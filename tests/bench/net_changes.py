@@ -59,6 +59,7 @@ from tests.bench.common import (
     at_least,
     interleaved,
     medians,
+    paired_spread,
     seconds,
     stream_seconds,
 )
@@ -294,6 +295,7 @@ def run(bench: Bench) -> list[Figure]:
                     medians={name: round(value) for name, value in rate.items()},
                     samples={name: [round(v) for v in values] for name, values in rates.items()},
                     notes="" if native else "native sides skipped: no JDK or no Spark 4.3 server",
+                    spread=paired_spread(rates[side], rates["native"]) if native else None,
                 )
             )
     return figures

@@ -23,12 +23,16 @@ def _number(value: float | None) -> str:
 
 
 def table(figures: list[Figure]) -> str:
-    lines = ["| benchmark | case | figure | value | target | met |", "|---|---|---|---|---|---|"]
+    lines = [
+        "| benchmark | case | figure | value | spread | target | met |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for f in figures:
         met = {True: "yes", False: "**no**", None: ""}[f.met]
+        spread = f"{_number(f.spread[0])} to {_number(f.spread[1])}" if f.spread else ""
         lines.append(
             f"| {f.benchmark} | {f.case} | {f.ratio_label} | {_number(f.ratio)} "
-            f"| {f.target or ''} | {met} |"
+            f"| {spread} | {f.target or ''} | {met} |"
         )
     return "\n".join(lines)
 

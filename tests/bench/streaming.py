@@ -37,6 +37,7 @@ from tests.bench.common import (
     at_least,
     interleaved,
     medians,
+    paired_spread,
     stream_seconds,
 )
 
@@ -174,6 +175,7 @@ def measure(bench: Bench, rows_per_commit: int, commits: int, columns: int) -> F
         medians={name: round(value) for name, value in rate.items()},
         samples={name: [round(v) for v in values] for name, values in rates.items()},
         notes=f"{commits} commits of {rows_per_commit:,} changelog rows, one per micro-batch",
+        spread=paired_spread(rates["(b) ChangelogReader"], rates["(a) raw"]),
     )
 
 
@@ -198,6 +200,9 @@ def run(bench: Bench) -> list[Figure]:
                     target="≥ 3" if targeted else None,
                     met=at_least(vs_client, 3.0) if targeted else None,
                     medians=rates,
+                    spread=paired_spread(
+                        figure.samples["(b) ChangelogReader"], figure.samples["(d) client plan"]
+                    ),
                 )
             )
             figures.append(
@@ -209,6 +214,10 @@ def run(bench: Bench) -> list[Figure]:
                     target="≥ 1",
                     met=rates["(b) ChangelogReader"] >= rates["(c) foreachBatch window"],
                     medians=rates,
+                    spread=paired_spread(
+                        figure.samples["(b) ChangelogReader"],
+                        figure.samples["(c) foreachBatch window"],
+                    ),
                 )
             )
     return figures
