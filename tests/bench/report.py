@@ -1,5 +1,5 @@
 """The results as a Markdown table (README) and a PNG chart: one panel per benchmark, a bar
-per case, the target drawn as a line."""
+per case, its run-to-run spread as a whisker, the target drawn as a dashed line."""
 
 from __future__ import annotations
 
@@ -70,6 +70,9 @@ def draw_chart(figures: list[Figure], path: Path) -> None:
         names = [textwrap.fill(f.case, 44) for f in group]  # wrapped, never cut: bars must differ
         ax.barh(names, [f.ratio or 0 for f in group], color=colors)
         for y, f in enumerate(group):  # each bar's own target: cases may have different ones
+            if f.spread:  # the run-to-run spread, as a whisker across the bar's end
+                ax.hlines(y, *f.spread, color="black", linewidth=1.5)
+                ax.vlines(f.spread, y - 0.15, y + 0.15, color="black", linewidth=1.5)
             target = _target_value(f.target)
             if target is not None:
                 ax.vlines(target, y - 0.45, y + 0.45, color="black", linestyle="--", linewidth=1)
