@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import SparkSession
+from spark_cdc.cli import quiet_grpc
 from spark_cdc.local_server import free_port
 
 from tests.delta_tables import rows
@@ -256,3 +257,13 @@ def test_demo_runs_the_main_job(spark_remote: str, tmp_path: Path) -> None:
     for expected in ("commit 1 ", "update_preimage", "update_postimage", "delete", "Done:"):
         assert expected in text, text
     assert "Traceback" not in text
+
+
+@pytest.mark.plan_only
+def test_grpc_core_logs_are_off_unless_the_user_asks_for_them() -> None:
+    environ: dict[str, str] = {}
+    quiet_grpc(environ)
+    assert environ == {"GRPC_VERBOSITY": "NONE"}
+    chosen = {"GRPC_VERBOSITY": "DEBUG"}
+    quiet_grpc(chosen)
+    assert chosen == {"GRPC_VERBOSITY": "DEBUG"}
