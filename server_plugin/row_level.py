@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from spark_cdc.server_plugin.arrow_types import text_array
+from spark_cdc.server_plugin.arrow_types import FALSE, TRUE, from_numpy, text_array, to_numpy
 from spark_cdc.server_plugin.errors import ChangelogSourceError
 from spark_cdc.server_plugin.vocabulary import (
     CHANGE_TYPE,
@@ -46,8 +46,8 @@ from spark_cdc.server_plugin.vocabulary import (
     UPDATE_PREIMAGE,
 )
 
-# Built from buffers: importing the plugin must not import pandas (tests/test_packaging.py);
-# the passes themselves do, through pyarrow's to_numpy, once per worker that resolves.
+# Arrays cross between numpy and Arrow through their buffers (arrow_types): neither the
+# plugin nor the passes import pandas (tests/test_source_row_level.py says why).
 _CODES = text_array(list(CHANGE_TYPES))
 _INSERT, _DELETE = CHANGE_TYPES.index(INSERT), CHANGE_TYPES.index(DELETE)
 _PREIMAGE, _POSTIMAGE = CHANGE_TYPES.index(UPDATE_PREIMAGE), CHANGE_TYPES.index(UPDATE_POSTIMAGE)
@@ -121,11 +121,11 @@ def resolve(table: pa.Table, rules: RowLevelRules) -> pa.Table:
     out = table
     if new_kinds is not kinds:
         index = out.schema.get_field_index(CHANGE_TYPE)
-        labels = _CODES.take(pa.array(new_kinds)).cast(out.schema.field(index).type)
+        labels = _CODES.take(from_numpy(new_kinds)).cast(out.schema.field(index).type)
         out = out.set_column(index, out.schema.field(index), labels)
     dropped = carryover[groups.ids]
     if dropped.any():
-        out = out.filter(pa.array(~dropped))
+        out = out.filter(from_numpy(~dropped))
     return out
 
 
@@ -142,7 +142,7 @@ def change_kinds(change_type: pa.ChunkedArray | pa.Array) -> np.ndarray:
             "of the change feed.",
             changeType="NULL" if bad is None else bad,
         )
-    return _array(kinds).to_numpy(zero_copy_only=False).astype(np.int8)
+    return to_numpy(_array(kinds)).astype(np.int8)
 
 
 def key_columns(table: pa.Table, row_id: Sequence[Sequence[str]] | None) -> list[pa.Array]:
@@ -219,7 +219,7 @@ def group_rows(
         return Groups(ids, len(first), first)
     if seed > 16:  # unequal rows that hash alike under 17 seeds: the hash misses a difference
         raise AssertionError("row hash does not separate unequal keys")
-    regrouped = group_rows([k.take(pa.array(collided)) for k in keys], mode, seed + 1)
+    regrouped = group_rows([k.take(from_numpy(collided)) for k in keys], mode, seed + 1)
     ids[collided] = len(first) + regrouped.ids
     first = np.concatenate([first, collided[regrouped.first]])
     return Groups(ids, len(first), first)
@@ -297,18 +297,18 @@ def rows_equal(
     unequal stop being compared once they are most of what is left."""
     pending = np.arange(len(left))
     left_rows, right_rows = _rows(left), _rows(right)
-    equal: pa.Array = pa.repeat(pa.scalar(True), len(left))
+    equal: pa.Array = pa.repeat(TRUE, len(left))
     for number, column in enumerate(columns, start=1):
         same = _equal(_gather(column, left_rows), _gather(column, right_rows), mode)
         equal = pc.and_(equal, same)
         if number % 4 == 0 and len(pending):
-            still = equal.to_numpy(zero_copy_only=False)
+            still = to_numpy(equal)
             if still.sum() < len(still) // 2:  # compact: compare only pairs still equal
                 pending = pending[still]
                 left_rows, right_rows = _rows(left[pending]), _rows(right[pending])
-                equal = pa.repeat(pa.scalar(True), len(pending))
+                equal = pa.repeat(TRUE, len(pending))
     out = np.zeros(len(left), bool)
-    out[pending] = equal.to_numpy(zero_copy_only=False)
+    out[pending] = to_numpy(equal)
     return out
 
 
@@ -319,7 +319,7 @@ def _rows(positions: np.ndarray) -> pa.Array | slice:
     count = len(positions)
     if count and positions[-1] - positions[0] == count - 1 and (np.diff(positions) == 1).all():
         return slice(int(positions[0]), int(positions[0]) + count)
-    return pa.array(positions)
+    return from_numpy(positions)
 
 
 def _gather(column: pa.Array | pa.ChunkedArray, rows: pa.Array | slice) -> pa.Array:
@@ -328,13 +328,13 @@ def _gather(column: pa.Array | pa.ChunkedArray, rows: pa.Array | slice) -> pa.Ar
     if isinstance(rows, slice):
         if not pa.types.is_nested(column.type):
             return _array(column.slice(rows.start, rows.stop - rows.start))
-        rows = pa.array(np.arange(rows.start, rows.stop))
+        rows = from_numpy(np.arange(rows.start, rows.stop))
     return _array(column.take(rows))
 
 
 def values_equal(left: pa.Array, right: pa.Array, mode: str) -> np.ndarray:
     """Element-wise NULL-safe equality of two arrays of one type."""
-    return _equal(left, right, mode).to_numpy(zero_copy_only=False)
+    return to_numpy(_equal(left, right, mode))
 
 
 def _equal(left: pa.Array, right: pa.Array, mode: str) -> pa.Array:
@@ -343,7 +343,7 @@ def _equal(left: pa.Array, right: pa.Array, mode: str) -> pa.Array:
     left, right = _plain(left), _plain(right)
     data_type = left.type
     if pa.types.is_null(data_type):
-        return pa.repeat(pa.scalar(True), len(left))
+        return pa.repeat(TRUE, len(left))
     if pa.types.is_floating(data_type):
         if mode == "image":  # the sign of zero counts; NaNs are compared below
             bits = {64: pa.int64(), 32: pa.int32(), 16: pa.int16()}[data_type.bit_width]
@@ -352,18 +352,18 @@ def _equal(left: pa.Array, right: pa.Array, mode: str) -> pa.Array:
             same = pc.equal(left, right)
         same = pc.or_(same, pc.and_(pc.is_nan(left), pc.is_nan(right)))
     elif pa.types.is_struct(data_type):
-        same = pa.repeat(pa.scalar(True), len(left))
+        same = pa.repeat(TRUE, len(left))
         for index in range(data_type.num_fields):
             same = pc.and_(same, _equal(left.field(index), right.field(index), mode))
     elif _is_list(data_type):
         both = _valid(left) & _valid(right)
-        same = pa.array(_lists_equal(left, right, both, mode))
+        same = from_numpy(_lists_equal(left, right, both, mode))
     else:
         same = pc.equal(left, right)
     if not (left.null_count or right.null_count):
-        return pc.fill_null(same, False)
+        return pc.fill_null(same, FALSE)
     left_valid, right_valid = pc.is_valid(left), pc.is_valid(right)
-    both = pc.and_(pc.and_(left_valid, right_valid), pc.fill_null(same, False))
+    both = pc.and_(pc.and_(left_valid, right_valid), pc.fill_null(same, FALSE))
     return pc.or_(both, pc.and_(pc.invert(left_valid), pc.invert(right_valid)))
 
 
@@ -373,7 +373,7 @@ def _lists_equal(left: pa.Array, right: pa.Array, both: np.ndarray, mode: str) -
     candidates = np.flatnonzero(both & (lengths == _list_lengths(right)))
     if not len(candidates):
         return same
-    chosen = pa.array(candidates)
+    chosen = from_numpy(candidates)
     left_part, right_part = left.take(chosen), right.take(chosen)
     elements = values_equal(_flat_values(left_part), _flat_values(right_part), mode)
     parents = _list_parents(lengths[candidates])
@@ -513,7 +513,7 @@ def _plain(column: pa.Array) -> pa.Array:
 def _valid(column: pa.Array) -> np.ndarray:
     if not column.null_count:
         return np.ones(len(column), bool)
-    return column.is_valid().to_numpy(zero_copy_only=False)
+    return to_numpy(column.is_valid())
 
 
 def _is_list(data_type: pa.DataType) -> bool:
@@ -537,8 +537,10 @@ def _is_bytes(data_type: pa.DataType) -> bool:
 
 
 def _list_lengths(column: pa.Array) -> np.ndarray:
-    lengths = pc.fill_null(pc.list_value_length(column), 0)
-    return lengths.to_numpy(zero_copy_only=False).astype(np.int64)
+    lengths = to_numpy(pc.list_value_length(column)).astype(np.int64)
+    if column.null_count:  # a NULL list holds no elements
+        lengths[~_valid(column)] = 0
+    return lengths
 
 
 def _flat_values(column: pa.Array) -> pa.Array:
@@ -552,20 +554,20 @@ def _list_parents(lengths: np.ndarray) -> np.ndarray:
 
 
 def _fixed_values(column: pa.Array, width: int) -> np.ndarray:
-    """The values of an integer-like array as int64 (NULL slots hold 0)."""
+    """The values of an integer-like array as int64 (a NULL's slot holds any value: the
+    callers mask NULLs)."""
     if pa.types.is_boolean(column.type):
-        values = pc.fill_null(column, False).to_numpy(zero_copy_only=False)
-        return values.astype(np.int64)
+        return to_numpy(column).astype(np.int64)
     signed = {1: pa.int8(), 2: pa.int16(), 4: pa.int32(), 8: pa.int64()}[width]
-    values = pc.fill_null(column.view(signed), 0)
-    return values.to_numpy(zero_copy_only=False).astype(np.int64)
+    return to_numpy(column.view(signed)).astype(np.int64)
 
 
 def _float_bits(column: pa.Array, mode: str) -> np.ndarray:
     """A float array's bit patterns with every NaN made one NaN, and for keys ``-0.0`` made
-    ``0.0`` (Spark normalizes floating grouping keys; ``to_json`` images keep the sign)."""
+    ``0.0`` (Spark normalizes floating grouping keys; ``to_json`` images keep the sign).
+    A NULL's slot holds any value: the caller masks NULLs."""
     bits = column.type.bit_width
-    values = pc.fill_null(column, 0.0).to_numpy(zero_copy_only=False)
+    values = to_numpy(column)
     if mode == "key":
         values = values + values.dtype.type(0.0)  # -0.0 + 0.0 == +0.0
     out = values.view({64: np.int64, 32: np.int32, 16: np.int16}[bits]).astype(np.int64)

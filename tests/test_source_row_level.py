@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import math
 import struct
+import subprocess
+import sys
 from collections import defaultdict
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -43,7 +46,8 @@ SCHEMA = pa.schema(
 DATA = [f.name for f in SCHEMA if f.name not in META]
 
 FLOATS = st.sampled_from([0.0, -0.0, math.nan, 1.5, None])
-SHORT = st.sampled_from(["", "a", "ab", None])
+SHORT_VALUES = ["", "a", "ab", None]
+SHORT = st.sampled_from(SHORT_VALUES)
 VALUES = {
     "id": st.sampled_from([1, 2, None]),
     "key": st.one_of(st.none(), st.fixed_dictionaries({"k": SHORT, "f": FLOATS})),
@@ -276,3 +280,57 @@ def test_buckets_split_rows_by_key_and_cover_every_row_once(row_id: Any) -> None
             inside = {(s, k.replace("-0.0", "0.0")) for s, k in inside}
             outside = {(s, k.replace("-0.0", "0.0")) for s, k in outside}
         assert not inside & outside
+
+
+def test_resolving_never_imports_pandas(tmp_path: Path) -> None:
+    """pyarrow's ``to_numpy``/``pa.array``/``pa.scalar`` import pandas, which then makes the
+    full garbage collection a Python worker runs after every task walk pandas' objects
+    too. Every type, NULLs, NaNs, nested keys, collisions regrouped: resolved in a fresh
+    process, with the same rows as here and pandas never imported."""
+    rows = [
+        {**{c: None for c in DATA}, "id": i // 2, "_change_type": k, "_commit_version": 1 + i // 4}
+        for i, k in enumerate(["delete", "insert"] * 6)
+    ]
+    for i, row in enumerate(rows):  # pair p: every column set, some NULL or NaN
+        p = i // 2
+        row.update(
+            key={"k": SHORT_VALUES[p % 4], "f": [0.0, -0.0, math.nan, None][p % 4]},
+            d=[math.nan, 1.5, None][p % 3] if i != 9 else 2.5,  # pair 4 is an update
+            s=SHORT_VALUES[p % 4],
+            m=[None, [("a", 1)]][p % 2],
+            l=[[0.0, None], None, []][p % 3],
+            b=[b"\x00", None][p % 2],
+            t=datetime(2024, 1, 1, tzinfo=timezone.utc),
+            n={"x": p % 2, "y": [None, ["a"]][p % 2]},
+        )
+    table = _table(rows)
+    source, out = tmp_path / "in.arrow", tmp_path / "out.arrow"
+    with pa.ipc.new_file(source, table.schema) as writer:
+        writer.write_table(table)
+    program = f"""
+import sys
+import pyarrow as pa
+from spark_cdc.server_plugin.row_level import RowLevelRules, buckets_of, resolve
+table = pa.ipc.open_file({str(source)!r}).read_all()
+results = []
+for row_id, carryovers, updates in {RULES!r}:
+    paths = None if row_id is None else tuple(tuple(c.split(".")) for c in row_id)
+    results.append(resolve(table, RowLevelRules(paths, carryovers, updates)))
+    buckets_of(table, paths, 4)
+with pa.ipc.new_file({str(out)!r}, table.schema) as writer:
+    for result in results:
+        writer.write_table(result)
+assert "pandas" not in sys.modules, "pandas was imported"
+"""
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    got = pa.ipc.open_file(out).read_all()
+    expected = [
+        resolve(
+            table, RowLevelRules(None if r is None else tuple(tuple(c.split(".")) for c in r), c, u)
+        )
+        for r, c, u in RULES
+    ]
+    assert got.schema == table.schema
+    assert _out(got) == _out(pa.concat_tables(expected))
+    assert got.num_rows < len(RULES) * table.num_rows  # carry-overs were found and dropped

@@ -31,10 +31,12 @@ from pyspark.sql.datasource import InputPartition
 from pyspark.sql.types import StructType
 from spark_cdc.server_plugin.arrow_types import (
     arrow_schema,
+    from_numpy,
     int64_value,
     null_value,
     parsed_value,
     text_value,
+    to_numpy,
 )
 from spark_cdc.server_plugin.delta.column_mapping import ColumnMapping
 from spark_cdc.server_plugin.delta.deletion_vectors import (
@@ -181,7 +183,7 @@ def _snapshot_deletions(table: Any, paths: list[str]) -> dict[str, RowPositions]
                 "snapshot; read the table from a later version.",
                 file=uri,
             )
-        keep = selections[index].values.to_numpy(zero_copy_only=False)
+        keep = to_numpy(selections[index].values)
         found[path] = RowPositions(np.flatnonzero(~keep).astype("<u8").tobytes())
     return found
 
@@ -298,7 +300,7 @@ def _bucket_batches(
                 order = np.argsort(part, kind="stable")
                 chosen, part = chosen[order], part[order]
             if len(chosen):
-                yield batch.take(pa.array(chosen)), part
+                yield batch.take(from_numpy(chosen)), part
 
 
 def _spilled(
@@ -425,7 +427,7 @@ def read_task(
             keep = selected[position : position + batch.num_rows]
             position += batch.num_rows
             if not keep.all():
-                batch = batch.filter(pa.array(keep))
+                batch = batch.filter(from_numpy(keep))
         rows = batch.num_rows
         columns = []
         for field in target:
