@@ -64,15 +64,19 @@ def seconds(action: Callable[[], Any]) -> float:
     return time.perf_counter() - started
 
 
-def stream_seconds(start: Callable[[], Any]) -> float:
+def stream_seconds(start: Callable[[], Any], batches: list[list[float]] | None = None) -> float:
     """Seconds from ``start()`` (a streaming query, ``availableNow``) to its end; its
-    failure is raised."""
+    failure is raised. ``batches``, when given, gets the run's micro-batch seconds (each
+    trigger's whole execution, from the query's progress)."""
 
     def run() -> None:
         query = start()
         query.awaitTermination()
         if query.exception() is not None:
             raise query.exception()
+        if batches is not None:
+            progress = query.recentProgress
+            batches.append([p["durationMs"]["triggerExecution"] / 1000 for p in progress])
 
     return seconds(run)
 
