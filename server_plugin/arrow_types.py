@@ -119,13 +119,9 @@ def to_numpy(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
             return np.zeros(0, np.bool_)
         bits = np.unpackbits(np.frombuffer(data, np.uint8), count=offset + count, bitorder="little")
         return bits[offset:].view(np.bool_)
-    dtype = np.dtype(data_type.to_pandas_dtype()) if _is_number(data_type) else None
-    if dtype is None:
+    if not (pa.types.is_integer(data_type) or pa.types.is_floating(data_type)):
         raise TypeError(f"no numpy view of Arrow type {data_type}")
+    dtype = np.dtype(data_type.to_pandas_dtype())
     if not count:
         return np.zeros(0, dtype)
     return np.frombuffer(data, dtype, count=count, offset=offset * dtype.itemsize)
-
-
-def _is_number(data_type: pa.DataType) -> bool:
-    return pa.types.is_integer(data_type) or pa.types.is_floating(data_type)

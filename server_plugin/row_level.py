@@ -145,7 +145,7 @@ def change_kinds(change_type: pa.ChunkedArray | pa.Array) -> np.ndarray:
             "of the change feed.",
             changeType="NULL" if bad is None else bad,
         )
-    return to_numpy(_array(kinds)).astype(np.int8)
+    return to_numpy(kinds).astype(np.int8)
 
 
 def key_columns(table: pa.Table, row_id: Sequence[Sequence[str]] | None) -> list[pa.Array]:
@@ -180,13 +180,6 @@ def buckets_of(
     keys = key_columns(source, row_id)
     hashed = _mix(rows_hash(keys, "image" if row_id is None else "key", seed=1000))
     return (hashed % np.uint64(of)).astype(np.int64)
-
-
-def bucket_mask(
-    table: pa.Table | pa.RecordBatch, row_id: Sequence[Sequence[str]] | None, bucket: int, of: int
-) -> np.ndarray:
-    """Which rows fall into ``bucket`` of ``of`` (see ``buckets_of``)."""
-    return buckets_of(table, row_id, of) == bucket
 
 
 @dataclass(frozen=True)

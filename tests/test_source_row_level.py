@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from spark_cdc.server_plugin import row_level
 from spark_cdc.server_plugin.errors import ChangelogSourceError
-from spark_cdc.server_plugin.row_level import RowLevelRules, bucket_mask, group_rows, resolve
+from spark_cdc.server_plugin.row_level import RowLevelRules, buckets_of, group_rows, resolve
 
 META = ("_change_type", "_commit_version", "_commit_timestamp")
 SCHEMA = pa.schema(
@@ -268,7 +268,7 @@ def test_buckets_split_rows_by_key_and_cover_every_row_once(row_id: Any) -> None
         for i in ids
     ]
     table = _table(rows)
-    masks = [bucket_mask(table, row_id, b, 4) for b in range(4)]
+    masks = [buckets_of(table, row_id, 4) == b for b in range(4)]
     assert (np.sum(masks, axis=0) == 1).all()
     names = [p[0] for p in row_id] if row_id is not None else ["id", "s", "d"]
     for mask in masks:
