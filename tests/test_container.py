@@ -192,7 +192,11 @@ def compose_stack(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[di
         _wait_healthy(compose, project, env)
         yield env
     finally:
-        subprocess.run([*compose, *project, "down", "-v"], env=env, capture_output=True)
+        # --rmi local: the image is tagged with this run's project name, so each run would
+        # otherwise leave a 1.6 GB tag behind (ten CI runs held 16 GB here).
+        subprocess.run(
+            [*compose, *project, "down", "-v", "--rmi", "local"], env=env, capture_output=True
+        )
 
 
 def _wait_healthy(compose: list[str], project: list[str], env: dict[str, str]) -> None:
