@@ -24,8 +24,9 @@ measured here, most of a run's time at 5 columns. The second still warms up: (b)
 task per micro-batch, and Spark alternates it between its two Python workers, so the
 second micro-batch is the first on the other worker; per-task profiles of the 1M-row,
 5-column case put the first two resolving tasks of every query at 0.24-0.36 s of CPU
-against 0.11-0.15 s for the later ones, the difference in parquet decoding, and (b)'s
-second micro-batch took 300-500 ms where its later ones took 220-310 ms.
+against 0.11-0.15 s for the later ones, the difference in parquet decoding; (b)'s
+second micro-batch took 300-500 ms, its later ones about 250 ms at the median against
+(a)'s 290 ms.
 """
 
 from __future__ import annotations
