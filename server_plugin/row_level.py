@@ -120,11 +120,14 @@ def resolve(table: pa.Table, rules: RowLevelRules) -> pa.Table:
             new_kinds[update & is_insert] = _POSTIMAGE
     relabel = new_kinds is not kinds
     out = table
+    # Carry-overs go first, so labels are made for the kept rows only (a 10th of the
+    # benchmark's commits; 0.025 s less for one of 1M rows).
     dropped = carryover[groups.ids]
-    if dropped.any():  # first: the labels are then made for the rows kept only (a 10th
-        kept = ~dropped  # of the benchmark's commits; 0.025 s less for one of 1M rows)
+    if dropped.any():
+        kept = ~dropped
         out = out.filter(from_numpy(kept))
-        new_kinds = new_kinds[kept]
+        if relabel:
+            new_kinds = new_kinds[kept]
     if relabel:
         index = out.schema.get_field_index(CHANGE_TYPE)
         labels = _CODES.take(from_numpy(new_kinds)).cast(out.schema.field(index).type)
