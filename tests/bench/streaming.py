@@ -54,7 +54,7 @@ from tests.bench.common import (
 
 WARM_UP = 2  # micro-batches of a run that the running figure leaves out (see above)
 # (changelog rows per commit, commits per run). At 1M, 3 commits left the running figure
-# 2 micro-batches per run, and two back-to-back runs differed by 15%: 6 settle it better.
+# too few micro-batches per run, and two back-to-back runs differed by 15%: 6 leave 4.
 SIZES = [(10_000, 20), (100_000, 8), (1_000_000, 6)]
 QUICK_SIZES = [(100_000, 3)]  # one case at a size the targets name, one batch past WARM_UP
 COLUMNS = [5, 50]
