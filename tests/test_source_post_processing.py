@@ -6,7 +6,6 @@ same schema, batch and streaming, and the same errors reach the client.
 from __future__ import annotations
 
 import math
-import shutil
 import uuid
 from datetime import date, datetime, timezone
 from decimal import Decimal
@@ -22,10 +21,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 from spark_cdc import ChangelogReader
 
+from tests.delta_fixtures import copy_fixture
 from tests.delta_tables import SCENARIOS, append_commit, first_action, rows
 from tests.feeds import collect_rows, drain, run_stream
 from tests.spark_version import ADMISSION_CONTROL, SPARK
-from tests.test_deletion_vectors import FIXTURES
 from tests.test_deletion_vectors import _scenario as dv_scenario
 
 OPTION_SETS = {
@@ -123,10 +122,7 @@ def test_deletion_vector_tables_agree(
 def test_tables_written_by_delta_spark_agree(
     spark: SparkSession, tmp_path: Path, name: str, row_id: str
 ) -> None:
-    if not (FIXTURES / name).is_dir():
-        pytest.skip(f"fixture {name} not found under {FIXTURES}")
-    path = str(tmp_path / name)
-    shutil.copytree(FIXTURES / name, path)
+    path = copy_fixture(tmp_path, name)
     options = {"rowId": row_id, "startingVersion": "earliest"}
     assert_paths_agree(spark, path, False, **options, computeUpdates=True)
     assert_paths_agree(spark, path, False, **options, deduplicationMode="netChanges")
