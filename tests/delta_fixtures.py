@@ -10,17 +10,25 @@ from pathlib import Path
 
 import pytest
 
-FIXTURES = Path(
-    os.environ.get("SPARK_CDC_DELTA_FIXTURES")
-    or Path(__file__).resolve().parents[2] / "shared" / "delta-fixtures"
-)
+NAMED = os.environ.get("SPARK_CDC_DELTA_FIXTURES")
+FIXTURES = Path(NAMED or Path(__file__).resolve().parents[2] / "shared" / "delta-fixtures")
+
+
+def fixture_dir(name: str) -> Path:
+    """Fixture ``name``'s folder. Missing, the test is skipped, saying where it looked;
+    when ``SPARK_CDC_DELTA_FIXTURES`` names the folder (as CI does), it fails: a fixture
+    that should be there and is not must not pass as a skip."""
+    path = FIXTURES / name
+    if not path.is_dir():
+        message = f"Delta fixture {name} not found under {FIXTURES}"
+        if NAMED:
+            pytest.fail(f"{message}, the folder SPARK_CDC_DELTA_FIXTURES names.")
+        pytest.skip(f"{message} (set SPARK_CDC_DELTA_FIXTURES to where they are)")
+    return path
 
 
 def copy_fixture(tmp_path: Path, name: str) -> str:
-    """A copy of fixture ``name`` under ``tmp_path``; the test is skipped, saying where the
-    fixtures were looked for, when they are not there."""
-    if not (FIXTURES / name).is_dir():
-        pytest.skip(f"Delta fixture {name} not found under {FIXTURES} (SPARK_CDC_DELTA_FIXTURES)")
+    """A copy of fixture ``name`` under ``tmp_path`` (see ``fixture_dir``)."""
     target = tmp_path / name
-    shutil.copytree(FIXTURES / name, target)
+    shutil.copytree(fixture_dir(name), target)
     return str(target)

@@ -29,7 +29,7 @@ from spark_cdc.server_plugin.delta.deletion_vectors import (
 )
 
 from tests.delta_dv_tables import DvTable, bitmap_array, rs_snapshot, z85
-from tests.delta_fixtures import FIXTURES, copy_fixture
+from tests.delta_fixtures import copy_fixture, fixture_dir
 from tests.delta_tables import apply_changes, rows
 from tests.feeds import collect_rows
 
@@ -56,16 +56,17 @@ def test_roaring_bitmap_arrays_decode_to_their_positions(positions: list[int]) -
     assert got.tolist() == sorted(positions)
 
 
-def test_z85_round_trip_and_the_fixtures_descriptors() -> None:
-    data = bytes(range(40))
-    assert z85_decode(z85(data)) == data
-    path = FIXTURES / "table-with-dv-small"
+def test_the_delta_spark_fixtures_stored_deletion_vector() -> None:
     stored = DeletionVector("u", "vBn[lx{q8@P<9BNH/isA", 1, 36, 2)
     assert stored.file_path() == "deletion_vector_61d16c75-6994-46b7-a15b-8b538852e50e.bin"
-    if path.is_dir():
-        raw = (path / stored.file_path()).read_bytes()  # type: ignore[operator]
-        read = serialized_bitmap(stored, lambda _, at, size: raw[at : at + size])
-        assert row_positions(read, 2).tolist() == [0, 9]
+    raw = (fixture_dir("table-with-dv-small") / stored.file_path()).read_bytes()  # type: ignore[operator]
+    read = serialized_bitmap(stored, lambda _, at, size: raw[at : at + size])
+    assert row_positions(read, 2).tolist() == [0, 9]
+
+
+def test_z85_round_trip_and_inline_descriptors() -> None:
+    data = bytes(range(40))
+    assert z85_decode(z85(data)) == data
     # Inline DVs of cdf-table-with-dv, the last with the Rust z85 crate's padded tail.
     for text, size, expected in [
         ("^Bg9^0rr910000000000iXQKl0rr91000935c8Xg000311onP9", 40, [0, 1, 4, 5]),
