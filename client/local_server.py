@@ -158,7 +158,7 @@ def start_local_server(
     token: str | None = None,
     conf: Mapping[str, str] | None = None,
     driver_memory: str = "4g",
-    log_path: Path | None = None,
+    log_path: str | Path | None = None,
     extra_python_path: list[str] | None = None,
     timeout: float = 240.0,
 ) -> LocalServer:
@@ -182,8 +182,7 @@ def start_local_server(
     }
     if token:
         settings["spark.connect.authenticate.token"] = token
-    if log_path is None:
-        log_path = Path(tempfile.mkdtemp(prefix="spark-cdc-server-")) / "server.log"
+    log_path = Path(log_path or Path(tempfile.mkdtemp(prefix="spark-cdc-server-")) / "server.log")
     log4j = log_path.with_name("log4j2.properties")
     log4j.write_text(_LOG4J2)
     command = [str(spark_home / "bin" / "spark-submit"), "--driver-memory", driver_memory]
