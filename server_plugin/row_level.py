@@ -79,11 +79,14 @@ class RowLevelRules:
         return {path[0] for path in self.row_id or ()}
 
 
-def resolve(table: pa.Table, rules: RowLevelRules) -> pa.Table:
+def resolve(table: pa.Table, rules: RowLevelRules, version: int | None = None) -> pa.Table:
     """``table``'s rows (one or more whole commits) with the passes ``rules`` ask for.
 
     The output has ``table``'s schema; rows keep their order. Raises the client plan's
-    contract violations as ``ChangelogSourceError``.
+    contract violations as ``ChangelogSourceError``. ``_change_type`` holds labels, or
+    codes (int8 indexes into ``CHANGE_TYPES``) and stays codes. A table without
+    ``_commit_version`` holds one commit, ``version``: the source reads a commit that way
+    and adds the version, the timestamp and the labels to the rows it keeps only.
     """
     if not table.num_rows or not rules.any:
         return table
@@ -93,9 +96,11 @@ def resolve(table: pa.Table, rules: RowLevelRules) -> pa.Table:
         return table  # no group can hold a delete+insert pair
     keys = key_columns(table, rules.row_id)
     key_mode = "image" if rules.row_id is None else "key"
-    span = pc.min_max(table.column(COMMIT_VERSION))
-    if span["min"] != span["max"]:  # several commits: the version is part of the key
-        keys = [*keys, _array(table.column(COMMIT_VERSION))]
+    versions = table.column(COMMIT_VERSION) if COMMIT_VERSION in table.column_names else None
+    if versions is not None:
+        span = pc.min_max(versions)
+        if span["min"] != span["max"]:  # several commits: the version is part of the key
+            keys = [*keys, _array(versions)]
     # Without a row id every data column is a key: the cheap fixed-width ones find the
     # groups, the check against each group's first row separates rows that differ elsewhere.
     cheap = [i for i, k in enumerate(keys) if _is_fixed(k.type)] if rules.row_id is None else None
@@ -103,7 +108,7 @@ def resolve(table: pa.Table, rules: RowLevelRules) -> pa.Table:
     deletes = np.bincount(groups.ids[is_delete], minlength=groups.count)
     inserts = np.bincount(groups.ids[is_insert], minlength=groups.count)
     if rules.update_detection:
-        _refuse_multiple_changes(table, groups, deletes, inserts)
+        _refuse_multiple_changes(versions, version, groups, deletes, inserts)
     pair = (deletes == 1) & (inserts == 1)
     carryover = np.zeros(groups.count, bool)
     if rules.carryover_removal and pair.any():
@@ -130,14 +135,22 @@ def resolve(table: pa.Table, rules: RowLevelRules) -> pa.Table:
             new_kinds = new_kinds[kept]
     if relabel:
         index = out.schema.get_field_index(CHANGE_TYPE)
-        labels = _CODES.take(from_numpy(new_kinds)).cast(out.schema.field(index).type)
-        out = out.set_column(index, out.schema.field(index), labels)
+        field = out.schema.field(index)
+        codes = from_numpy(new_kinds)
+        out = out.set_column(index, field, codes if are_codes(field.type) else labels(codes))
     return out
 
 
+def labels(codes: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """The change types that ``codes`` (indexes into ``CHANGE_TYPES``) stand for."""
+    return _CODES.take(codes)
+
+
 def change_kinds(change_type: pa.ChunkedArray | pa.Array) -> np.ndarray:
-    """Each row's change type as its index in ``CHANGE_TYPES``; a NULL or unknown one fails
-    as the client plan fails on it (it checks every row once a pass runs)."""
+    """Each row's change type as its index in ``CHANGE_TYPES`` (as int8); a NULL or unknown
+    one fails as the client plan fails on it (it checks every row once a pass runs)."""
+    if are_codes(change_type.type):
+        return to_numpy(_array(change_type))
     kinds = pc.index_in(change_type, value_set=_CODES)
     if kinds.null_count:
         bad = pc.filter(change_type, pc.is_null(kinds))[0].as_py()
@@ -264,14 +277,24 @@ def _all_equal_in_group(
     return unequal == 0
 
 
+def are_codes(data_type: pa.DataType) -> bool:
+    """Whether ``_change_type`` of this type holds codes (see ``resolve``), not labels."""
+    return pa.types.is_int8(data_type)
+
+
 def _refuse_multiple_changes(
-    table: pa.Table, groups: Groups, deletes: np.ndarray, inserts: np.ndarray
+    versions: pa.ChunkedArray | None,
+    version: int | None,
+    groups: Groups,
+    deletes: np.ndarray,
+    inserts: np.ndarray,
 ) -> None:
     bad = np.flatnonzero((deletes > 1) | (inserts > 1))
     if not len(bad):
         return
     group = int(bad[0])
-    version = table.column(COMMIT_VERSION)[int(groups.first[group])].as_py()
+    if versions is not None:
+        version = versions[int(groups.first[group])].as_py()
     count_d, count_i = int(deletes[group]), int(inserts[group])
     raise ChangelogSourceError(
         f"{CONTRACT_VIOLATION}.UNEXPECTED_MULTIPLE_CHANGES_PER_ROW_VERSION",

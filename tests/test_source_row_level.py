@@ -175,6 +175,44 @@ def test_resolve_matches_the_model(rows: list[dict[str, Any]], rules: tuple) -> 
     assert _out(got) == _expected(expected_rows)
 
 
+def _as_read(table: pa.Table) -> pa.Table:
+    """A commit as the source reads it to resolve: change types as codes, no version or
+    timestamp columns."""
+    codes = pa.array(row_level.change_kinds(table.column("_change_type")), pa.int8())
+    data = table.drop_columns(["_change_type", "_commit_version", "_commit_timestamp"])
+    return data.append_column("_change_type", codes)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
+@given(rows=commits(), rules=st.sampled_from(RULES))
+def test_a_commit_read_with_codes_resolves_as_with_labels(
+    rows: list[dict[str, Any]], rules: tuple
+) -> None:
+    row_id, carryovers, updates = rules
+    paths = None if row_id is None else tuple(tuple(c.split(".")) for c in row_id)
+    given_rules = RowLevelRules(paths, carryovers, updates)
+    for version in sorted({r["_commit_version"] for r in rows}):
+        table = _table([r for r in rows if r["_commit_version"] == version])
+        try:
+            expected = resolve(table, given_rules)
+        except ChangelogSourceError as error:
+            with pytest.raises(ChangelogSourceError) as caught:
+                resolve(_as_read(table), given_rules, version)
+            assert (caught.value.condition, caught.value.parameters) == (
+                error.condition,
+                error.parameters,
+            )
+            continue
+        got = resolve(_as_read(table), given_rules, version)
+        assert got.column("_change_type").type == pa.int8()
+        data = [_canon(list(r.values()), False) for r in got.to_pylist()]  # NaN equals NaN
+        assert data == [_canon(list(r.values()), False) for r in _as_read(expected).to_pylist()]
+        assert got.schema == _as_read(expected).schema
+        assert row_level.labels(got.column("_change_type")).to_pylist() == (
+            expected.column("_change_type").to_pylist()
+        )
+
+
 def test_equality_rules_one_by_one() -> None:
     """Pairs that are carry-overs (dropped) and pairs that are not (kept as an update)."""
     base = {c: None for c in DATA} | {"id": 1}

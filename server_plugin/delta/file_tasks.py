@@ -48,9 +48,17 @@ from spark_cdc.server_plugin.delta.deletion_vectors import (
 )
 from spark_cdc.server_plugin.delta.log import Commit, DeltaLog, FileAction
 from spark_cdc.server_plugin.errors import source_error
-from spark_cdc.server_plugin.row_level import RowLevelRules, buckets_of, resolve
+from spark_cdc.server_plugin.row_level import (
+    RowLevelRules,
+    are_codes,
+    buckets_of,
+    change_kinds,
+    labels,
+    resolve,
+)
 from spark_cdc.server_plugin.vocabulary import (
     CHANGE_TYPE,
+    CHANGE_TYPES,
     COMMIT_TIMESTAMP,
     COMMIT_VERSION,
     DELETE,
@@ -256,23 +264,50 @@ def read_resolved(
     more columns nullable (``nullableSchema``, computeUpdates' ``_change_type``). A check
     task reads only the row id's columns and hands on nothing.
     """
-    target, declared = arrow_schema(strict), arrow_schema(schema)
-    if group.check_only:
-        keys = rules.key_names
-        target = pa.schema([f for f in target if f.name in keys or f.name in METADATA_COLUMNS])
+    strict_target, declared = arrow_schema(strict), arrow_schema(schema)
+    target = _resolving_schema(strict_target, rules.key_names if group.check_only else None)
     rows = max(1024, BATCH_VALUES // max(1, len(declared)))
     for commit in by_commit(group.files):
         batches = _bucket_batches(
             delta_log, target, group, commit, fail_on_data_loss, mapping, rules
         )
         for part in _spilled(batches, target, group.spill):
-            resolved = resolve(part, rules)
+            resolved = resolve(part, rules, commit[0].version)
             del part
             if group.check_only:
                 continue
-            if declared != target:  # nullability only: no data is converted
+            resolved = _as_changelog(resolved, commit[0], strict_target)
+            if declared != strict_target:  # nullability only: no data is converted
                 resolved = resolved.cast(declared)
             yield from resolved.combine_chunks().to_batches(max_chunksize=rows)
+
+
+def _resolving_schema(schema: pa.Schema, only: set[str] | None) -> pa.Schema:
+    """What a resolving task reads of a commit: the data columns (a check's, the row id's
+    only) and the change types as codes. The commit's version and timestamp and the change
+    types' labels are made for the rows it keeps only: built for every row of a 1M-row,
+    5-column commit, they took 26 of the task's 96 MB and 17 ms."""
+    data = [f for f in schema if f.name not in METADATA_COLUMNS]
+    if only is not None:
+        data = [f for f in data if f.name in only]
+    return pa.schema([*data, pa.field(CHANGE_TYPE, pa.int8(), nullable=False)])
+
+
+def _as_changelog(resolved: pa.Table, commit: FileTask, schema: pa.Schema) -> pa.Table:
+    """A commit's resolved rows in ``schema``: labels for their codes, the commit's version
+    and timestamp."""
+    count = resolved.num_rows
+    made = {
+        CHANGE_TYPE: labels(resolved.column(CHANGE_TYPE)),
+        COMMIT_VERSION: pa.repeat(int64_value(commit.version), count),
+        COMMIT_TIMESTAMP: pa.repeat(_commit_timestamp(commit), count),
+    }
+    columns = [made[f.name] if f.name in made else resolved.column(f.name) for f in schema]
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _commit_timestamp(task: FileTask) -> pa.Scalar:
+    return int64_value(task.timestamp_ms * 1000, pa.timestamp("us", tz="UTC"))
 
 
 def _bucket_batches(
@@ -409,12 +444,17 @@ def read_task(
     columns_read = [in_file[name] for name in wanted]
     if task.change_type is None:
         columns_read.append(CHANGE_TYPE)
+    codes = are_codes(target.field(CHANGE_TYPE).type)  # a resolving read
     constants = {
         COMMIT_VERSION: int64_value(task.version),
-        COMMIT_TIMESTAMP: int64_value(task.timestamp_ms * 1000, pa.timestamp("us", tz="UTC")),
+        COMMIT_TIMESTAMP: _commit_timestamp(task),
     }
     if task.change_type is not None:
-        constants[CHANGE_TYPE] = text_value(task.change_type)
+        constants[CHANGE_TYPE] = (
+            pa.scalar(CHANGE_TYPES.index(task.change_type), pa.int8())
+            if codes
+            else text_value(task.change_type)
+        )
     for field in data_fields:
         if field.name in partition:
             constants[field.name] = _partition_value(partition[field.name], field.type)
@@ -433,6 +473,8 @@ def read_task(
         for field in target:
             if field.name in constants:
                 columns.append(pa.repeat(constants[field.name], rows))
+            elif field.name == CHANGE_TYPE and codes:  # a CDC file's own column
+                columns.append(from_numpy(change_kinds(batch.column(CHANGE_TYPE))))
             elif field.name == CHANGE_TYPE or field.name in wanted:
                 column = batch.column(in_file.get(field.name, field.name))
                 if mapping is not None and field.name != CHANGE_TYPE:
