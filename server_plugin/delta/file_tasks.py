@@ -290,7 +290,7 @@ def _resolving_schema(schema: pa.Schema, only: set[str] | None) -> pa.Schema:
     data = [f for f in schema if f.name not in METADATA_COLUMNS]
     if only is not None:
         data = [f for f in data if f.name in only]
-    return pa.schema([*data, pa.field(CHANGE_TYPE, pa.int8(), nullable=False)])
+    return pa.schema([*data, schema.field(CHANGE_TYPE).with_type(pa.int8())])
 
 
 def _as_changelog(resolved: pa.Table, commit: FileTask, schema: pa.Schema) -> pa.Table:
@@ -474,7 +474,8 @@ def read_task(
             if field.name in constants:
                 columns.append(pa.repeat(constants[field.name], rows))
             elif field.name == CHANGE_TYPE and codes:  # a CDC file's own column
-                columns.append(from_numpy(change_kinds(batch.column(CHANGE_TYPE))))
+                labels_read = _cast(batch.column(CHANGE_TYPE), field.with_type(pa.string()), task)
+                columns.append(from_numpy(change_kinds(labels_read)))
             elif field.name == CHANGE_TYPE or field.name in wanted:
                 column = batch.column(in_file.get(field.name, field.name))
                 if mapping is not None and field.name != CHANGE_TYPE:
