@@ -404,8 +404,9 @@ def read_task(
     mapping: ColumnMapping | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """The file's rows in ``target`` (the Arrow form of the changelog schema): data columns
-    by name (missing ones NULL), partition columns from the log, then the three changelog
-    columns."""
+    by name (missing ones NULL), partition columns from the log, then the changelog
+    columns ``target`` holds: a resolving read's (``_resolving_schema``) holds only
+    ``_change_type``, as codes."""
     gone = f"Data file '{task.path}'"
     try:
         parquet = pq.ParquetFile(
