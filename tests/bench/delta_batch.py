@@ -32,6 +32,7 @@ from tests.bench.streaming import COLUMNS, QUICK_COLUMNS, QUICK_SIZES, SIZES, de
 BENCHMARK = "delta_batch"
 TARGETED = (100_000, 1_000_000)  # rows per commit where the issue sets source/raw >= 1
 VS_CLIENT_AT = 1_000_000  # where it sets source/client >= 3
+AT_LEAST_S = 4.0  # of reads per side and case: a read of 100k rows per commit takes 0.25 s
 
 
 def _raw(spark: SparkSession, path: str) -> DataFrame:
@@ -58,7 +59,7 @@ def measure(bench: Bench, rows_per_commit: int, commits: int, columns: int) -> l
     }
     for run in runs.values():  # warm-up: the first touch of a table reads its log cold
         run()
-    samples = interleaved(runs, bench.reps)
+    samples = interleaved(runs, bench.reps, at_least_s=0 if bench.quick else AT_LEAST_S)
     rates = {name: [total / s for s in values] for name, values in samples.items()}
     rate = medians(rates)
     case = f"{rows_per_commit:,} rows/commit, {columns} columns"
