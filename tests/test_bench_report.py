@@ -56,3 +56,12 @@ def test_sides_alternate_and_the_median_is_reported() -> None:
     assert medians(samples) == {"a": 1.0, "b": 3.0}
     assert paired_spread([2.0, 3.0, 6.0], [2.0, 2.0, 3.0]) == (1.0, 2.0)  # run by run
     assert at_least(0.4, 0.4) is True and at_least(0.39, 0.4) is False and at_least(None, 1) is None
+
+
+def test_short_runs_repeat_until_every_side_has_run_long_enough() -> None:
+    """A side of 0.25 s runs is repeated until it has 1 s in all (4 runs, not the 3 asked
+    for); a long side does not stop it early, and ``most`` bounds it."""
+    runs = {"short": lambda: 0.25, "long": lambda: 2.0}
+    assert [len(v) for v in interleaved(runs, reps=3, at_least_s=1.0).values()] == [4, 4]
+    assert [len(v) for v in interleaved(runs, reps=3, at_least_s=0.5).values()] == [3, 3]
+    assert [len(v) for v in interleaved(runs, reps=1, at_least_s=100, most=6).values()] == [6, 6]
