@@ -8,6 +8,12 @@ micro-batch, so the row-level passes give exactly what the streaming plan gives,
 watermark delay, and the client also knows each commit's raw change count: a commit whose
 changes were all carry-overs is reported, not silent.
 Net changes are computed within each micro-batch.
+
+A micro-batch is finished when its folder exists: the writer fills a hidden folder and
+renames it into place, so a folder under its final name is always whole. That is the one
+completion signal. ``query.lastProgress`` is not one: after about ten idle seconds Spark
+reports the *next* batch id with no input rows before that batch has run, and a feed that
+took it as finished skipped the next commit (issue 27).
 """
 
 from __future__ import annotations
@@ -33,6 +39,10 @@ from spark_cdc.rewrite.spec import ChangelogSpec
 from spark_cdc.server_plugin.vocabulary import COMMIT_TIMESTAMP, COMMIT_VERSION
 
 
+BATCH = "spark_cdc_batch"
+"""The spool's partition column: folder ``spark_cdc_batch=<id>`` holds micro-batch ``id``."""
+
+
 def _spool_writer(spool: str, checkpoint: str) -> Callable[[DataFrame, int], None]:
     """The server-side function; a closure, so it travels by value and needs no package.
 
@@ -40,20 +50,30 @@ def _spool_writer(spool: str, checkpoint: str) -> Callable[[DataFrame, int], Non
     not by a Spark write job: a job the function starts goes on after the stream is stopped
     (the server detaches it from the stopped worker) and landed its files after the client
     had removed the spool (seen in the signal tests under load). Nothing is written once the
-    query's checkpoint, removed with the spool, is gone. The client removes each folder once
-    it has read it."""
+    query's checkpoint, removed with the spool, is gone. The file is written into a hidden
+    folder (Spark lists no name starting with ".") that is renamed to its final name when
+    whole; a micro-batch Spark runs again after a failure finds its folder there and leaves
+    it. An empty micro-batch writes nothing: it has no commit to show. The client removes
+    each folder once it has read it."""
 
     def write(batch: DataFrame, batch_id: int) -> None:
         import os
+        import shutil
+        import uuid
 
         import pyarrow.parquet as pq
 
         table = batch.toArrow()
-        if not os.path.isdir(checkpoint):  # stopped and cleaned up meanwhile
+        if table.num_rows == 0 or not os.path.isdir(checkpoint):  # or stopped meanwhile
             return
-        folder = f"{spool}/batch={batch_id:012d}"
-        os.makedirs(folder, exist_ok=True)
-        pq.write_table(table, f"{folder}/part-0.parquet")
+        final = f"{spool}/{BATCH}={batch_id}"
+        hidden = f"{spool}/.{BATCH}={batch_id}.{uuid.uuid4().hex}"
+        os.makedirs(hidden)
+        pq.write_table(table, f"{hidden}/part-0.parquet")
+        try:
+            os.rename(hidden, final)
+        except OSError:  # written by an earlier run of this micro-batch
+            shutil.rmtree(hidden, ignore_errors=True)
 
     return write
 
@@ -107,44 +127,43 @@ class LiveFeed:
     def batches(self) -> Iterator[list[CommitChanges]]:
         """The commits of the micro-batches finished since the last call, in order.
 
-        Row-level results are per commit, so every finished micro-batch is read in one go
-        (two jobs however far the client is behind); net changes are computed within each
-        micro-batch, so those are read one by one. Read folders are removed.
+        What the spool holds is read in one go: first each finished micro-batch's raw
+        change counts, which also says which micro-batches there are; then their rows,
+        post-processed, from exactly those (a micro-batch that lands in between waits for
+        the next call). Row-level results are per commit, so the micro-batches share one
+        job; net changes are computed within each micro-batch, so those are read one by
+        one. Read folders are removed. A spool that cannot be read raises: a micro-batch is
+        never skipped.
         """
-        progress = self.query.lastProgress
-        done = progress["batchId"] if progress else -1
-        ready = list(range(self._next_batch, done + 1))
-        if not ready:
-            return
-        self._next_batch = done + 1
-        groups = [[b] for b in ready] if self.nets_changes else [ready]
-        for group in groups:
-            commits = self._read([f"{self.spool}/batch={b:012d}" for b in group])
-            if commits:
-                yield commits
-        self._remove([f"{self.spool}/batch={b:012d}" for b in ready])
-
-    def _read(self, folders: list[str]) -> list[CommitChanges]:
         spark: SparkSession = self.raw.sparkSession
         try:
-            raw = spark.read.parquet(*folders)
+            spooled = spark.read.option("basePath", self.spool).parquet(f"{self.spool}/{BATCH}=*")
+            spooled = spooled.filter(F.col(BATCH) >= self._next_batch)
             as_read = {**self.options, "deduplicationMode": "none", "computeUpdates": False}
             counts = (
-                post_process(raw, self.spec, as_read)
-                .groupBy(COMMIT_VERSION)
+                post_process(spooled, self.spec, as_read)
+                .groupBy(BATCH, COMMIT_VERSION)
                 .agg(F.max(COMMIT_TIMESTAMP), F.count(F.lit(1)))
+                .collect()
             )
-            totals = {r[0]: (r[1], r[2]) for r in counts.collect()}
-        except AnalysisException:  # empty micro-batches may leave no readable file
-            return []
-        by_version: dict[int, list[Any]] = {v: [] for v in totals}
-        for row in post_process(raw, self.spec, self.options).collect():
-            by_version.setdefault(row[COMMIT_VERSION], []).append(row)
-        return [
-            CommitChanges(v, totals[v][0], totals[v][1], by_version[v])
-            for v in sorted(by_version)
-            if v in totals
-        ]
+        except AnalysisException as error:
+            if error.getCondition() == "PATH_NOT_FOUND":  # no micro-batch has finished yet
+                return
+            raise
+        if not counts:
+            return
+        ready = sorted({int(r[0]) for r in counts})
+        totals = {r[1]: (r[2], r[3]) for r in counts}
+        self._next_batch = ready[-1] + 1
+        groups = [[b] for b in ready] if self.nets_changes else [ready]
+        for group in groups:
+            rows = spooled.filter(F.col(BATCH).isin(group)).drop(BATCH)
+            by_version: dict[int, list[Any]] = {}
+            for row in post_process(rows, self.spec, self.options).collect():
+                by_version.setdefault(row[COMMIT_VERSION], []).append(row)
+            versions = sorted(r[1] for r in counts if r[0] in group)
+            yield [CommitChanges(v, *totals[v], by_version.get(v, [])) for v in versions]
+        self._remove([f"{self.spool}/{BATCH}={b}" for b in ready])
 
     def _remove(self, folders: list[str]) -> None:
         """Remove folders where they are: on the server, by a one-task job (it may be

@@ -157,6 +157,27 @@ def test_tail_follows_a_table_being_written(spark_remote: str, tmp_path: Path) -
     assert "Traceback" not in text
 
 
+def test_tail_prints_the_first_commit_after_a_quiet_spell(
+    spark_remote: str, tmp_path: Path
+) -> None:
+    """After 10 s without data (Spark's default idle-progress interval) Spark reports the
+    next batch id before that batch runs; the first commit after such a pause was lost."""
+    path = str(tmp_path / "orders")
+    write_deltalake(path, rows(range(3)))
+    tail = Command("tail", path, "--row-id", "id", "--remote", spark_remote)
+    try:
+        tail.wait_for("commit 0 ")
+        for i, gap in enumerate([12, 2, 12]):
+            time.sleep(gap)
+            write_deltalake(path, rows([10 + i]), mode="append")
+        tail.wait_for("commit 3 ", timeout=60)
+        time.sleep(1)  # nothing more may come
+    finally:
+        assert tail.interrupt() == 0, tail.output
+    heads = [line.split(" at ")[0] for line in tail.lines if line.startswith("commit ")]
+    assert heads == ["commit 0", "commit 1", "commit 2", "commit 3"], tail.output
+
+
 def test_tail_says_what_each_commit_had_and_what_was_removed(
     spark_remote: str, tmp_path: Path
 ) -> None:
