@@ -38,7 +38,6 @@ from spark_cdc.rewrite.post_process import post_process
 from spark_cdc.rewrite.spec import ChangelogSpec
 from spark_cdc.server_plugin.vocabulary import COMMIT_TIMESTAMP, COMMIT_VERSION
 
-
 BATCH = "spark_cdc_batch"
 """The spool's partition column: folder ``spark_cdc_batch=<id>`` holds micro-batch ``id``."""
 

@@ -137,7 +137,7 @@ def test_an_unreadable_micro_batch_stops_the_feed(spark: SparkSession, tmp_path:
         feed.query.processAllAvailable()
         broken = tmp_path / "live" / "spool" / "spark_cdc_batch=0" / "part-0.parquet"
         broken.write_bytes(b"not parquet")
-        with pytest.raises(Exception, match="(?i)parquet"):
+        with pytest.raises(Exception, match=r"(?i)parquet"):
             list(feed.batches())
     finally:
         assert feed.stop(30)
