@@ -1,6 +1,6 @@
 """``spark-cdc``: the command line users start from.
 
-    spark-cdc serve [--port N] [--token T]      a local Spark Connect server with the plugin
+    spark-cdc serve [--port N] [--token-file F] a local Spark Connect server with the plugin
     spark-cdc demo [--remote URL]               the main job, end to end
     spark-cdc tail TABLE --row-id COLS [...]    follow a table's change feed until stopped
 
@@ -78,7 +78,11 @@ def quiet_grpc(environ: dict[str, str] | Any = os.environ) -> None:
 def main(argv: list[str] | None = None) -> int:
     quiet_grpc()
     args = _parser().parse_args(argv)
-    token = getattr(args, "token", None)
+    try:
+        token = args.token = _token(args)
+    except CliError as error:
+        _fail(str(error), None)
+        return 1
     for stop_signal in STOP_SIGNALS:
         signal.signal(stop_signal, _first_signal)
     # PySpark logs every server error it raises as a multi-KB JSON line on stderr; the
@@ -100,6 +104,28 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         _remove_scratch(keep_server_log=failed)
     return 1
+
+
+def _token(args: argparse.Namespace) -> str | None:
+    """The token from ``--token``, ``--token-file`` or ``$SPARK_CDC_TOKEN``, in that order;
+    None for a command that takes none."""
+    if not hasattr(args, "token"):
+        return None
+    if args.token_file is None:
+        return args.token or os.environ.get(TOKEN_ENV) or None
+    try:
+        text = sys.stdin.read() if str(args.token_file) == "-" else args.token_file.read_text()
+    except OSError as error:
+        raise CliError(
+            f"Cannot read the token file {args.token_file}: {error.strerror}; "
+            "give a readable file, or '-' for standard input."
+        ) from None
+    token = text.splitlines()[0].strip() if text.strip() else ""
+    if not token:
+        raise CliError(
+            f"The token file {args.token_file} is empty; put the token on its first line."
+        )
+    return token
 
 
 _scratch: list[Path] = []
@@ -164,7 +190,7 @@ def explain(error: BaseException) -> str:
     if "unauthenticated" in lowered or "authentication token" in lowered:
         return (
             "The server refused the connection: wrong or missing token "
-            "(set --token or $SPARK_CDC_TOKEN)."
+            "(set $SPARK_CDC_TOKEN or --token-file)."
         )
     if (
         "unavailable" in lowered
@@ -383,11 +409,18 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(required=True, metavar="{serve,demo,tail}")
 
     def with_token(sub: argparse.ArgumentParser) -> None:
-        sub.add_argument(
+        given = sub.add_mutually_exclusive_group()
+        given.add_argument(
             "--token",
-            default=os.environ.get(TOKEN_ENV),
-            help=f"the server's authentication token (default: ${TOKEN_ENV}, which is better: "
-            "a command line is visible to other users); never printed",
+            help="the server's authentication token. Every user of this machine can read it "
+            f"in `ps` while the command runs: prefer ${TOKEN_ENV} (the default) or "
+            "--token-file. Never printed",
+        )
+        given.add_argument(
+            "--token-file",
+            metavar="PATH",
+            type=Path,
+            help="read the token from this file's first line ('-': from standard input)",
         )
 
     def with_remote(sub: argparse.ArgumentParser) -> None:

@@ -29,6 +29,7 @@ import pyspark
 READY_LINE = "Spark Connect server started"
 DISCOVERY_MODULE = "pyspark_delta_changelog"
 _CLIENT_ONLY_ENV = ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED", "SPARK_LOCAL_REMOTE")
+TOKEN_ENV = "SPARK_CONNECT_AUTHENTICATE_TOKEN"
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 SUPPORTED_JAVA = (17, 21)
 
@@ -180,8 +181,6 @@ def start_local_server(
         "spark.driver.host": host,
         **(conf or {}),
     }
-    if token:
-        settings["spark.connect.authenticate.token"] = token
     log_path = Path(log_path or Path(tempfile.mkdtemp(prefix="spark-cdc-server-")) / "server.log")
     log4j = log_path.with_name("log4j2.properties")
     log4j.write_text(_LOG4J2)
@@ -197,7 +196,9 @@ def start_local_server(
 
     # A client's SPARK_REMOTE would make spark-submit look for a remote instead of starting
     # the server class (measured: "Failed to load class ... SparkConnectServer").
-    env = {k: v for k, v in os.environ.items() if k not in _CLIENT_ONLY_ENV}
+    env = {k: v for k, v in os.environ.items() if k not in (*_CLIENT_ONLY_ENV, TOKEN_ENV)}
+    if token:  # read by the server itself; a --conf would show it to every user in `ps`
+        env[TOKEN_ENV] = token
     env.update(
         SPARK_HOME=str(spark_home),
         JAVA_HOME=str(Path(os.path.realpath(java)).parent.parent),

@@ -105,18 +105,38 @@ def test_serve_needs_the_token_and_stops_on_ctrl_c(served: tuple[int, Command]) 
         finally:
             refused.stop()
     assert f"sc://localhost:{port}/;token=<your token>" in command.output
+    assert not command_lines_holding(TOKEN)
     assert command.interrupt() == 0
     assert TOKEN not in command.output
     log = re.search(r"log: (\S+)\)", command.output)
     assert log is not None and TOKEN not in Path(log.group(1)).read_text()
 
 
+def command_lines_holding(secret: str) -> list[str]:
+    """The command line of every process on this machine that shows ``secret``."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            text = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:  # the process ended meanwhile
+            continue
+        if secret in text:
+            found.append(text)
+    return found
+
+
 @pytest.mark.local_process
 def test_wrong_token_is_one_sentence_without_the_token(tmp_path: Path) -> None:
+    """A token from --token-file reaches the server and no command line; a tail with the
+    wrong one is refused in one sentence."""
     port = free_port()
-    server = Command("serve", "--port", str(port), "--token", TOKEN)
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
+    server = Command("serve", "--port", str(port), "--token-file", str(token_file))
     try:
         server.wait_for("Connect with:")
+        assert "token=<your token>" in server.output
+        assert not command_lines_holding(TOKEN)
         path = str(tmp_path / "t")
         write_deltalake(path, rows(range(2)))
         tail = Command(
@@ -131,7 +151,7 @@ def test_wrong_token_is_one_sentence_without_the_token(tmp_path: Path) -> None:
         assert tail.finish() == 1
         assert tail.lines == [
             "spark-cdc: The server refused the connection: wrong or missing token "
-            "(set --token or $SPARK_CDC_TOKEN)."
+            "(set $SPARK_CDC_TOKEN or --token-file)."
         ]
     finally:
         assert server.interrupt() == 0
@@ -288,3 +308,33 @@ def test_grpc_core_logs_are_off_unless_the_user_asks_for_them() -> None:
     chosen = {"GRPC_VERBOSITY": "DEBUG"}
     quiet_grpc(chosen)
     assert chosen == {"GRPC_VERBOSITY": "DEBUG"}
+
+
+@pytest.mark.plan_only
+def test_the_token_comes_from_a_file_stdin_or_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+
+    from spark_cdc.cli import CliError, _parser, _token
+
+    def token(*args: str) -> str | None:
+        return _token(_parser().parse_args(["serve", *args]))
+
+    monkeypatch.setenv("SPARK_CDC_TOKEN", "from-env")
+    assert token() == "from-env"
+    assert token("--token", "given") == "given"
+    file = tmp_path / "token"
+    file.write_text("from-file\nsecond line ignored\n")
+    assert token("--token-file", str(file)) == "from-file"
+    monkeypatch.setattr("sys.stdin", io.StringIO("from-stdin\n"))
+    assert token("--token-file", "-") == "from-stdin"
+    monkeypatch.delenv("SPARK_CDC_TOKEN")
+    assert token() is None
+    file.write_text("\n")
+    with pytest.raises(CliError, match="is empty; put the token on its first line"):
+        token("--token-file", str(file))
+    with pytest.raises(CliError, match=r"Cannot read the token file .*No such file"):
+        token("--token-file", str(tmp_path / "missing"))
+    with pytest.raises(SystemExit):  # one or the other
+        token("--token", "a", "--token-file", str(file))
