@@ -1,6 +1,16 @@
 """Lets a Spark Connect server discover ``delta_changelog``: Spark looks for top-level
-``pyspark_*`` modules that define ``DefaultSource`` in the server's Python environment."""
+``pyspark_*`` modules that define ``DefaultSource`` in the server's Python environment.
+When the server's Python lacks a package the source imports (pyarrow, numpy), the source is
+still listed and every read names the package and its ``pip install``."""
 
-from spark_cdc.server_plugin.delta.source import DeltaChangelogSource as DefaultSource
+try:
+    from spark_cdc.server_plugin.delta.source import DeltaChangelogSource as DefaultSource
+except ModuleNotFoundError as error:
+    from spark_cdc.server_plugin.dependencies import for_missing_module, unavailable_source
+
+    needed = for_missing_module(error)
+    if needed is None:
+        raise
+    DefaultSource = unavailable_source("delta_changelog", needed, f"has no '{needed.package}'")
 
 __all__ = ["DefaultSource"]

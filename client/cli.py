@@ -204,12 +204,26 @@ def explain(error: BaseException) -> str:
     return type(error).__name__
 
 
+def _require_deltalake(needed_by: str) -> None:
+    """Refuse before any JVM starts: a server whose Python lacks deltalake lists the source
+    and fails every read of it; the demo's writer needs it here."""
+    from spark_cdc.server_plugin.dependencies import DELTALAKE, missing, missing_dependency
+
+    problem = missing(DELTALAKE)
+    if problem is not None:
+        error = missing_dependency(
+            DELTALAKE, problem, needed_by, python="This Python", then="then run it again"
+        )
+        raise CliError(str(error).splitlines()[0])
+
+
 # -- serve ---------------------------------------------------------------------------------
 
 
 def _serve(args: argparse.Namespace) -> int:
     from spark_cdc.local_server import ServerStartError, start_local_server
 
+    _require_deltalake("the server `spark-cdc serve` starts")
     try:
         server = start_local_server(port=args.port, host=args.host, token=args.token)
     except ServerStartError as error:
@@ -247,6 +261,7 @@ def _session(remote: str | None, token: str | None) -> Iterator[Any]:
         _check_reachable(remote)
         url = remote if not token or "token=" in remote else f"{remote.rstrip('/')}/;token={token}"
     else:
+        _require_deltalake("the local server's delta_changelog source")
         print("Starting a local Spark Connect server on 127.0.0.1 ...", file=sys.stderr, flush=True)
         try:
             server = start_local_server(
@@ -388,6 +403,7 @@ def _tail(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from spark_cdc.demo import run
 
+    _require_deltalake("`spark-cdc demo` (it writes its table with it)")
     with _session(args.remote, args.token) as spark:
         run(spark, seconds=args.seconds, work_dir=args.work_dir)
     return 0

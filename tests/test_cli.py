@@ -338,3 +338,35 @@ def test_the_token_comes_from_a_file_stdin_or_the_environment(
         token("--token-file", str(tmp_path / "missing"))
     with pytest.raises(SystemExit):  # one or the other
         token("--token", "a", "--token-file", str(file))
+
+
+def without(package: str, folder: Path) -> dict[str, str]:
+    """An environment whose Python cannot import ``package``: a folder ahead of
+    site-packages holds a module of that name that fails as a missing one does."""
+    shadow = folder / package
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text(
+        f"raise ModuleNotFoundError(\"No module named '{package}'\", name='{package}')\n"
+    )
+    return {"PYTHONPATH": os.pathsep.join([str(folder), os.environ.get("PYTHONPATH", "")])}
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["serve", "--port", "{free}"], ["demo"], ["tail", "/t", "--row-id", "id"]],
+    ids=["serve", "demo", "tail"],
+)
+def test_commands_that_start_a_server_refuse_without_deltalake(
+    tmp_path: Path, args: list[str]
+) -> None:
+    """Named, with the exact pip command for this Python, before any JVM starts."""
+    filled = [a.format(free=free_port()) for a in args]
+    started = time.monotonic()
+    command = Command(*filled, env=without("deltalake", tmp_path / "shadow"))
+    assert command.finish(timeout=60) == 1
+    assert time.monotonic() - started < 30  # a server would take longer to start
+    assert len(command.lines) == 1, command.output
+    line = command.lines[0]
+    assert line.startswith("spark-cdc: [DELTA_CHANGELOG.MISSING_DEPENDENCY] This Python"), line
+    assert f"`{sys.executable} -m pip install 'deltalake>=1.4.2'`" in line
+    assert "Starting a local Spark Connect server" not in command.output

@@ -47,6 +47,7 @@ from spark_cdc.server_plugin.delta.table_schema import (
     table_schema,
 )
 from spark_cdc.server_plugin.delta.timeline import TimedCommit, Timeline
+from spark_cdc.server_plugin.dependencies import DELTALAKE, require
 from spark_cdc.server_plugin.errors import ChangelogSourceError, option_error, source_error
 from spark_cdc.server_plugin.row_level import RowLevelRules
 
@@ -72,6 +73,7 @@ class DeltaChangelogSource(DataSource):
         return SOURCE_NAME
 
     def schema(self) -> StructType:
+        require(DELTALAKE, SOURCE_NAME)
         options = parse_source_options(self.options)
         delta_log = DeltaLog(options.path, options.storage)
         table = _checked_table(delta_log)
@@ -84,9 +86,11 @@ class DeltaChangelogSource(DataSource):
         return _declared(changelog_schema(schema), options)
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        require(DELTALAKE, SOURCE_NAME)
         return DeltaChangelogReader(parse_source_options(self.options), schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        require(DELTALAKE, SOURCE_NAME)
         options = parse_source_options(self.options)
         if options.has_end:
             raise option_error(

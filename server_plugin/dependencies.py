@@ -1,0 +1,118 @@
+"""The third-party packages the server-side sources need, checked where they are needed.
+
+A Spark Connect server lists every Python data source it discovers, whatever its Python
+lacks; without this check a missing ``deltalake`` surfaced on every read as
+``PYTHON_DATA_SOURCE_ERROR``, a worker traceback and a JVM stack trace, with no word about
+the package (issue 27). The check imports the package instead of only looking for it, so it
+tells the truth about what the worker can use, and it names the exact ``pip install`` for
+the Python that runs it: the server's, which is not always the user's.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import re
+import sys
+from typing import NamedTuple
+
+from spark_cdc.server_plugin.errors import ChangelogSourceError, source_error
+
+
+class Requirement(NamedTuple):
+    package: str
+    minimum: tuple[int, ...]
+    why: str
+
+    @property
+    def specifier(self) -> str:
+        return f"{self.package}>={'.'.join(map(str, self.minimum))}"
+
+
+DELTALAKE = Requirement("deltalake", (1, 4, 2), "reads Delta tables and their deletion vectors")
+"""The ``server`` extra in pyproject.toml asks for the same (a test holds them together)."""
+PYARROW = Requirement("pyarrow", (15,), "carries every row the sources read")
+NUMPY = Requirement("numpy", (1,), "resolves the row-level passes")
+SERVER_REQUIREMENTS = (PYARROW, NUMPY, DELTALAKE)
+
+
+def missing(requirement: Requirement) -> str | None:
+    """Why ``requirement`` cannot be used by this Python, or None when it can."""
+    try:
+        module = importlib.import_module(requirement.package)
+    except ImportError as error:
+        return f"has no usable '{requirement.package}' package ({error})"
+    version = getattr(module, "__version__", None) or _installed_version(requirement.package)
+    if version is not None and _release(version) < requirement.minimum:
+        return f"has '{requirement.package}' {version}, older than {requirement.specifier}"
+    return None
+
+
+def install_command(requirement: Requirement, python: str | None = None) -> str:
+    return f"{python or sys.executable} -m pip install '{requirement.specifier}'"
+
+
+def require(requirement: Requirement, source: str) -> None:
+    """Raise ``DELTA_CHANGELOG.MISSING_DEPENDENCY`` when this Python cannot use
+    ``requirement``, naming it and the command that installs it here."""
+    problem = missing(requirement)
+    if problem is not None:
+        raise missing_dependency(requirement, problem, f"the {source} source")
+
+
+def missing_dependency(
+    requirement: Requirement,
+    problem: str,
+    needed_by: str,
+    python: str = "The Spark Connect server's Python",
+    then: str = "then restart the server",
+) -> ChangelogSourceError:
+    return source_error(
+        "MISSING_DEPENDENCY",
+        f"{python} ({sys.executable}) {problem}, which {needed_by} needs: it "
+        f"{requirement.why}. Install it there with `{install_command(requirement)}` "
+        f"(or install spark-cdc-connect[server] there), {then}.",
+        package=requirement.package,
+        requirement=requirement.specifier,
+        python=sys.executable,
+    )
+
+
+def _installed_version(package: str) -> str | None:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """The leading numbers of a version string: '1.6.6' -> (1, 6, 6), '2.0.0rc1' -> (2, 0, 0)."""
+    numbers = re.match(r"\d+(?:\.\d+)*", version)
+    return tuple(int(n) for n in numbers.group(0).split(".")) if numbers else ()
+
+
+def for_missing_module(error: ModuleNotFoundError) -> Requirement | None:
+    """Which of the server's requirements an import failure is about, if any."""
+    top = (error.name or "").split(".")[0]
+    return next((r for r in SERVER_REQUIREMENTS if r.package == top), None)
+
+
+def unavailable_source(name: str, requirement: Requirement, problem: str) -> type:
+    """A stand-in for a source whose imports failed: Spark still lists ``name``, and every
+    read of it says which package is missing instead of that the source does not exist."""
+    from pyspark.sql.datasource import DataSource
+
+    def refuse(*_: object) -> None:
+        raise missing_dependency(requirement, problem, f"the {name} source")
+
+    return type(
+        "UnavailableSource",
+        (DataSource,),
+        {
+            "__module__": __name__,
+            "name": classmethod(lambda cls: name),
+            "schema": refuse,
+            "reader": refuse,
+            "streamReader": refuse,
+        },
+    )
