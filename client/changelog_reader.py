@@ -143,15 +143,17 @@ class ChangelogReader:
         return row_id, cdc, source, where
 
     def _check_range(self, cdc: dict[str, OptionValue], source: dict[str, str]) -> CdcOptions:
-        """The parsed CDC options (Spark's order: the options themselves are checked first);
-        a stream's end bound is refused; the range goes to the source as a hint."""
-        opts = parse_options(cdc)
-        if self._streaming and (opts.ending_version, opts.ending_timestamp) != (None, None):
+        """The parsed CDC options (Spark's order: the options themselves are checked first),
+        except that a stream's end bound is refused before anything else: a stream given only
+        endingVersion was told to add startingVersion, then refused for the end bound. The
+        range goes to the source as a hint."""
+        if self._streaming and {"endingVersion", "endingTimestamp"} & cdc.keys():
             raise invalid_option(
                 "ENDING_BOUND_IN_STREAM",
                 "A stream has no end: drop endingVersion/endingTimestamp, and use "
                 "trigger(availableNow=True) to stop after what the table holds now.",
             )
+        opts = parse_options(cdc)
         if self._source.takes_range:
             hints = self._range_for_source(cdc)
             source.update({k: v for k, v in hints.items() if k not in source})

@@ -225,7 +225,9 @@ def _serve(args: argparse.Namespace) -> int:
 
     _require_deltalake("the server `spark-cdc serve` starts")
     try:
-        server = start_local_server(port=args.port, host=args.host, token=args.token)
+        server = start_local_server(
+            port=args.port, host=args.host, token=args.token, log_path=scratch() / "server.log"
+        )
     except ServerStartError as error:
         raise CliError(str(error).splitlines()[0]) from None
     url = f"sc://localhost:{server.port}"

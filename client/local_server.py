@@ -106,6 +106,8 @@ class LocalServer:
     log_path: Path
     process: subprocess.Popen[bytes]
     token: str | None = field(default=None, repr=False)
+    scratch: Path | None = None
+    """The folder made for the log when none was given: removed when the server stops."""
 
     @property
     def url(self) -> str:
@@ -135,7 +137,7 @@ class LocalServer:
         except ProcessLookupError:
             pass
         finally:
-            RUNNING.discard(self)
+            self._ended()
 
     def kill(self) -> None:
         """SIGKILL to the whole process group, at once."""
@@ -144,7 +146,12 @@ class LocalServer:
             self.process.wait(timeout=30)
         except (ProcessLookupError, subprocess.TimeoutExpired):
             pass
+        self._ended()
+
+    def _ended(self) -> None:
         RUNNING.discard(self)
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
 
 
 # The servers this process started and has not stopped yet (a command line's second Ctrl-C
@@ -181,7 +188,8 @@ def start_local_server(
         "spark.driver.host": host,
         **(conf or {}),
     }
-    log_path = Path(log_path or Path(tempfile.mkdtemp(prefix="spark-cdc-server-")) / "server.log")
+    scratch = None if log_path else Path(tempfile.mkdtemp(prefix="spark-cdc-server-"))
+    log_path = Path(log_path or scratch / "server.log")  # type: ignore[operator]
     log4j = log_path.with_name("log4j2.properties")
     log4j.write_text(_LOG4J2)
     command = [str(spark_home / "bin" / "spark-submit"), "--driver-memory", driver_memory]
@@ -219,11 +227,13 @@ def start_local_server(
         start_new_session=True,
     )
     log.close()
-    server = LocalServer(port=port, host=host, log_path=log_path, process=process, token=token)
+    server = LocalServer(port, host, log_path, process, token, scratch)
     RUNNING.add(server)
     try:
         _wait_until_ready(server, timeout)
-    except BaseException:  # a failed start, or Ctrl-C while waiting: never leave it running
+    except BaseException as error:  # a failed start, or Ctrl-C: never leave it running
+        if isinstance(error, ServerStartError):
+            server.scratch = None  # the error names the log: it stays for the diagnosis
         server.stop(timeout=10)
         raise
     return server
@@ -256,7 +266,6 @@ def _wait_until_ready(server: LocalServer, timeout: float) -> None:
         if READY_LINE in server.log_path.read_text(errors="replace") and _answers(server):
             return
         time.sleep(0.5)
-    server.stop()
     raise ServerStartError(
         f"The Spark Connect server did not start within {timeout:.0f}s; "
         f"its log ({server.log_path}) ends with:\n" + server.log_tail()

@@ -18,14 +18,19 @@ from spark_cdc.server_plugin.vocabulary import RANGE_OPTIONS
 OptionValue = str | bool | int
 
 
-class DeduplicationMode(Enum):
+class DeduplicationMode(str, Enum):
     """Spark's ``deduplicationMode``: ``none`` keeps every change; ``dropCarryovers`` removes
     rows a commit rewrote unchanged; ``netChanges`` also collapses each row id's changes to
-    their net effect."""
+    their net effect. A member is its option value wherever an option is given
+    (``.option("deduplicationMode", DeduplicationMode.NET_CHANGES)``): a ``str`` whose
+    ``str()`` is Spark's name for the mode, not ``DeduplicationMode.NET_CHANGES``."""
 
     NONE = "none"
     DROP_CARRYOVERS = "dropCarryovers"
     NET_CHANGES = "netChanges"
+
+    def __str__(self) -> str:
+        return str(self.value)
 
 
 @dataclass(frozen=True)

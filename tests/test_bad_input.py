@@ -235,12 +235,29 @@ CLIENT_REFUSALS = [
         "startingTimestamp",
     ),
     *_refusal(
-        "INVALID_CDC_OPTION.MISSING_STARTING_VERSION", {"endingVersion": 3}, "startingVersion"
+        "INVALID_CDC_OPTION.MISSING_STARTING_VERSION",
+        {"endingVersion": 3},
+        "startingVersion",
+        entries=ENTRIES[:3],
     ),
     *_refusal(
         "INVALID_CDC_OPTION.MISSING_STARTING_TIMESTAMP",
         {"endingTimestamp": "2024-01-01"},
         "startingTimestamp",
+        entries=ENTRIES[:3],
+    ),
+    *_refusal(  # the end bound is the problem, not the missing start (issue 27)
+        "INVALID_CDC_OPTION.ENDING_BOUND_IN_STREAM",
+        {"endingVersion": 3},
+        "endingVersion",
+        "availableNow",
+        entries=("reader stream",),
+    ),
+    *_refusal(
+        "INVALID_CDC_OPTION.ENDING_BOUND_IN_STREAM",
+        {"endingTimestamp": "2024-01-01"},
+        "endingTimestamp",
+        entries=("reader stream",),
     ),
     *_refusal(
         "INVALID_CDC_OPTION.INVALID_TIMESTAMP", {"startingTimestamp": "2024-13-45"}, "2024-13-45"
@@ -250,6 +267,7 @@ CLIENT_REFUSALS = [
         {"startingTimestamp": "2024-01-01", "endingTimestamp": "soon"},
         "endingTimestamp",
         "'soon'",
+        entries=ENTRIES[:3],  # a stream: ENDING_BOUND_IN_STREAM first
     ),
     *_refusal(  # a bound Spark reads but the source cannot be given as a hint
         "INVALID_CDC_OPTION.INVALID_TIMESTAMP",
@@ -286,18 +304,21 @@ CLIENT_REFUSALS = [
         "INVALID_CDC_OPTION.INVALID_BOOLEAN",
         {"startingVersion": 0, "endingVersion": 1, "endingBoundInclusive": "no"},
         "endingBoundInclusive",
+        entries=ENTRIES[:3],  # a stream: ENDING_BOUND_IN_STREAM first
     ),
     *_refusal("INVALID_CDC_OPTION.INVALID_VERSION", {"startingVersion": "-1"}, "startingVersion"),
     *_refusal(
         "INVALID_CDC_OPTION.INVALID_VERSION",
         {"startingVersion": 0, "endingVersion": "last"},
         "endingVersion",
+        entries=ENTRIES[:3],  # a stream: ENDING_BOUND_IN_STREAM first
     ),
     *_refusal(
         "INVALID_CDC_OPTION.INVALID_RANGE",
         {"startingVersion": 5, "endingVersion": 2},
         "endingVersion 2",
         "startingVersion 5",
+        entries=ENTRIES[:3],  # a stream: ENDING_BOUND_IN_STREAM first
     ),
     *_refusal(
         "INVALID_CDC_OPTION.ENDING_BOUND_IN_STREAM",
@@ -399,25 +420,46 @@ SOURCE_REFUSALS = [
         "'latest' is for streams",
         modes=(False,),
     ),
+    *_source(  # a batch read is not told to use 'latest', which it refuses (issue 27)
+        "INVALID_CDC_OPTION.STARTING_VERSION_AFTER_LATEST",
+        {"startingVersion": "99"},
+        "startingVersion 99",
+        "latest version 1",
+        "read the table as a stream with startingVersion 'latest'",
+        modes=(False,),
+    ),
     *_source(
         "INVALID_CDC_OPTION.STARTING_VERSION_AFTER_LATEST",
         {"startingVersion": "99"},
         "startingVersion 99",
         "latest version 1",
+        "or 'latest' to read only commits made from now on",
+        modes=(True,),
     ),
     *_source(
         "INVALID_CDC_OPTION.INVALID_VERSION",
         {"startingVersion": "0", "endingVersion": "x"},
         "'endingVersion'",
+        modes=(False,),  # a stream: ENDING_BOUND_IN_STREAM first
     ),
     *_source(
-        "INVALID_CDC_OPTION.MISSING_STARTING_VERSION", {"endingVersion": "1"}, "startingVersion"
+        "INVALID_CDC_OPTION.MISSING_STARTING_VERSION",
+        {"endingVersion": "1"},
+        "startingVersion",
+        modes=(False,),
+    ),
+    *_source(
+        "INVALID_CDC_OPTION.ENDING_BOUND_IN_STREAM",
+        {"endingVersion": "1"},
+        "endingVersion",
+        modes=(True,),
     ),
     *_source(
         "INVALID_CDC_OPTION.INVALID_RANGE",
         {"startingVersion": "1", "endingVersion": "0"},
         "endingVersion 0",
         "startingVersion 1",
+        modes=(False,),  # a stream: ENDING_BOUND_IN_STREAM first
     ),
     *_source(
         "INVALID_CDC_OPTION.ENDING_BOUND_IN_STREAM",
@@ -441,11 +483,19 @@ SOURCE_REFUSALS = [
         "INVALID_CDC_OPTION.INVALID_TIMESTAMP",
         {"startingTimestamp": "2024-01-01", "endingTimestamp": "2024-02-30"},
         "'endingTimestamp'",
+        modes=(False,),  # a stream: ENDING_BOUND_IN_STREAM first
     ),
     *_source(
         "INVALID_CDC_OPTION.MISSING_STARTING_TIMESTAMP",
         {"endingTimestamp": "2024-01-01"},
         "startingTimestamp",
+        modes=(False,),
+    ),
+    *_source(
+        "INVALID_CDC_OPTION.ENDING_BOUND_IN_STREAM",
+        {"endingTimestamp": "2024-01-01"},
+        "endingTimestamp",
+        modes=(True,),
     ),
     *_source(  # a stream waits for the next commit instead
         "INVALID_CDC_OPTION.STARTING_TIMESTAMP_AFTER_LATEST",

@@ -106,10 +106,11 @@ def test_serve_needs_the_token_and_stops_on_ctrl_c(served: tuple[int, Command]) 
             refused.stop()
     assert f"sc://localhost:{port}/;token=<your token>" in command.output
     assert not command_lines_holding(TOKEN)
-    assert command.interrupt() == 0
-    assert TOKEN not in command.output
     log = re.search(r"log: (\S+)\)", command.output)
     assert log is not None and TOKEN not in Path(log.group(1)).read_text()
+    assert command.interrupt() == 0
+    assert TOKEN not in command.output
+    assert not Path(log.group(1)).parent.exists(), "serve left its folder behind"
 
 
 def command_lines_holding(secret: str) -> list[str]:

@@ -58,15 +58,13 @@ def test_a_server_without_numpy_still_lists_the_source_and_names_the_package(
 def no_deltalake_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     folder = tmp_path_factory.mktemp("no-deltalake")
     python_path = without("deltalake", folder / "shadow")["PYTHONPATH"].split(":")[:1]
-    server = start_local_server(
-        conf=harness.TEST_SERVER_CONF,
-        log_path=folder / "server.log",
-        extra_python_path=python_path,
-    )
+    server = start_local_server(conf=harness.TEST_SERVER_CONF, extra_python_path=python_path)
     try:
         yield server.url
     finally:
         server.stop()
+    # Started without a log path, it made its own folder, and removed it when stopped.
+    assert not server.log_path.parent.exists()
 
 
 @pytest.mark.local_process

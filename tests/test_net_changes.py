@@ -173,6 +173,33 @@ def test_a_range_of_versions_is_netted_as_a_whole_in_batch(spark: SparkSession) 
     )
 
 
+def test_the_mode_enum_is_an_option_value(spark: SparkSession, tmp_path: Path) -> None:
+    """``DeduplicationMode.NET_CHANGES`` reads as 'netChanges' (its str() was the member's
+    name, refused as a mode), through post_process and ChangelogReader alike."""
+    from deltalake import DeltaTable, write_deltalake
+    from spark_cdc import ChangelogReader, DeduplicationMode
+
+    from tests.delta_tables import rows
+
+    by_enum = {"deduplicationMode": DeduplicationMode.NET_CHANGES, "computeUpdates": True}
+    by_name = {"deduplicationMode": "netChanges", "computeUpdates": True}
+    spec = ChangelogSpec(row_id=["id"])
+    history = feed(spark, _merge_history())
+    assert collect_rows(post_process(history, spec, by_enum)) == collect_rows(
+        post_process(history, spec, by_name)
+    )
+    path = str(tmp_path / "t")
+    write_deltalake(path, rows(range(3)))
+    DeltaTable(path).update({"amount": "-1.0"}, predicate="id = 1")
+    reads = [
+        ChangelogReader(spark).options(rowId="id", startingVersion=0, **options).changes(path)
+        for options in (by_enum, by_name)
+    ]
+    assert reads[0].schema == reads[1].schema
+    assert sorted(reads[0].collect()) == sorted(reads[1].collect())
+    assert len(reads[0].collect()) == 3  # inserts of 0 and 2, the net insert of 1
+
+
 @pytest.mark.parametrize("streaming", [False, True], ids=["batch", "streaming"])
 def test_unknown_change_type_fails(spark: SparkSession, query_name: str, streaming: bool) -> None:
     changes = [row(1, "a", "insert", 1), row(1, "a", "upsert", 2)]

@@ -92,7 +92,10 @@ class SourceOptions:
         return self.ending_version is not None or self.ending_timestamp_ms is not None
 
 
-def parse_source_options(raw: Mapping[str, str]) -> SourceOptions:
+def parse_source_options(raw: Mapping[str, str], streaming: bool = False) -> SourceOptions:
+    """The options, checked in Spark's order, except that a stream's end bound is refused
+    before the range is: a stream given only endingVersion would otherwise be told to add
+    startingVersion, and then be refused for the end bound."""
     given: dict[str, str] = {}
     storage: dict[str, str] = {}
     for key, value in raw.items():
@@ -114,6 +117,12 @@ def parse_source_options(raw: Mapping[str, str]) -> SourceOptions:
             "MISSING_PATH",
             "delta_changelog needs the table's location: .load('/path/to/table') or "
             "option('path', ...).",
+        )
+    if streaming and {"endingVersion", "endingTimestamp"} & given.keys():
+        raise option_error(
+            "ENDING_BOUND_IN_STREAM",
+            "A stream has no end: drop endingVersion/endingTimestamp, and use "
+            "trigger(availableNow=True) to stop after what the table holds now.",
         )
     versions = {"startingVersion", "endingVersion"} & given.keys()
     stamps = {"startingTimestamp", "endingTimestamp"} & given.keys()

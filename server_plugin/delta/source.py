@@ -74,7 +74,7 @@ class DeltaChangelogSource(DataSource):
 
     def schema(self) -> StructType:
         require(DELTALAKE, SOURCE_NAME)
-        options = parse_source_options(self.options)
+        options = _options_for_schema(self.options)
         delta_log = DeltaLog(options.path, options.storage)
         table = _checked_table(delta_log)
         if options.has_end:
@@ -91,14 +91,24 @@ class DeltaChangelogSource(DataSource):
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         require(DELTALAKE, SOURCE_NAME)
-        options = parse_source_options(self.options)
-        if options.has_end:
-            raise option_error(
-                "ENDING_BOUND_IN_STREAM",
-                "A stream has no end: drop endingVersion/endingTimestamp, and use "
-                "trigger(availableNow=True) to stop after what the table holds now.",
-            )
-        return DeltaChangelogStreamReader(options, schema)
+        return DeltaChangelogStreamReader(parse_source_options(self.options, True), schema)
+
+
+def _options_for_schema(raw: dict[str, str]) -> SourceOptions:
+    """``schema()`` runs before Spark says batch or stream, and what is wrong with an end
+    bound depends on which: a batch read lacks its start, a stream has no end. So a bad end
+    bound is left to the reader of either kind, which follows at once and names it; the
+    schema is then the latest version's."""
+    try:
+        return parse_source_options(raw)
+    except ChangelogSourceError:
+        without_end = {k: v for k, v in raw.items() if k.lower() not in _END_BOUNDS}
+        if len(without_end) == len(raw):
+            raise
+        return parse_source_options(without_end)
+
+
+_END_BOUNDS = ("endingversion", "endingtimestamp")
 
 
 class _Reader:
@@ -224,7 +234,7 @@ class DeltaChangelogStreamReader(_Reader, DataSourceStreamReader, *_AVAILABLE_NO
         if options.starting_version is not None:
             first = options.starting_version + (0 if options.starting_inclusive else 1)
             if options.starting_version > self.started_at:
-                raise _starting_after_latest(options.starting_version, self.started_at)
+                raise _starting_after_latest(options.starting_version, self.started_at, True)
             return Offset(self.table_id, first, False, None).to_json()
         if options.starting_timestamp_ms is not None:
             first = _first_version_from(options, self.timeline, self.log.commit_versions())
@@ -364,11 +374,18 @@ def _latest_version(delta_log: DeltaLog) -> int:
     return _commit_versions(delta_log)[-1]
 
 
-def _starting_after_latest(version: int, latest: int) -> Exception:
+def _starting_after_latest(version: int, latest: int, streaming: bool) -> Exception:
+    """The fix differs: a stream can wait for commits to come ('latest'); a batch read
+    cannot, and refuses 'latest'."""
+    fix = (
+        "use a version <= latest, or 'latest' to read only commits made from now on."
+        if streaming
+        else "use a version <= latest; to follow commits made from now on, read the table as "
+        "a stream with startingVersion 'latest'."
+    )
     return option_error(
         "STARTING_VERSION_AFTER_LATEST",
-        f"startingVersion {version} is after the table's latest version {latest}; "
-        "use a version <= latest, or 'latest' to read only commits made from now on.",
+        f"startingVersion {version} is after the table's latest version {latest}; {fix}",
         startingVersion=version,
         latestVersion=latest,
     )
@@ -394,7 +411,7 @@ def _batch_range(options: SourceOptions, timeline: Timeline) -> tuple[int, int]:
         )
     if options.starting_version is not None:
         if options.starting_version > latest:
-            raise _starting_after_latest(options.starting_version, latest)
+            raise _starting_after_latest(options.starting_version, latest, False)
         first = options.starting_version + (0 if options.starting_inclusive else 1)
     elif options.starting_earliest:  # commits before it were cleaned up: not data loss
         first = versions[0]
