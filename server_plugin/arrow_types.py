@@ -30,7 +30,25 @@ _SIMPLE: dict[type, pa.DataType] = {
 }
 
 
+# Spark's Arrow form of a variant (``pyspark.sql.pandas.types.to_arrow_type``, the same on
+# 4.0-4.3): the struct Delta stores it as, with the metadata field tagged, which is how
+# Spark tells a variant from a struct of two binaries. Files hold it untagged: reading casts
+# to this type, which tags it.
+VARIANT = pa.struct(
+    [
+        pa.field("value", pa.binary(), nullable=False),
+        pa.field("metadata", pa.binary(), nullable=False, metadata={b"variant": b"true"}),
+    ]
+)
+# Spark 4.0+ (every server this package supports) reads and writes variants.
+_VARIANT_TYPE = getattr(T, "VariantType", None)
+
+
 def arrow_type(data_type: Any) -> pa.DataType:
+    if isinstance(data_type, T.NullType):  # Delta's ``void``: no column in the files
+        return pa.null()
+    if _VARIANT_TYPE is not None and isinstance(data_type, _VARIANT_TYPE):
+        return VARIANT
     for spark_type, simple in _SIMPLE.items():
         if isinstance(data_type, spark_type):
             return simple

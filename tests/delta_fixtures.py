@@ -10,25 +10,31 @@ from pathlib import Path
 
 import pytest
 
+_SHARED = Path(__file__).resolve().parents[2] / "shared"
 NAMED = os.environ.get("SPARK_CDC_DELTA_FIXTURES")
-FIXTURES = Path(NAMED or Path(__file__).resolve().parents[2] / "shared" / "delta-fixtures")
+FIXTURES = Path(NAMED or _SHARED / "delta-fixtures")
+# The conformance tables (``../shared/conformance``: Delta's, delta-rs', kernel's and other
+# projects' test tables, listed in its SOURCES.md files).
+CONFORMANCE_VARIABLE = "SPARK_CDC_CONFORMANCE"
+CONFORMANCE = Path(os.environ.get(CONFORMANCE_VARIABLE) or _SHARED / "conformance")
 
 
-def fixture_dir(name: str) -> Path:
-    """Fixture ``name``'s folder. Missing, the test is skipped, saying where it looked;
-    when ``SPARK_CDC_DELTA_FIXTURES`` names the folder (as CI does), it fails: a fixture
+def fixture_dir(name: str, root: Path = FIXTURES) -> Path:
+    """Fixture ``name``'s folder under ``root``. Missing, the test is skipped, saying where
+    it looked; when the variable naming the root is set (as CI does), it fails: a fixture
     that should be there and is not must not pass as a skip."""
-    path = FIXTURES / name
+    variable = CONFORMANCE_VARIABLE if root == CONFORMANCE else "SPARK_CDC_DELTA_FIXTURES"
+    path = root / name
     if not path.is_dir():
-        message = f"Delta fixture {name} not found under {FIXTURES}"
-        if NAMED:
-            pytest.fail(f"{message}, the folder SPARK_CDC_DELTA_FIXTURES names.")
-        pytest.skip(f"{message} (set SPARK_CDC_DELTA_FIXTURES to where they are)")
+        message = f"Delta fixture {name} not found under {root}"
+        if os.environ.get(variable):
+            pytest.fail(f"{message}, the folder {variable} names.")
+        pytest.skip(f"{message} (set {variable} to where they are)")
     return path
 
 
-def copy_fixture(tmp_path: Path, name: str) -> str:
+def copy_fixture(tmp_path: Path, name: str, root: Path = FIXTURES) -> str:
     """A copy of fixture ``name`` under ``tmp_path`` (see ``fixture_dir``)."""
-    target = tmp_path / name
-    shutil.copytree(fixture_dir(name), target)
+    target = tmp_path / Path(name).name
+    shutil.copytree(fixture_dir(name, root), target)
     return str(target)

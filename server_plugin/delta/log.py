@@ -31,6 +31,8 @@ READABLE_FEATURES = frozenset(
         "typeWidening",
         "deletionVectors",
         "columnMapping",
+        "variantType",  # read as Spark's variant: Spark 4.0+, every server this runs on
+        "variantType-preview",
     }
 )
 
