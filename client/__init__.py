@@ -23,6 +23,7 @@ from spark_cdc.pyspark_hooks import when_imported
 
 if TYPE_CHECKING:
     from spark_cdc.changelog_reader import ChangelogReader
+    from spark_cdc.connection import ConnectionProblem, connect
     from spark_cdc.rewrite.errors import CdcAnalysisException
     from spark_cdc.rewrite.options import CdcOptions, DeduplicationMode
     from spark_cdc.rewrite.post_process import post_process
@@ -37,13 +38,17 @@ _EXPORTS = {
     "DeduplicationMode": "spark_cdc.rewrite.options",
     "CdcAnalysisException": "spark_cdc.rewrite.errors",
     "register_delta_changelog": "spark_cdc.sources",
+    "connect": "spark_cdc.connection",
+    "ConnectionProblem": "spark_cdc.connection",
 }
 __all__ = [
     "CdcAnalysisException",
     "CdcOptions",
     "ChangelogReader",
     "ChangelogSpec",
+    "ConnectionProblem",
     "DeduplicationMode",
+    "connect",
     "post_process",
     "register_delta_changelog",
 ]
@@ -66,7 +71,10 @@ def _convert_server_errors(module: Any) -> None:
     from spark_cdc import server_errors
 
     if module.__name__.endswith(".core"):
+        from spark_cdc.connection import patch_grpc_errors
+
         server_errors.patch_convert_exception(module)
+        patch_grpc_errors(module)
     elif module.__name__.endswith(".query"):
         server_errors.patch_query_exception(module)
     else:

@@ -21,6 +21,7 @@ from typing import Any
 from pyspark.sql.connect import functions as F
 from pyspark.sql.connect.dataframe import DataFrame
 from pyspark.sql.connect.session import SparkSession
+from spark_cdc.rewrite.column_functions import settle_column_functions
 from spark_cdc.rewrite.errors import invalid_option, missing_row_id
 from spark_cdc.rewrite.options import KNOWN_OPTIONS, CdcOptions, OptionValue, parse_options
 from spark_cdc.rewrite.post_process import planned_passes, post_process, refuse_reserved_columns
@@ -93,6 +94,7 @@ class ChangelogReader:
     def changes(self, table: str) -> DataFrame:
         """The post-processed change feed of the table at ``table`` (a path or URI the server
         reads), batch or streaming as the reader was made."""
+        settle_column_functions(self._spark)
         row_id, cdc, source, where = self._split_options()
         spec = self._source.spec(row_id)
         opts = self._check_range(cdc, source)
@@ -107,6 +109,7 @@ class ChangelogReader:
         """The source's own (raw) change feed, the ``ChangelogSpec`` it declares and the CDC
         options, before ``post_process``: for callers that post-process each micro-batch
         themselves (``spark-cdc tail``). The options are checked as for ``changes``."""
+        settle_column_functions(self._spark)
         row_id, cdc, source, _ = self._split_options()
         self._check_range(cdc, source)
         return self._load(table, source), self._source.spec(row_id), cdc

@@ -252,17 +252,16 @@ def _serve(args: argparse.Namespace) -> int:
 
 @contextmanager
 def _session(remote: str | None, token: str | None) -> Iterator[Any]:
-    """A session on ``remote`` or on a local server started (and stopped) for the command.
-    Closing the session is bounded too: a stuck close is left to the server's stop."""
-    from pyspark.sql import SparkSession
+    """A session on ``remote`` or on a local server started (and stopped) for the command,
+    checked by ``spark_cdc.connect`` (an unreachable server or a refused token is said in
+    seconds). Closing the session is bounded too: a stuck close is left to the server's stop.
+    """
+    from spark_cdc.connection import connect
     from spark_cdc.live_feed import finished_within
     from spark_cdc.local_server import ServerStartError, start_local_server
 
     server = None
-    if remote:
-        _check_reachable(remote)
-        url = remote if not token or "token=" in remote else f"{remote.rstrip('/')}/;token={token}"
-    else:
+    if not remote:
         _require_deltalake("the local server's delta_changelog source")
         print("Starting a local Spark Connect server on 127.0.0.1 ...", file=sys.stderr, flush=True)
         try:
@@ -271,33 +270,15 @@ def _session(remote: str | None, token: str | None) -> Iterator[Any]:
             )
         except ServerStartError as error:
             raise CliError(str(error).splitlines()[0]) from None
-        url = server.url
     try:
-        spark = SparkSession.builder.remote(url).create()
+        spark = connect(remote or server.url, token=token if remote else None)  # type: ignore[union-attr]
         try:
-            spark.range(1).collect()  # fail here, clearly, on a wrong URL or token
             yield spark
         finally:
             finished_within(STOP_DEADLINE_S, spark.stop)
     finally:
         if server is not None:
             server.stop(timeout=STOP_DEADLINE_S)
-
-
-def _check_reachable(url: str) -> None:
-    """pyspark retries an unreachable server for minutes; a TCP probe answers at once."""
-    import socket
-    from urllib.parse import urlparse
-
-    address = urlparse(url.split(";")[0].replace("sc://", "http://", 1))
-    try:
-        with socket.create_connection((address.hostname or "localhost", address.port or 15002), 5):
-            pass
-    except OSError:
-        raise CliError(
-            f"Cannot reach the Spark Connect server at {address.hostname}:{address.port}: "
-            "is it running, and is the URL right?"
-        ) from None
 
 
 def follow(

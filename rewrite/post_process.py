@@ -14,6 +14,7 @@ from pyspark.sql.connect import functions as F
 from pyspark.sql.connect.column import Column
 from pyspark.sql.connect.dataframe import DataFrame
 from spark_cdc.rewrite.batch import batch_row_level
+from spark_cdc.rewrite.column_functions import settle_column_functions
 from spark_cdc.rewrite.errors import invalid_option, missing_row_id
 from spark_cdc.rewrite.names import COMMIT_TIMESTAMP, COMMIT_VERSION, HELPER_PREFIX
 from spark_cdc.rewrite.net_changes import batch_net_changes, streaming_net_changes
@@ -36,6 +37,7 @@ def post_process(
     ``df`` may be batch or streaming; the output has ``df``'s columns, in order.
     """
     opts = parse_options(options)
+    settle_column_functions(df.sparkSession)
     passes, net = planned_passes(spec, opts)
     ranged = restrict_to_range(df, opts)
     if not (passes.any or net):

@@ -1,0 +1,161 @@
+"""Reaching a Spark Connect server from a user's own code: within seconds, or a named error.
+
+Three things PySpark's Connect client does that a script cannot live with (issue 27):
+
+- An unreachable server is retried for about twenty minutes (its default retry policy),
+  silently, and then raised as a gRPC repr with no condition. ``connect()`` probes the
+  address first (a TCP connection, then one RPC under a short retry policy) and says in
+  seconds which of the two failed.
+- A wrong or missing token is raised as a gRPC repr with no condition and no hint. Once
+  ``spark_cdc`` is imported, every session's UNAUTHENTICATED and (retries spent)
+  UNAVAILABLE errors carry a condition of ours and the fix (``patch_grpc_errors``), whether
+  or not the session came from ``connect()``.
+- The first session of a process stays PySpark's active session even when the server
+  refused it, and PySpark's column functions read a setting through the active session on
+  their first call: every ``F.col`` then failed with UNAUTHENTICATED, on good sessions too.
+  ``rewrite.column_functions`` reads that setting through the session at hand instead,
+  and ``connect()`` takes a refused session out of PySpark's active and default slots.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+from types import ModuleType
+from typing import Any, NoReturn
+from urllib.parse import urlparse
+
+from pyspark.errors.exceptions.connect import SparkConnectGrpcException
+
+CONNECTION = "SPARK_CDC_CONNECTION"
+TOKEN_ENV = "SPARK_CDC_TOKEN"
+DEFAULT_PORT = 15002
+
+
+class ConnectionProblem(SparkConnectGrpcException):
+    """The server could not be reached or refused the session. A
+    ``SparkConnectGrpcException``, as PySpark raises for these, so existing ``except``
+    clauses keep working; with a condition of ours and one sentence with the fix."""
+
+    def __init__(self, kind: str, message: str, **parameters: str) -> None:
+        condition = f"{CONNECTION}.{kind}"
+        super().__init__(
+            message=f"[{condition}] {message}", errorClass=condition, messageParameters=parameters
+        )
+
+
+def address(url: str) -> tuple[str, int]:
+    """Host and port of an ``sc://host:port/;...`` URL."""
+    parsed = urlparse(url.split(";")[0].replace("sc://", "http://", 1))
+    return parsed.hostname or "localhost", parsed.port or DEFAULT_PORT
+
+
+def unreachable(host: str, port: int, detail: str = "") -> ConnectionProblem:
+    return ConnectionProblem(
+        "UNREACHABLE",
+        f"Cannot reach the Spark Connect server at {host}:{port}{detail}: is it running, and "
+        "is the URL right?",
+        host=host,
+        port=str(port),
+    )
+
+
+def unauthenticated(host: str, port: int) -> ConnectionProblem:
+    return ConnectionProblem(
+        "UNAUTHENTICATED",
+        f"The Spark Connect server at {host}:{port} refused the session: wrong or missing "
+        f"token. Connect with the server's token (spark_cdc.connect(url, token=...), "
+        f"${TOKEN_ENV}, or sc://{host}:{port}/;token=...) in a new session.",
+        host=host,
+        port=str(port),
+    )
+
+
+def check_reachable(url: str, timeout: float = 5.0) -> None:
+    """A TCP connection to the URL's address, or ``SPARK_CDC_CONNECTION.UNREACHABLE``."""
+    host, port = address(url)
+    try:
+        with socket.create_connection((host, port), timeout):
+            pass
+    except OSError:
+        raise unreachable(host, port) from None
+
+
+def connect(url: str, *, token: str | None = None, timeout: float = 10.0) -> Any:
+    """A Spark Connect session on ``url``, checked: it answered, and took the token.
+
+    ``token`` (else the URL's ``;token=``, else ``$SPARK_CDC_TOKEN``) is sent as PySpark
+    sends it; it appears in no error. Raises ``SPARK_CDC_CONNECTION.UNREACHABLE`` when the
+    address does not answer, or does not answer as a Spark Connect server, within about
+    ``timeout`` seconds, and ``SPARK_CDC_CONNECTION.UNAUTHENTICATED`` when the server
+    refuses the token; the refused session is closed without waiting on the server, and
+    no later session inherits it.
+    """
+    from pyspark.sql import SparkSession
+    from spark_cdc.rewrite.column_functions import settle_column_functions
+
+    check_reachable(url, timeout)
+    token = token or (None if ";token=" in url else os.environ.get(TOKEN_ENV))
+    remote = f"{url.rstrip('/')}/;token={token}" if token else url
+    session = SparkSession.builder.remote(remote).create()
+    client = session.client
+    policies = client.get_retry_policies()
+    client.set_retry_policies([_probe_policy(timeout)])
+    try:
+        settle_column_functions(session)
+    except BaseException:
+        _discard(session)
+        raise
+    finally:
+        client.set_retry_policies(policies)
+    return session
+
+
+def _probe_policy(timeout: float) -> Any:
+    """Retries that give up after about ``timeout`` seconds (PySpark's default: minutes)."""
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+
+    return DefaultPolicy(
+        max_retries=4,
+        initial_backoff=200,
+        backoff_multiplier=2.0,
+        max_backoff=max(int(timeout * 250), 200),
+        jitter=100,
+    )
+
+
+def _discard(session: Any) -> None:
+    """Close a session the server refused or never answered, without the release request
+    ``stop()`` would retry, and take it out of PySpark's active and default slots."""
+    with contextlib.suppress(Exception):
+        session.client.close()
+    connect_session = type(session)  # pyspark.sql.connect.session.SparkSession
+    with connect_session._lock:
+        if connect_session._default_session is session:
+            connect_session._default_session = None
+    if getattr(connect_session._active_session, "session", None) is session:
+        connect_session._active_session.session = None
+
+
+def patch_grpc_errors(core: ModuleType) -> None:
+    """Give PySpark's UNAUTHENTICATED and final UNAVAILABLE errors our conditions and the
+    fix (``pyspark.sql.connect.client.core``; idempotent)."""
+    import grpc
+
+    client_class = core.SparkConnectClient
+    original = client_class._handle_rpc_error
+    if getattr(original, "_spark_cdc", False):
+        return
+
+    def handle_rpc_error(self: Any, rpc_error: Any) -> NoReturn:
+        code = rpc_error.code() if callable(getattr(rpc_error, "code", None)) else None
+        if code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.UNAVAILABLE):
+            host, port = address(f"sc://{self._builder.endpoint}")
+            if code == grpc.StatusCode.UNAUTHENTICATED:
+                raise unauthenticated(host, port) from None
+            raise unreachable(host, port, " (retried until PySpark's retries ran out)") from None
+        original(self, rpc_error)  # raises
+
+    handle_rpc_error._spark_cdc = True  # type: ignore[attr-defined]
+    client_class._handle_rpc_error = handle_rpc_error
