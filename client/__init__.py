@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import functools
 import importlib
+import importlib.util
+import sys
 from typing import TYPE_CHECKING, Any
 
 from spark_cdc.pyspark_hooks import when_imported
@@ -54,9 +56,29 @@ __all__ = [
 ]
 
 
+class MissingPySpark(ImportError):
+    """PySpark is an extra of this package (``[client]`` or ``[pyspark]``), so an install
+    without either has none; said on first use, not at import, so that pytest (which loads
+    this package's plugin) and ``spark-cdc --help`` still work."""
+
+    def getCondition(self) -> str:
+        return "SPARK_CDC.MISSING_PYSPARK"
+
+
+def require_pyspark() -> None:
+    if importlib.util.find_spec("pyspark") is None:
+        raise MissingPySpark(
+            f"[SPARK_CDC.MISSING_PYSPARK] spark-cdc-connect needs PySpark's Spark Connect "
+            f"client, and this Python ({sys.executable}) has none: install the jar-free "
+            "client with `pip install 'spark-cdc-connect[client]'`, or full PySpark with "
+            "`pip install 'spark-cdc-connect[pyspark]'`."
+        )
+
+
 def __getattr__(name: str) -> Any:
     if name not in _EXPORTS:
         raise AttributeError(f"module 'spark_cdc' has no attribute '{name}'")
+    require_pyspark()
     module = importlib.import_module(_EXPORTS[name])
     value = getattr(module, name)
     globals()[name] = value

@@ -76,11 +76,14 @@ def quiet_grpc(environ: dict[str, str] | Any = os.environ) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from spark_cdc import MissingPySpark, require_pyspark
+
     quiet_grpc()
     args = _parser().parse_args(argv)
     try:
+        require_pyspark()
         token = args.token = _token(args)
-    except CliError as error:
+    except (CliError, MissingPySpark) as error:
         _fail(str(error), None)
         return 1
     for stop_signal in STOP_SIGNALS:
@@ -204,6 +207,18 @@ def explain(error: BaseException) -> str:
     return type(error).__name__
 
 
+def _require_server_parts(needed_by: str) -> None:
+    """Refuse before any JVM starts: full PySpark (a thin client's cannot start a server),
+    then deltalake."""
+    from spark_cdc.local_server import ServerStartError, check_full_pyspark
+
+    try:
+        check_full_pyspark()
+    except ServerStartError as error:
+        raise CliError(str(error)) from None
+    _require_deltalake(needed_by)
+
+
 def _require_deltalake(needed_by: str) -> None:
     """Refuse before any JVM starts: a server whose Python lacks deltalake lists the source
     and fails every read of it; the demo's writer needs it here."""
@@ -223,7 +238,7 @@ def _require_deltalake(needed_by: str) -> None:
 def _serve(args: argparse.Namespace) -> int:
     from spark_cdc.local_server import ServerStartError, start_local_server
 
-    _require_deltalake("the server `spark-cdc serve` starts")
+    _require_server_parts("the server `spark-cdc serve` starts")
     try:
         server = start_local_server(
             port=args.port, host=args.host, token=args.token, log_path=scratch() / "server.log"
@@ -262,7 +277,7 @@ def _session(remote: str | None, token: str | None) -> Iterator[Any]:
 
     server = None
     if not remote:
-        _require_deltalake("the local server's delta_changelog source")
+        _require_server_parts("the local server's delta_changelog source")
         print("Starting a local Spark Connect server on 127.0.0.1 ...", file=sys.stderr, flush=True)
         try:
             server = start_local_server(

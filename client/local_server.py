@@ -51,6 +51,20 @@ class ServerStartError(RuntimeError):
     """The server could not be started; the message says why in one sentence."""
 
 
+def check_full_pyspark() -> Path:
+    """The installed pyspark's folder (SPARK_HOME), if it is full PySpark, with Spark's jars;
+    else raise: the jar-free Connect client (pyspark-client) cannot start a server."""
+    spark_home = Path(pyspark.__file__).parent
+    if not (spark_home / "jars").is_dir():
+        raise ServerStartError(
+            "Starting a Spark Connect server needs full PySpark (the pyspark package, with "
+            "Spark's jars); this Python has only the jar-free Connect client (pyspark-client). "
+            "Use a server elsewhere (--remote), or install spark-cdc-connect[pyspark] in "
+            "another environment: both packages are the pyspark folder."
+        )
+    return spark_home
+
+
 def find_java() -> str:
     """Return the ``java`` Spark will use, or raise with the one-line fix."""
     java_home = os.environ.get("JAVA_HOME")
@@ -175,11 +189,11 @@ def start_local_server(
     ``driver_memory`` defaults to 4g: the stock 1g dies with OutOfMemoryError under a
     streaming aggregation of a few million rows.
     """
+    spark_home = check_full_pyspark()
     java = find_java()
     port = port or free_port(host)
     if not port_is_free(port, host):
         raise ServerStartError(f"Port {port} on {host} is already in use; pick another one.")
-    spark_home = Path(pyspark.__file__).parent
     settings = {
         "spark.connect.grpc.binding.address": host,
         "spark.connect.grpc.binding.port": str(port),
