@@ -61,11 +61,14 @@ def unreachable(host: str, port: int, detail: str = "") -> ConnectionProblem:
     )
 
 
-def unauthenticated(host: str, port: int) -> ConnectionProblem:
+def unauthenticated(host: str, port: int, said: str = "") -> ConnectionProblem:
+    """``said``: the server's own reason ("No authentication token provided", "Invalid
+    authentication token"; it never repeats the token)."""
+    reason = f" ({said})" if said else ""
     return ConnectionProblem(
         "UNAUTHENTICATED",
         f"The Spark Connect server at {host}:{port} refused the session: wrong or missing "
-        f"token. Connect with the server's token (spark_cdc.connect(url, token=...), "
+        f"token{reason}. Connect with the server's token (spark_cdc.connect(url, token=...), "
         f"${TOKEN_ENV}, or sc://{host}:{port}/;token=...) in a new session.",
         host=host,
         port=str(port),
@@ -153,7 +156,8 @@ def patch_grpc_errors(core: ModuleType) -> None:
         if code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.UNAVAILABLE):
             host, port = address(f"sc://{self._builder.endpoint}")
             if code == grpc.StatusCode.UNAUTHENTICATED:
-                raise unauthenticated(host, port) from None
+                said = rpc_error.details() if callable(getattr(rpc_error, "details", None)) else ""
+                raise unauthenticated(host, port, str(said or "").strip()) from None
             raise unreachable(host, port, " (retried until PySpark's retries ran out)") from None
         original(self, rpc_error)  # raises
 

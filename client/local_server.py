@@ -18,6 +18,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -234,13 +235,19 @@ def start_local_server(
     log: IO[bytes] = open(log_path, "wb")  # noqa: SIM115 - owned by the child process
     process = subprocess.Popen(
         command,
-        stdout=log,
+        stdout=subprocess.PIPE if token else log,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
         env=env,
         start_new_session=True,
     )
-    log.close()
+    if token:
+        copier = threading.Thread(
+            target=_copy_masked, args=(process.stdout, log, token.encode()), daemon=True
+        )
+        copier.start()
+    else:
+        log.close()
     server = LocalServer(port, host, log_path, process, token, scratch)
     RUNNING.add(server)
     try:
@@ -251,6 +258,15 @@ def start_local_server(
         server.stop(timeout=10)
         raise
     return server
+
+
+def _copy_masked(output: IO[bytes], log: IO[bytes], token: bytes) -> None:
+    """The server's output into its log, the token masked: Spark's foreachBatch worker
+    prints its session URL, token and all (measured on 4.3)."""
+    with log:
+        for line in output:
+            log.write(line.replace(token, b"***"))
+            log.flush()
 
 
 def _discovery_path(folder: Path) -> list[str]:

@@ -2,12 +2,16 @@
 # Starts the Spark Connect server in the foreground (PID 1: `docker stop` reaches the JVM).
 # Inside the container it listens on all interfaces so the published port works;
 # docker-compose.yml publishes it on 127.0.0.1 only. The token comes in the environment
-# (SPARK_CONNECT_AUTHENTICATE_TOKEN, read by the server itself), never on a command line.
+# (SPARK_CONNECT_AUTHENTICATE_TOKEN, read by the server itself), never on a command line,
+# and never in the log.
 # Extra arguments go to spark-submit (e.g. --conf spark.sql.shuffle.partitions=4).
 set -euo pipefail
 log=/tmp/spark-connect.log
 : > "$log"  # a restarted container must not look started before the server is
-exec > >(tee -a "$log") 2>&1
+# Spark's foreachBatch worker prints its session URL, token and all ("... url
+# sc://localhost:15002/;user_id=;token=<token> ..."): every token= value is masked on its way
+# to the log and to `docker logs`.
+exec > >(sed -u -E 's/(token=)[^;[:space:]]+/\1***/g' | tee -a "$log") 2>&1
 if [[ -z "${SPARK_CONNECT_AUTHENTICATE_TOKEN:-}" ]]; then
   echo "warning: SPARK_CONNECT_AUTHENTICATE_TOKEN is empty: the server accepts clients without a token"
 fi

@@ -82,7 +82,7 @@ def test_a_good_session_after_a_refused_one_reads_changes(
         """
     )
     assert lines[0].startswith("ConnectionProblem SPARK_CDC_CONNECTION.UNAUTHENTICATED ")
-    assert "refused the session: wrong or missing token" in lines[0]
+    assert "refused the session: wrong or missing token (Invalid authentication token)" in lines[0]
     assert TOKEN not in lines[0] and "token=wrong" not in lines[0]
     assert lines[1] == "[0, 1, 2]"
 
@@ -106,6 +106,7 @@ def test_connect_checks_the_token(token_server: str, tmp_path: Path) -> None:
         """
     )
     assert lines[0].startswith("ConnectionProblem SPARK_CDC_CONNECTION.UNAUTHENTICATED "), lines
+    assert "(No authentication token provided)" in lines[0]
     assert lines[1] == "[0, 1]"
 
 
