@@ -26,11 +26,16 @@ from types import ModuleType
 from typing import Any, NoReturn
 from urllib.parse import urlparse
 
+import pyspark.errors
 from pyspark.errors.exceptions.connect import SparkConnectGrpcException
 
 CONNECTION = "SPARK_CDC_CONNECTION"
 TOKEN_ENV = "SPARK_CDC_TOKEN"
 DEFAULT_PORT = 15002
+# What 4.0 raises when retries are spent, past ``_handle_rpc_error`` (4.1+ have no such class).
+_RETRIES_EXCEEDED: tuple[type, ...] = tuple(
+    c for c in [getattr(pyspark.errors, "RetriesExceeded", None)] if c is not None
+)
 
 
 class ConnectionProblem(SparkConnectGrpcException):
@@ -107,8 +112,12 @@ def connect(url: str, *, token: str | None = None, timeout: float = 10.0) -> Any
     client.set_retry_policies([_probe_policy(timeout)])
     try:
         settle_column_functions(session)
-    except BaseException:
+    except BaseException as error:
         _discard(session)
+        if isinstance(error, _RETRIES_EXCEEDED):
+            host, port = address(url)
+            raise unreachable(host, port, " (it accepts connections, but does not answer as "
+                              "a Spark Connect server)") from None  # fmt: skip
         raise
     finally:
         client.set_retry_policies(policies)
