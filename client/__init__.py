@@ -8,7 +8,7 @@ Beneath: ``spark_cdc.rewrite`` (the plans) and ``spark_cdc.server_plugin`` (what
 server; it imports neither of the layers above it).
 
 Importing the package arranges two patches of PySpark's Connect client (see
-``spark_cdc.pyspark_hooks`` for why they wait until that client loads): server errors of
+``spark_cdc.compat.hooks`` for why they wait until that client loads): server errors of
 ours get their own condition back, and stream starts pass the guard. The public names load
 on first use, so a server's Python worker that imports the plugin pays for neither.
 """
@@ -21,7 +21,7 @@ import importlib.util
 import sys
 from typing import TYPE_CHECKING, Any
 
-from spark_cdc.pyspark_hooks import when_imported
+from spark_cdc.compat.hooks import when_imported
 
 if TYPE_CHECKING:
     from spark_cdc.changelog_reader import ChangelogReader
@@ -90,7 +90,7 @@ def __dir__() -> list[str]:
 
 
 def _convert_server_errors(module: Any) -> None:
-    from spark_cdc import server_errors
+    from spark_cdc.compat import server_errors
 
     if module.__name__.endswith(".core"):
         from spark_cdc.connection import patch_grpc_errors

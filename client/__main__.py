@@ -1,5 +1,5 @@
 """``python -m spark_cdc`` is ``spark-cdc``."""
 
-from spark_cdc.cli import entry
+from spark_cdc.cli.main import entry
 
 entry()

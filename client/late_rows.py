@@ -22,7 +22,7 @@ from typing import Any
 from pyspark.errors import StreamingQueryException
 from pyspark.sql.connect.streaming.query import StreamingQuery
 from pyspark.sql.streaming.listener import StreamingQueryListener
-from spark_cdc.listener_bus import add_listener, remove_listener
+from spark_cdc.compat.listener_bus import add_listener, remove_listener
 from spark_cdc.server_plugin.vocabulary import CONTRACT_VIOLATION
 
 ROWS_BEHIND_WATERMARK = f"{CONTRACT_VIOLATION}.ROWS_BEHIND_WATERMARK"

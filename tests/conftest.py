@@ -19,9 +19,9 @@ from pyspark.sql import SparkSession
 from pyspark.sql.connect.streaming.query import StreamingQuery
 from pyspark.sql.connect.streaming.readwriter import DataStreamWriter
 from spark_cdc.late_rows import first_drop
-from spark_cdc.local_server import start_local_server
+from spark_cdc.testing.local_server import start_local_server
 
-from tests import harness
+from tests.support import harness
 
 _server: harness.Server | None = None
 
@@ -48,7 +48,7 @@ def _say(request: pytest.FixtureRequest, line: str) -> None:
 
 def _container(request: pytest.FixtureRequest, basetemp: Path) -> harness.Server | None:
     """The server container, or None (said why) when the mode allows a local server."""
-    from spark_cdc.container import SparkConnectContainerError
+    from spark_cdc.testing.container import SparkConnectContainerError
 
     mode = harness.mode()
     reason = harness.container_unavailable()

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from pyspark.sql import SparkSession
-from spark_cdc.local_server import start_local_server
+from spark_cdc.testing.local_server import start_local_server
 
 from tests.bench.common import Bench, Figure
 from tests.bench.machine import describe_machine

@@ -10,7 +10,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from spark_cdc.local_server import find_java, java_major_version
+from spark_cdc.testing.local_server import find_java, java_major_version
 
 
 def _cpu_model() -> str:

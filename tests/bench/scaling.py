@@ -36,8 +36,8 @@ from spark_cdc.rewrite import ChangelogSpec, post_process
 from spark_cdc.server_plugin.sample_changelog import register
 
 from tests.bench.common import Bench, Figure
-from tests.feeds import feed, row
-from tests.rpc_count import counting_rpcs
+from tests.support.feeds import feed, row
+from tests.support.rpc_count import counting_rpcs
 
 BENCHMARK = "scaling"
 HISTORY = [10, 100, 1000]

@@ -1,0 +1,104 @@
+"""The main job: a Delta table being written (appends, updates, deletes, merges) and its
+change feed streamed live, carry-overs removed and updates detected, commit by commit.
+
+    spark-cdc demo [--remote sc://host:port] [--seconds 20]
+
+Without ``--remote`` a local Spark Connect server (127.0.0.1) is started and stopped after.
+The table is written here, with delta-rs, so the server must see the same filesystem.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+STATUSES = ("new", "paid", "shipped", "refunded")
+
+
+def orders(ids: range | list[int], status: str = "new") -> pa.Table:
+    ids = list(ids)
+    return pa.table(
+        {
+            "order_id": pa.array(ids, pa.int64()),
+            "status": pa.array([status] * len(ids), pa.string()),
+            "amount": pa.array([10.0 * i for i in ids], pa.float64()),
+        }
+    )
+
+
+def write_orders(
+    table: str,
+    seconds: float,
+    pause: float = 1.0,
+    stop: threading.Event | None = None,
+    listening: threading.Event | None = None,
+) -> None:
+    """One commit per step, cycling through what an order system does to its table.
+
+    Version 0 creates the table empty; with ``listening``, the first rows wait until it is
+    set (the feed's first micro-batch has run). A stream's first micro-batch starts the
+    server's Python workers, several seconds that would otherwise hold the first commits
+    back and print them in one burst."""
+    from deltalake import DeltaTable, write_deltalake
+
+    stop = stop or threading.Event()
+    write_deltalake(table, orders([]))
+    if listening is not None:
+        while not (listening.wait(0.1) or stop.is_set()):
+            pass
+    write_deltalake(table, orders(range(1, 6)), mode="append")
+    deadline, step, next_id = time.monotonic() + seconds, 0, 6
+    while time.monotonic() < deadline and not stop.wait(pause):
+        kind = step % 5
+        if kind == 0:
+            write_deltalake(table, orders(range(next_id, next_id + 2)), mode="append")
+            next_id += 2
+        elif kind == 1:  # copy-on-write: the rewritten file's other rows are carry-overs
+            status = STATUSES[1 + step % 3]
+            DeltaTable(table).update(
+                {"status": f"'{status}'"}, predicate=f"order_id = {next_id - 3}"
+            )
+        elif kind == 2:
+            DeltaTable(table).delete(f"order_id = {next_id - 6}")
+        elif kind == 3:
+            changed = orders([next_id - 1, next_id], status="paid")
+            (
+                DeltaTable(table)
+                .merge(changed, "t.order_id = s.order_id", source_alias="s", target_alias="t")
+                .when_matched_update_all()
+                .when_not_matched_insert_all()
+                .execute()
+            )
+            next_id += 1
+        else:  # an UPDATE that changes nothing: every row it rewrites is a carry-over
+            DeltaTable(table).update({"status": "status"}, predicate=f"order_id <= {next_id}")
+        step += 1
+
+
+def run(spark: Any, seconds: float = 20.0, work_dir: str | None = None) -> None:
+    """Write the table and follow its feed. Without ``work_dir`` the table goes to the
+    command's temporary folder, removed when it ends."""
+    from spark_cdc.cli.main import follow, scratch
+
+    work = Path(work_dir) if work_dir else scratch() / "demo"
+    table = str(work / "orders")
+    stop, listening = threading.Event(), threading.Event()
+    writer = threading.Thread(
+        target=write_orders, args=(table, seconds, 1.0, stop, listening), daemon=True
+    )
+    print(f"Writing the Delta table {table} for {seconds:.0f}s; its changes follow.\n")
+    try:
+        writer.start()
+        while not (Path(table) / "_delta_log" / f"{0:020d}.json").exists():
+            time.sleep(0.1)
+        options = {"rowId": "order_id", "computeUpdates": True, "startingVersion": 0}
+        show = lambda text: print(text + "\n", flush=True)  # noqa: E731
+        follow(spark, table, options, show, lambda: not writer.is_alive(), listening.set)
+        print("Done: every commit above came out of the stream, post-processed.")
+    finally:
+        stop.set()
+        writer.join(10)

@@ -1,0 +1,257 @@
+"""The server container as users get it: the pytest fixtures (``spark_cdc.testing.pytest_plugin``),
+its security, and the compose stack started the way the README says.
+
+Runs wherever the harness runs the container (CI makes it mandatory); on a machine without a
+Docker engine these tests are skipped, saying why, and the rest of the suite uses a local
+server.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pyspark
+import pytest
+from deltalake import DeltaTable, write_deltalake
+from pyspark.errors.exceptions.connect import SparkConnectGrpcException
+from pyspark.sql import SparkSession
+from pyspark.sql.types import (
+    DoubleType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+from spark_cdc import ChangelogReader
+from spark_cdc.testing.local_server import free_port
+
+from tests.support import harness
+from tests.support.delta_tables import rows
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _container_harness(spark_remote: str) -> None:
+    """Session-scoped, so it runs before the plugin's session fixtures build an image."""
+    if harness.kind != "container":
+        pytest.skip(f"the harness runs no server container here ({harness.fallback_reason})")
+
+
+def _updated_table(path: str) -> None:
+    write_deltalake(path, rows(range(4)))
+    DeltaTable(path).update({"amount": "amount * 10"}, predicate="id = 1")
+
+
+def _assert_reads_the_update(spark: SparkSession, path: str) -> None:
+    """A token-authenticated read of a table in the shared folder, checked whole."""
+    df = ChangelogReader(spark).options(rowId="id", computeUpdates=True).changes(path)
+    assert df.schema == StructType(
+        [
+            StructField("id", LongType()),
+            StructField("name", StringType()),
+            StructField("amount", DoubleType()),
+            StructField("part", StringType()),
+            StructField("_change_type", StringType()),  # relabelled by update detection
+            StructField("_commit_version", LongType(), False),
+            StructField("_commit_timestamp", TimestampType(), False),
+        ]
+    )
+    stamps = {
+        h["version"]: datetime.fromtimestamp(h["timestamp"] / 1000, timezone.utc)
+        for h in DeltaTable(path).history()
+    }
+    got = sorted((*r[:-1], r[-1].astimezone(timezone.utc)) for r in df.collect())
+    want = sorted(
+        [(i, f"a{i}", float(i), "even" if i % 2 == 0 else "odd", "insert", 0) for i in range(4)]
+        + [
+            (1, "a1", 1.0, "odd", "update_preimage", 1),
+            (1, "a1", 10.0, "odd", "update_postimage", 1),
+        ]
+    )
+    assert [r[:-1] for r in got] == want
+    assert all(r[-1] == stamps[r[-2]] for r in got)
+
+
+# -- the pytest fixtures users get ---------------------------------------------------------
+
+
+def test_the_fixtures_give_a_server_that_reads_a_shared_table(
+    spark_cdc_session: SparkSession, spark_cdc_shared: Path
+) -> None:
+    path = str(spark_cdc_shared / "orders")
+    _updated_table(path)
+    _assert_reads_the_update(spark_cdc_session, path)
+    assert spark_cdc_session.version == pyspark.__version__  # the client's Spark
+
+
+# -- security ------------------------------------------------------------------------------
+
+
+def _refused(url: str) -> str:
+    session = SparkSession.builder.remote(url).create()
+    session.release_session_on_close = False
+    try:
+        with pytest.raises(SparkConnectGrpcException) as refused:
+            session.range(1).collect()
+        return str(refused.value)
+    finally:
+        session.stop()
+
+
+def test_clients_without_the_token_or_with_a_wrong_one_are_refused(spark_cdc_server: Any) -> None:
+    base = spark_cdc_server.url.split("/;")[0]
+    assert "No authentication token provided" in _refused(base)
+    assert "Invalid authentication token" in _refused(f"{base}/;token=not-the-token")
+
+
+def _host_addresses() -> set[str]:
+    """This machine's non-loopback IPv4 addresses."""
+    out = subprocess.run(["hostname", "-I"], capture_output=True, text=True, check=False).stdout
+    return {a for a in out.split() if "." in a and not a.startswith("127.")}
+
+
+def test_the_port_is_published_on_loopback_only(spark_cdc_server: Any) -> None:
+    container = spark_cdc_server.get_wrapped_container()
+    container.reload()
+    bindings = container.attrs["NetworkSettings"]["Ports"]["15002/tcp"]
+    assert [b["HostIp"] for b in bindings] == ["127.0.0.1"]
+    port = int(bindings[0]["HostPort"])
+    addresses = _host_addresses()
+    assert addresses, "no non-loopback address to try"
+    for address in addresses:
+        with socket.socket() as sock:
+            sock.settimeout(5)
+            assert sock.connect_ex((address, port)) != 0, f"{address}:{port} accepts connections"
+
+
+def test_the_token_is_in_no_log_command_line_or_repr(
+    spark_cdc_server: Any, spark_cdc_session: SparkSession
+) -> None:
+    assert spark_cdc_session.range(3).count() == 3  # the server has logged a session
+    # Spark's foreachBatch worker prints its session URL, token and all, to the log.
+    stream = spark_cdc_session.readStream.format("rate").load().writeStream
+    query = stream.foreachBatch(lambda batch, batch_id: None).start()
+    query.processAllAvailable()
+    query.stop()
+    token = spark_cdc_server.url.split(";token=")[1]
+    container = spark_cdc_server.get_wrapped_container()
+    container.reload()
+    logs = container.logs().decode(errors="replace")
+    assert token not in logs
+    if "ForeachBatch worker is starting" in logs:  # it prints the URL (4.3)
+        assert "token=***" in logs
+    assert token not in repr(spark_cdc_server)
+    config = container.attrs["Config"]
+    assert token not in " ".join([*(config["Entrypoint"] or []), *(config["Cmd"] or [])])
+    processes = container.exec_run(["ps", "-eo", "args"]).output.decode(errors="replace")
+    assert "SparkConnectServer" in processes and token not in processes
+
+
+# -- the compose stack, started the way the README says ------------------------------------
+
+
+def _compose_commands() -> list[list[str]]:
+    commands = []
+    if subprocess.run(["docker", "compose", "version"], capture_output=True).returncode == 0:
+        commands.append(["docker", "compose"])
+    if shutil.which("docker-compose"):
+        commands.append(["docker-compose"])
+    return commands
+
+
+@pytest.fixture
+def compose_stack(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, str]]:
+    """The stack up with the documented variables only; always taken down again."""
+    compose: list[str] = request.param
+    env = {
+        **os.environ,
+        "SPARK_CDC_TOKEN": secrets.token_urlsafe(24),
+        "SPARK_CDC_PORT": str(free_port()),
+        "SPARK_CDC_DATA": str(tmp_path),
+        "SPARK_CDC_DATA_IN_CONTAINER": str(tmp_path),
+        "SPARK_CDC_UID": str(os.getuid()),
+        "SPARK_CDC_GID": str(os.getgid()),
+        # The client's Spark, as the harness's image: Docker's layer cache serves both.
+        "SPARK_CDC_SPARK_VERSION": pyspark.__version__,
+    }
+    env.pop("SPARK_CDC_CA_CERTS", None)  # compose takes them from compose/ca-certs
+    project = [
+        "-p",
+        f"sparkcdc{secrets.token_hex(4)}",
+        "-f",
+        str(ROOT / "compose/docker-compose.yml"),
+    ]
+    up = ["up", "--build", "--wait"] if compose[0] == "docker" else ["up", "-d", "--build"]
+    try:
+        started = subprocess.run([*compose, *project, *up], env=env, capture_output=True, text=True)
+        assert started.returncode == 0, started.stdout[-3000:] + started.stderr[-3000:]
+        _wait_healthy(compose, project, env)
+        yield env
+    finally:
+        # --rmi local: the image is tagged with this run's project name, so each run would
+        # otherwise leave a 1.6 GB tag behind (ten CI runs held 16 GB here).
+        subprocess.run(
+            [*compose, *project, "down", "-v", "--rmi", "local"], env=env, capture_output=True
+        )
+
+
+def _wait_healthy(compose: list[str], project: list[str], env: dict[str, str]) -> None:
+    ids = subprocess.run(
+        [*compose, *project, "ps", "-q"], env=env, capture_output=True, text=True, check=True
+    ).stdout.split()
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        status = subprocess.run(
+            ["docker", "inspect", "-f", "{{.State.Health.Status}}", *ids],
+            capture_output=True,
+            text=True,
+        ).stdout.split()
+        if status == ["healthy"]:
+            return
+        time.sleep(1)
+    raise AssertionError(f"the compose stack is not healthy after 240s: {status}")
+
+
+@pytest.mark.parametrize(
+    "compose_stack",
+    [pytest.param(c, id=" ".join(c)) for c in _compose_commands()]
+    or [pytest.param(None, marks=pytest.mark.skip(reason="no docker compose or docker-compose"))],
+    indirect=True,
+)
+def test_the_compose_stack_serves_a_token_authenticated_read(
+    compose_stack: dict[str, str], tmp_path: Path
+) -> None:
+    path = str(tmp_path / "orders")
+    _updated_table(path)
+    url = f"sc://localhost:{compose_stack['SPARK_CDC_PORT']}/;token={compose_stack['SPARK_CDC_TOKEN']}"
+    session = SparkSession.builder.remote(url).create()
+    try:
+        _assert_reads_the_update(session, path)
+    finally:
+        session.stop()
+
+
+def test_the_readme_example_test_passes(
+    spark_cdc_session: SparkSession, spark_cdc_shared: Path, tmp_path: Path
+) -> None:
+    """The README's integration test example, run as written with the fixtures."""
+    readme = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", readme, re.DOTALL)
+    example = next(b for b in blocks if "def test_an_update_comes_out" in b)
+    scope: dict[str, Any] = {}
+    exec(compile(example, "README.md", "exec"), scope)
+    shared = spark_cdc_shared / tmp_path.name  # a folder of its own inside the shared one
+    shared.mkdir()
+    scope["test_an_update_comes_out_as_pre_and_post_image"](spark_cdc_session, shared)
