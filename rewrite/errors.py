@@ -5,7 +5,7 @@ raises these conditions as analysis errors too: code written for native CDC (``e
 AnalysisException``, ``e.getCondition()``) keeps working when it moves to client-side CDC.
 Contract violations are found while the query runs, on the server: their text leads with
 the condition in Spark's ``[CONDITION] ...`` form, which the client turns back into an
-exception with that condition (``spark_cdc.server_errors``).
+exception with that condition (``spark_cdc.compat.server_errors``).
 """
 
 from __future__ import annotations

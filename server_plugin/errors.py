@@ -4,7 +4,7 @@ A Python data source cannot raise PySpark's error classes across the worker boun
 client receives the exception's text, inside the server's traceback. So every message is
 ``[CONDITION.SUB] one sentence``, followed, when it has any, by one line of parameters as
 JSON. ``parse_error_text`` finds both again in whatever text the server wraps them in; the
-client (``spark_cdc.server_errors``) rebuilds the exception from them, and a client without
+client (``spark_cdc.compat.server_errors``) rebuilds the exception from them, and a client without
 this package still reads the condition and the sentence.
 """
 

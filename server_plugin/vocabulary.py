@@ -32,7 +32,7 @@ CHANGE_TYPES = (INSERT, DELETE, UPDATE_PREIMAGE, UPDATE_POSTIMAGE)
 MULTIPLE_CHANGES_SENTENCE = "A row id has more than one delete or insert in commit version "
 
 # The error condition families this package raises; the client turns a server error that
-# carries one of them back into an exception with that condition (spark_cdc.server_errors).
+# carries one of them back into an exception with that condition (spark_cdc.compat.server_errors).
 DELTA_CHANGELOG = "DELTA_CHANGELOG"
 INVALID_CDC_OPTION = "INVALID_CDC_OPTION"
 CONTRACT_VIOLATION = "CHANGELOG_CONTRACT_VIOLATION"
