@@ -11,6 +11,8 @@ except ModuleNotFoundError as error:
     needed = for_missing_module(error)
     if needed is None:
         raise
-    DefaultSource = unavailable_source("delta_changelog", needed, f"has no '{needed.package}'")
+    DefaultSource = unavailable_source(  # type: ignore[misc,assignment]  # the stand-in
+        "delta_changelog", needed, f"has no '{needed.package}'"
+    )
 
 __all__ = ["DefaultSource"]

@@ -1,9 +1,13 @@
 """spark_cdc: Spark's CDC post-processing for Spark Connect, planned on the client.
 
-    from spark_cdc import ChangelogReader, ChangelogSpec, post_process
+    import spark_cdc
 
-``ChangelogReader`` reads a Delta table's change feed through the server's
-``delta_changelog`` source; ``post_process`` post-processes any change-feed DataFrame.
+    feed = spark_cdc.read(spark).option("rowId", "id").load("/data/orders")
+    stream = spark_cdc.readStream(spark).option("rowId", "id").changes("sales.orders")
+
+``read``/``readStream`` read a table's change feed (a Delta table's through the server's
+``delta_changelog`` source), shaped as Spark's ``spark.read``/``spark.readStream``;
+``post_process`` post-processes any change-feed DataFrame.
 Beneath: ``spark_cdc.rewrite`` (the plans) and ``spark_cdc.server_plugin`` (what runs in the
 server; it imports neither of the layers above it).
 
@@ -22,9 +26,15 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from spark_cdc.compat.hooks import when_imported
+from spark_cdc.server_plugin.conditions import ConditionError
 
 if TYPE_CHECKING:
-    from spark_cdc.changelog_reader import ChangelogReader
+    from spark_cdc.changelog_reader import (
+        ChangelogReader,
+        ChangelogStreamReader,
+        read,
+        readStream,
+    )
     from spark_cdc.connection import ConnectionProblem, connect
     from spark_cdc.rewrite.errors import CdcAnalysisException
     from spark_cdc.rewrite.options import CdcOptions, DeduplicationMode
@@ -33,7 +43,10 @@ if TYPE_CHECKING:
     from spark_cdc.sources import register_delta_changelog
 
 _EXPORTS = {
+    "read": "spark_cdc.changelog_reader",
+    "readStream": "spark_cdc.changelog_reader",
     "ChangelogReader": "spark_cdc.changelog_reader",
+    "ChangelogStreamReader": "spark_cdc.changelog_reader",
     "ChangelogSpec": "spark_cdc.rewrite.spec",
     "post_process": "spark_cdc.rewrite.post_process",
     "CdcOptions": "spark_cdc.rewrite.options",
@@ -48,31 +61,26 @@ __all__ = [
     "CdcOptions",
     "ChangelogReader",
     "ChangelogSpec",
+    "ChangelogStreamReader",
     "ConnectionProblem",
     "DeduplicationMode",
     "connect",
     "post_process",
+    "read",
+    "readStream",
     "register_delta_changelog",
 ]
 
 
-class MissingPySpark(ImportError):
+class MissingPySpark(ConditionError, ImportError):
     """PySpark is an extra of this package (``[client]`` or ``[pyspark]``), so an install
     without either has none; said on first use, not at import, so that pytest (which loads
     this package's plugin) and ``spark-cdc --help`` still work."""
 
-    def getCondition(self) -> str:
-        return "SPARK_CDC.MISSING_PYSPARK"
-
 
 def require_pyspark() -> None:
     if importlib.util.find_spec("pyspark") is None:
-        raise MissingPySpark(
-            f"[SPARK_CDC.MISSING_PYSPARK] spark-cdc-connect needs PySpark's Spark Connect "
-            f"client, and this Python ({sys.executable}) has none: install the jar-free "
-            "client with `pip install 'spark-cdc-connect[client]'`, or full PySpark with "
-            "`pip install 'spark-cdc-connect[pyspark]'`."
-        )
+        raise MissingPySpark("SPARK_CDC.MISSING_PYSPARK", python=sys.executable)
 
 
 def __getattr__(name: str) -> Any:
@@ -104,8 +112,10 @@ def _convert_server_errors(module: Any) -> None:
 
 
 def _guard_stream_starts(module: Any) -> None:
+    from spark_cdc.rewrite import pyspark_internals
+
     writer = module.DataStreamWriter
-    start = writer._start_internal
+    start = pyspark_internals.stream_start(writer)
     if getattr(start, "_spark_cdc_guarded", False):
         return
 
@@ -118,7 +128,7 @@ def _guard_stream_starts(module: Any) -> None:
         return start_guarded(start, self, *args, **kwargs)
 
     guarded_start._spark_cdc_guarded = True  # type: ignore[attr-defined]
-    writer._start_internal = guarded_start
+    pyspark_internals.replace_stream_start(writer, guarded_start)
 
 
 when_imported("pyspark.sql.connect.client.core", _convert_server_errors)

@@ -1,33 +1,42 @@
-"""``ChangelogReader``: a Delta table's post-processed change feed, as ``spark.read.changes``
-would give it on a server with native CDC.
+"""``read(spark)`` and ``readStream(spark)``: a table's post-processed change feed, as
+``spark.read.changes`` would give it on a server with native CDC.
 
-It reads through the server's ``delta_changelog`` source. By default
-(``postProcessing=source``) the source itself resolves the row-level passes, carry-over
-removal and update detection, commit by commit, and declares them done, so ``post_process``
-plans nothing for them (no shuffle, aggregate, watermark or state) and only net changes keep
-the client's stateful operator. With ``postProcessing=client`` the source serves the raw
-feed and ``post_process`` plans every pass with what the source declares: carry-over rows,
-updates as delete+insert, intermediate changes, no row version (carry-overs are found by
-comparing whole rows). Both give the same rows, schema and errors. Building the DataFrame
-makes no server round trip.
+The readers have the shape of Spark's ``DataFrameReader``/``DataStreamReader``:
+``format(name)`` chooses the changelog source (``spark_cdc.sources``), ``option``/``options``
+set options, ``load(path)`` reads a table by its path or URI and ``changes(tableName)`` by
+its catalog name. A batch reader and a stream reader are two classes over one base, not a
+boolean. They read through the server's changelog source (``delta_changelog`` for
+``delta``). By default (``postProcessing=source``) the source itself resolves the
+row-level passes, carry-over removal and update detection, commit by commit, and declares
+them done, so ``post_process`` plans nothing for them (no shuffle, aggregate, watermark or
+state) and only net changes keep the client's stateful operator. With
+``postProcessing=client`` the source serves the raw feed and ``post_process`` plans every
+pass with what the source declares: carry-over rows, updates as delete+insert,
+intermediate changes, no row version (carry-overs are found by comparing whole rows). Both
+give the same rows, schema and errors. Building the DataFrame makes no server round trip,
+except that ``changes(tableName)`` asks the catalog once where the table is.
 """
 
 from __future__ import annotations
 
-import difflib
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar
 
+from pyspark.sql import DataFrame
 from pyspark.sql.connect import functions as F
-from pyspark.sql.connect.dataframe import DataFrame
-from pyspark.sql.connect.session import SparkSession
 from spark_cdc.rewrite.column_functions import settle_column_functions
-from spark_cdc.rewrite.errors import invalid_option, missing_row_id
+from spark_cdc.rewrite.errors import as_analysis_exception, cdc_error
 from spark_cdc.rewrite.options import KNOWN_OPTIONS, CdcOptions, OptionValue, parse_options
 from spark_cdc.rewrite.post_process import planned_passes, post_process, refuse_reserved_columns
 from spark_cdc.rewrite.spec import ChangelogSpec
+from spark_cdc.server_plugin.cdc_options import row_id as row_id_columns
+from spark_cdc.server_plugin.cdc_options import unknown_option
+from spark_cdc.server_plugin.errors import ChangelogSourceError
 from spark_cdc.server_plugin.vocabulary import RANGE_OPTIONS
-from spark_cdc.sources import DELTA, ChangelogSource
+from spark_cdc.sources import DEFAULT_FORMAT, ChangelogSource, source_for
+
+if TYPE_CHECKING:
+    from spark_cdc.rewrite.pyspark_internals import SparkSession
 
 _CDC_OPTIONS = {name.lower(): name for name in KNOWN_OPTIONS}
 _ROW_ID = "rowId"
@@ -37,40 +46,103 @@ _WHERE = ("source", "client")
 # source gets a bound this much wider, and post_process filters rows exactly.
 _ANY_ZONE = timedelta(hours=18)
 
+R = TypeVar("R", bound="ChangelogReaderBase")
 
-class ChangelogReader:
-    """A Delta table's change feed, post-processed as Spark's ``changes()`` would give it.
 
-    ``ChangelogReader(spark).option("rowId", "id").changes("/data/orders")`` is a batch
-    DataFrame; ``ChangelogReader(spark, streaming=True)`` gives a streaming one. Building it
-    makes no server round trip. Options (keys case-insensitive, values str, bool or int):
+def read(spark: SparkSession) -> ChangelogReader:
+    """A batch reader of change feeds, as ``spark.read`` is of tables.
+
+    Parameters
+    ----------
+    spark : SparkSession
+        A Spark Connect session.
+
+    Returns
+    -------
+    ChangelogReader
+        Configure it with ``format``, ``option`` and ``options``, then read with
+        ``load(path)`` or ``changes(tableName)``.
+
+    Examples
+    --------
+    >>> import spark_cdc
+    >>> feed = (
+    ...     spark_cdc.read(spark)
+    ...     .option("rowId", "id")
+    ...     .option("startingVersion", 1)
+    ...     .load("/data/orders")
+    ... )
+    >>> feed.orderBy("_commit_version").show()  # doctest: +SKIP
+    """
+    return ChangelogReader(spark)
+
+
+def readStream(spark: SparkSession) -> ChangelogStreamReader:
+    """A streaming reader of change feeds, as ``spark.readStream`` is of tables.
+
+    Parameters
+    ----------
+    spark : SparkSession
+        A Spark Connect session.
+
+    Returns
+    -------
+    ChangelogStreamReader
+        Configure it with ``format``, ``option`` and ``options``, then read with
+        ``load(path)`` or ``changes(tableName)``; the result is a streaming DataFrame.
+
+    Examples
+    --------
+    >>> import spark_cdc
+    >>> query = (
+    ...     spark_cdc.readStream(spark)
+    ...     .option("rowId", "id")
+    ...     .option("deduplicationMode", spark_cdc.DeduplicationMode.NET_CHANGES)
+    ...     .load("/data/orders")
+    ...     .writeStream.format("console")
+    ...     .start()
+    ... )  # doctest: +SKIP
+    """
+    return ChangelogStreamReader(spark)
+
+
+class ChangelogReaderBase:
+    """What ``ChangelogReader`` (batch) and ``ChangelogStreamReader`` (streaming) share:
+    every method but the kind of DataFrame they build. Not made directly.
+
+    Options (keys case-insensitive, values str, bool or int):
 
     - ``rowId``: the column(s) identifying a row, comma-separated; needed for
       ``computeUpdates`` and ``netChanges``. Without it rows are identified by their whole
       content, which is enough for the default carry-over removal.
     - Spark's CDC options, with Spark's defaults: ``deduplicationMode`` (``none``,
-      ``dropCarryovers`` (default), ``netChanges``), ``computeUpdates`` (false),
-      ``startingVersion`` (a version; ``earliest``; ``latest`` for streams),
-      ``endingVersion``, ``startingTimestamp``, ``endingTimestamp`` (batch only for the
-      ending bounds), ``startingBoundInclusive``, ``endingBoundInclusive`` (true).
+      ``dropCarryovers`` (default), ``netChanges``; or a ``DeduplicationMode``),
+      ``computeUpdates`` (false), ``startingVersion`` (a version; ``earliest``; ``latest``
+      for streams), ``endingVersion``, ``startingTimestamp``, ``endingTimestamp`` (batch
+      only for the ending bounds), ``startingBoundInclusive``, ``endingBoundInclusive``
+      (true).
     - ``postProcessing``: where carry-over removal and update detection run: ``source``
       (default: inside the source, per commit, with no shuffle, aggregate or state) or
       ``client`` (the client-built plan, as ``post_process`` plans it for any DataFrame).
       Same rows, schema and errors either way.
-    - The source's own: ``maxFilesPerTrigger``, ``maxBytesPerTrigger``, ``failOnDataLoss``,
-      ``parallelism`` (tasks the cluster runs at once; default the server driver's cores),
-      ``resolveTaskBytes`` (data-file bytes one task resolves at a time; default ``64m``),
-      and ``storage.<KEY>`` for delta-rs storage options (object-store credentials).
+    - The source's own (``delta``): ``maxFilesPerTrigger``, ``maxBytesPerTrigger``,
+      ``failOnDataLoss``, ``parallelism`` (tasks the cluster runs at once; default the
+      server driver's cores), ``resolveTaskBytes`` (data-file bytes one task resolves at a
+      time; default ``64m``), and ``storage.<KEY>`` for delta-rs storage options
+      (object-store credentials).
 
     Any other option is refused while the DataFrame is built
     (``INVALID_CDC_OPTION.UNKNOWN_OPTION``, suggesting the option meant).
     """
 
-    def __init__(
-        self, spark: SparkSession, streaming: bool = False, source: ChangelogSource = DELTA
-    ) -> None:
+    _streaming = False
+
+    def __init__(self, spark: SparkSession) -> None:
         self._spark = spark
-        self._streaming = streaming
+        self._options: dict[str, OptionValue] = {}
+        self._use(source_for(DEFAULT_FORMAT))
+
+    def _use(self, source: ChangelogSource) -> None:
         self._source = source
         own = {name.lower(): name for name in source.options}
         self._known = {
@@ -79,36 +151,134 @@ class ChangelogReader:
             **_CDC_OPTIONS,
             **own,
         }
-        self._options: dict[str, OptionValue] = {}
 
-    def option(self, key: str, value: OptionValue) -> ChangelogReader:
-        """Set one option (see the class); returns the reader, for chaining."""
+    def format(self: R, source: str) -> R:
+        """Choose the changelog source by its format name (default ``"delta"``).
+
+        Parameters
+        ----------
+        source : str
+            A format of ``spark_cdc.sources.SOURCES`` (case-insensitive); an unknown one is
+            refused with ``INVALID_CDC_OPTION.UNKNOWN_FORMAT``, naming the formats.
+
+        Returns
+        -------
+        ChangelogReader or ChangelogStreamReader
+            This reader, for chaining.
+
+        Examples
+        --------
+        >>> feed = spark_cdc.read(spark).format("delta").load("/data/orders")  # doctest: +SKIP
+        """
+        self._use(source_for(source))
+        return self
+
+    def option(self: R, key: str, value: OptionValue) -> R:
+        """Set one option (see the class).
+
+        Parameters
+        ----------
+        key : str
+            The option's name, case-insensitive.
+        value : str, bool or int
+            Its value; a ``DeduplicationMode`` is a ``str``.
+
+        Returns
+        -------
+        ChangelogReader or ChangelogStreamReader
+            This reader, for chaining.
+
+        Examples
+        --------
+        >>> reader = spark_cdc.read(spark).option("rowId", "id").option("computeUpdates", True)
+        """
         self._options[key] = value
         return self
 
-    def options(self, **options: OptionValue) -> ChangelogReader:
-        """Set several options at once (see the class); returns the reader."""
+    def options(self: R, **options: OptionValue) -> R:
+        """Set several options at once (see the class).
+
+        Returns
+        -------
+        ChangelogReader or ChangelogStreamReader
+            This reader, for chaining.
+
+        Examples
+        --------
+        >>> reader = spark_cdc.read(spark).options(rowId="id", startingVersion=3)
+        """
         self._options.update(options)
         return self
 
-    def changes(self, table: str) -> DataFrame:
-        """The post-processed change feed of the table at ``table`` (a path or URI the server
-        reads), batch or streaming as the reader was made."""
+    def load(self, path: str) -> DataFrame:
+        """The post-processed change feed of the table at ``path``.
+
+        Building it makes no server round trip; the options are checked now.
+
+        Parameters
+        ----------
+        path : str
+            A path or URI the server reads (``/data/orders``, ``s3://bucket/orders``).
+
+        Returns
+        -------
+        DataFrame
+            The table's columns, then ``_change_type``, ``_commit_version`` and
+            ``_commit_timestamp``; streaming for a ``ChangelogStreamReader``.
+
+        Examples
+        --------
+        >>> feed = spark_cdc.read(spark).option("rowId", "id").load("/data/orders")
+        >>> feed.where("_change_type = 'insert'").count()  # doctest: +SKIP
+        """
         settle_column_functions(self._spark)
         row_id, cdc, source, where = self._split_options()
         spec = self._source.spec(row_id)
         opts = self._check_range(cdc, source)
         passes, _ = planned_passes(spec, opts)
         if where == "client" or not (self._source.resolves_row_level and passes.any):
-            return post_process(self._load(table, source), spec, cdc)
+            return post_process(self._load(path, source), spec, cdc)
         source.update(self._source.resolution_options(row_id, passes, self._streaming))
-        feed = _referencing(self._load(table, source), row_id)
+        feed = _referencing(self._load(path, source), row_id)
         return post_process(feed, self._source.resolved_spec(row_id, passes), cdc)
+
+    def changes(self, tableName: str) -> DataFrame:
+        """The post-processed change feed of the catalog table ``tableName``.
+
+        Unlike ``load``, this makes one server round trip, while the DataFrame is built: it
+        asks the catalog where the table is (``DESCRIBE TABLE EXTENDED``, on any Spark
+        Connect server, with or without Delta Lake's Spark catalog), then reads it as
+        ``load`` does. A name the catalog does not know fails with Spark's
+        ``TABLE_OR_VIEW_NOT_FOUND``; a table without a location (a view) with
+        ``SPARK_CDC.TABLE_WITHOUT_LOCATION``. The older spelling ``changes(path)`` still
+        works: a string with ``/`` in it is read as a path, with no round trip, as
+        ``load(path)`` reads it.
+
+        Parameters
+        ----------
+        tableName : str
+            A table name as SQL writes it: ``orders``, ``sales.orders``,
+            ``spark_catalog.sales.orders``.
+
+        Returns
+        -------
+        DataFrame
+            As ``load`` returns it.
+
+        Examples
+        --------
+        >>> spark.sql("CREATE TABLE orders USING parquet LOCATION '/data/orders'")
+        >>> feed = spark_cdc.read(spark).option("rowId", "id").changes("orders")
+        """
+        if "/" in tableName:  # a path or URI: the older spelling of load(path)
+            return self.load(tableName)
+        return self.load(_table_location(self._spark, tableName))
 
     def source_feed(self, table: str) -> tuple[DataFrame, ChangelogSpec, dict[str, OptionValue]]:
         """The source's own (raw) change feed, the ``ChangelogSpec`` it declares and the CDC
         options, before ``post_process``: for callers that post-process each micro-batch
-        themselves (``spark-cdc tail``). The options are checked as for ``changes``."""
+        themselves (``spark-cdc tail``). ``table`` is a path, as for ``load``; the options
+        are checked as for ``load``."""
         settle_column_functions(self._spark)
         row_id, cdc, source, _ = self._split_options()
         self._check_range(cdc, source)
@@ -150,21 +320,16 @@ class ChangelogReader:
         except that a stream's end bound is refused before anything else: a stream given only
         endingVersion was told to add startingVersion, then refused for the end bound. The
         range goes to the source as a hint."""
-        if self._streaming and {"endingVersion", "endingTimestamp"} & cdc.keys():
-            raise invalid_option(
-                "ENDING_BOUND_IN_STREAM",
-                "A stream has no end: drop endingVersion/endingTimestamp, and use "
-                "trigger(availableNow=True) to stop after what the table holds now.",
-            )
-        opts = parse_options(cdc)
+        opts = parse_options(cdc, streaming=self._streaming)
         if self._source.takes_range:
             hints = self._range_for_source(cdc)
             source.update({k: v for k, v in hints.items() if k not in source})
         return opts
 
-    def _load(self, table: str, source: dict[str, str]) -> DataFrame:
-        reader: Any = self._spark.readStream if self._streaming else self._spark.read
-        return reader.format(self._source.name).options(**source).load(table)
+    def _load(self, path: str, source: dict[str, str]) -> DataFrame:
+        if self._streaming:
+            return self._spark.readStream.format(self._source.name).options(**source).load(path)
+        return self._spark.read.format(self._source.name).options(**source).load(path)
 
     def _range_for_source(self, cdc: dict[str, OptionValue]) -> dict[str, str]:
         """What lets the source skip commits outside the range; post_process still filters
@@ -177,27 +342,85 @@ class ChangelogReader:
                 if hint is not None:
                     hints[name] = hint
                 elif self._streaming and name == "startingTimestamp":
-                    raise invalid_option(
-                        "INVALID_TIMESTAMP",
-                        f"A stream needs a startingTimestamp with a date and time, e.g. "
-                        f"'2024-05-01 12:00:00Z', got {cdc[name]!r}.",
-                        option=name,
-                        value=str(cdc[name]),
+                    raise cdc_error(
+                        "INVALID_CDC_OPTION.INVALID_TIMESTAMP", option=name, value=cdc[name]
                     )
         return hints
 
     def _unknown_option(self, key: str) -> Exception:
         """Refused here, not by the source on the server, so the message keeps the user's
         spelling and can suggest the option meant."""
-        close = difflib.get_close_matches(key.lower(), self._known, n=1)
-        hint = f"Did you mean '{self._known[close[0]]}'? " if close else ""
         families = "".join(f" and {p}<KEY>" for p in self._source.option_prefixes)
-        return invalid_option(
-            "UNKNOWN_OPTION",
-            f"Unknown ChangelogReader option '{key}'. {hint}The options are "
-            f"{', '.join(self._known.values())}{families}.",
-            option=key,
-        )
+        refused = unknown_option(key, self._known.values(), "ChangelogReader", families)
+        return as_analysis_exception(refused)
+
+
+class ChangelogReader(ChangelogReaderBase):
+    """A batch reader of a table's change feed, post-processed as Spark's ``changes()``
+    would give it (``spark_cdc.read(spark)`` makes one). Options: see
+    ``ChangelogReaderBase``.
+
+    ``ChangelogReader(spark, streaming=True)`` is the older spelling of
+    ``spark_cdc.readStream(spark)``: it reads a stream, and still works. ``streaming`` is
+    keyword-only, as a bare ``True`` says nothing at the call.
+
+    Parameters
+    ----------
+    spark : SparkSession
+        A Spark Connect session.
+    streaming : bool, default False
+        Build streaming DataFrames (prefer ``ChangelogStreamReader``).
+
+    Examples
+    --------
+    >>> from spark_cdc import ChangelogReader
+    >>> feed = (
+    ...     ChangelogReader(spark)
+    ...     .options(rowId="id", computeUpdates=True, startingVersion=2)
+    ...     .load("/data/orders")
+    ... )
+    """
+
+    def __init__(self, spark: SparkSession, *, streaming: bool = False) -> None:
+        super().__init__(spark)
+        self._streaming = streaming
+
+
+class ChangelogStreamReader(ChangelogReaderBase):
+    """A streaming reader of a table's change feed (``spark_cdc.readStream(spark)`` makes
+    one): ``load`` and ``changes`` give streaming DataFrames. Options: see
+    ``ChangelogReaderBase``; ``startingVersion`` may be ``latest``, and the ending bounds
+    are refused (a stream has no end).
+
+    Parameters
+    ----------
+    spark : SparkSession
+        A Spark Connect session.
+
+    Examples
+    --------
+    >>> from spark_cdc import ChangelogStreamReader
+    >>> feed = ChangelogStreamReader(spark).option("startingVersion", "latest").load("/t")
+    >>> query = feed.writeStream.format("console").start()  # doctest: +SKIP
+    """
+
+    _streaming = True
+
+
+def _table_location(spark: SparkSession, table: str) -> str:
+    """Where the catalog keeps ``table``: one round trip."""
+    described = spark.sql("DESCRIBE TABLE EXTENDED IDENTIFIER(:table)", args={"table": table})
+    for row in described.collect():
+        if row["col_name"] == "Location" and row["data_type"]:
+            return _path(str(row["data_type"]))
+    raise cdc_error("SPARK_CDC.TABLE_WITHOUT_LOCATION", table=table)
+
+
+def _path(location: str) -> str:
+    """A catalog's ``file:/data/t`` as the plain path ``/data/t``; other URIs as they are."""
+    if location.startswith("file:") and not location.startswith("file://"):
+        return location[len("file:") :]
+    return location
 
 
 def _referencing(df: DataFrame, row_id: list[str] | None) -> DataFrame:
@@ -212,23 +435,17 @@ def _referencing(df: DataFrame, row_id: list[str] | None) -> DataFrame:
 def _where(value: OptionValue) -> str:
     where = str(value).strip().lower()
     if where not in _WHERE:
-        raise invalid_option(
-            "INVALID_POST_PROCESSING",
-            f"Option 'postProcessing' must be 'source' (the source resolves carry-overs and "
-            f"updates) or 'client' (the client-built plan does), got {value!r}.",
-            option=_POST_PROCESSING,
-            value=str(value),
+        raise cdc_error(
+            "INVALID_CDC_OPTION.INVALID_POST_PROCESSING", option=_POST_PROCESSING, value=value
         )
     return where
 
 
 def _row_id(value: OptionValue) -> list[str]:
-    columns = [c.strip() for c in str(value).split(",")]
-    if not all(columns):
-        raise missing_row_id(
-            f"Option 'rowId' must name one or more columns, comma-separated, got {value!r}.",
-        )
-    return columns
+    try:
+        return list(row_id_columns(value))
+    except ChangelogSourceError as refused:
+        raise as_analysis_exception(refused) from None
 
 
 def _text(value: OptionValue) -> str:

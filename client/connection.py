@@ -23,15 +23,18 @@ import contextlib
 import os
 import socket
 from types import ModuleType
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import urlparse
 
 import pyspark.errors
 from pyspark.errors.exceptions.connect import SparkConnectGrpcException
+from spark_cdc.connection_defaults import DEFAULT_PORT, TOKEN_ENV
+from spark_cdc.rewrite import pyspark_internals
 
-CONNECTION = "SPARK_CDC_CONNECTION"
-TOKEN_ENV = "SPARK_CDC_TOKEN"
-DEFAULT_PORT = 15002
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+from spark_cdc.server_plugin.conditions import format_message
+
 # What 4.0 raises when retries are spent, past ``_handle_rpc_error`` (4.1+ have no such class).
 _RETRIES_EXCEEDED: tuple[type, ...] = tuple(
     c for c in [getattr(pyspark.errors, "RetriesExceeded", None)] if c is not None
@@ -43,10 +46,12 @@ class ConnectionProblem(SparkConnectGrpcException):
     ``SparkConnectGrpcException``, as PySpark raises for these, so existing ``except``
     clauses keep working; with a condition of ours and one sentence with the fix."""
 
-    def __init__(self, kind: str, message: str, **parameters: str) -> None:
-        condition = f"{CONNECTION}.{kind}"
+    def __init__(self, condition: str, /, **parameters: object) -> None:
+        values = {name: str(value) for name, value in parameters.items()}
         super().__init__(
-            message=f"[{condition}] {message}", errorClass=condition, messageParameters=parameters
+            message=f"[{condition}] {format_message(condition, values)}",
+            errorClass=condition,
+            messageParameters=values,
         )
 
 
@@ -56,27 +61,22 @@ def address(url: str) -> tuple[str, int]:
     return parsed.hostname or "localhost", parsed.port or DEFAULT_PORT
 
 
-def unreachable(host: str, port: int, detail: str = "") -> ConnectionProblem:
+def unreachable(
+    host: str, port: int, reason: str = "nothing accepts connections there"
+) -> ConnectionProblem:
     return ConnectionProblem(
-        "UNREACHABLE",
-        f"Cannot reach the Spark Connect server at {host}:{port}{detail}: is it running, and "
-        "is the URL right?",
-        host=host,
-        port=str(port),
+        "SPARK_CDC_CONNECTION.UNREACHABLE", host=host, port=port, reason=reason
     )
 
 
 def unauthenticated(host: str, port: int, said: str = "") -> ConnectionProblem:
     """``said``: the server's own reason ("No authentication token provided", "Invalid
     authentication token"; it never repeats the token)."""
-    reason = f" ({said})" if said else ""
     return ConnectionProblem(
-        "UNAUTHENTICATED",
-        f"The Spark Connect server at {host}:{port} refused the session: wrong or missing "
-        f"token{reason}. Connect with the server's token (spark_cdc.connect(url, token=...), "
-        f"${TOKEN_ENV}, or sc://{host}:{port}/;token=...) in a new session.",
+        "SPARK_CDC_CONNECTION.UNAUTHENTICATED",
         host=host,
-        port=str(port),
+        port=port,
+        reason=said or "no reason given",
     )
 
 
@@ -90,15 +90,39 @@ def check_reachable(url: str, timeout: float = 5.0) -> None:
         raise unreachable(host, port) from None
 
 
-def connect(url: str, *, token: str | None = None, timeout: float = 10.0) -> Any:
+def connect(url: str, *, token: str | None = None, timeout: float = 10.0) -> SparkSession:
     """A Spark Connect session on ``url``, checked: it answered, and took the token.
 
     ``token`` (else the URL's ``;token=``, else ``$SPARK_CDC_TOKEN``) is sent as PySpark
-    sends it; it appears in no error. Raises ``SPARK_CDC_CONNECTION.UNREACHABLE`` when the
-    address does not answer, or does not answer as a Spark Connect server, within about
-    ``timeout`` seconds, and ``SPARK_CDC_CONNECTION.UNAUTHENTICATED`` when the server
-    refuses the token; the refused session is closed without waiting on the server, and
-    no later session inherits it.
+    sends it; it appears in no error. The refused session is closed without waiting on the
+    server, and no later session inherits it.
+
+    Parameters
+    ----------
+    url : str
+        ``sc://host:port`` (PySpark's form; ``/;token=...`` may follow).
+    token : str, optional
+        The server's authentication token.
+    timeout : float, default 10.0
+        About how many seconds to wait for the server to answer.
+
+    Returns
+    -------
+    SparkSession
+        A Spark Connect session (typed as PySpark types ``builder.remote(...).create()``).
+
+    Raises
+    ------
+    ConnectionProblem
+        ``SPARK_CDC_CONNECTION.UNREACHABLE`` when the address does not answer, or does not
+        answer as a Spark Connect server, within about ``timeout`` seconds;
+        ``SPARK_CDC_CONNECTION.UNAUTHENTICATED`` when the server refuses the token.
+
+    Examples
+    --------
+    >>> import spark_cdc
+    >>> spark = spark_cdc.connect("sc://localhost:15002", token="...")  # doctest: +SKIP
+    >>> spark_cdc.read(spark).load("/data/orders").count()  # doctest: +SKIP
     """
     from pyspark.sql import SparkSession
     from spark_cdc.rewrite.column_functions import settle_column_functions
@@ -106,7 +130,7 @@ def connect(url: str, *, token: str | None = None, timeout: float = 10.0) -> Any
     check_reachable(url, timeout)
     token = token or (None if ";token=" in url else os.environ.get(TOKEN_ENV))
     remote = f"{url.rstrip('/')}/;token={token}" if token else url
-    session = SparkSession.builder.remote(remote).create()
+    session: Any = SparkSession.builder.remote(remote).create()
     client = session.client
     policies = client.get_retry_policies()
     client.set_retry_policies([_probe_policy(timeout)])
@@ -116,8 +140,8 @@ def connect(url: str, *, token: str | None = None, timeout: float = 10.0) -> Any
         _discard(session)
         if isinstance(error, _RETRIES_EXCEEDED):
             host, port = address(url)
-            raise unreachable(host, port, " (it accepts connections, but does not answer as "
-                              "a Spark Connect server)") from None  # fmt: skip
+            reason = "it accepts connections, but does not answer as a Spark Connect server"
+            raise unreachable(host, port, reason) from None
         raise
     finally:
         client.set_retry_policies(policies)
@@ -142,12 +166,7 @@ def _discard(session: Any) -> None:
     ``stop()`` would retry, and take it out of PySpark's active and default slots."""
     with contextlib.suppress(Exception):
         session.client.close()
-    connect_session = type(session)  # pyspark.sql.connect.session.SparkSession
-    with connect_session._lock:
-        if connect_session._default_session is session:
-            connect_session._default_session = None
-    if getattr(connect_session._active_session, "session", None) is session:
-        connect_session._active_session.session = None
+    pyspark_internals.forget_session(session)
 
 
 def patch_grpc_errors(core: ModuleType) -> None:
@@ -156,19 +175,19 @@ def patch_grpc_errors(core: ModuleType) -> None:
     import grpc
 
     client_class = core.SparkConnectClient
-    original = client_class._handle_rpc_error
+    original = pyspark_internals.rpc_error_handler(client_class)
     if getattr(original, "_spark_cdc", False):
         return
 
     def handle_rpc_error(self: Any, rpc_error: Any) -> NoReturn:
         code = rpc_error.code() if callable(getattr(rpc_error, "code", None)) else None
         if code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.UNAVAILABLE):
-            host, port = address(f"sc://{self._builder.endpoint}")
+            host, port = address(f"sc://{pyspark_internals.client_endpoint(self)}")
             if code == grpc.StatusCode.UNAUTHENTICATED:
                 said = rpc_error.details() if callable(getattr(rpc_error, "details", None)) else ""
                 raise unauthenticated(host, port, str(said or "").strip()) from None
-            raise unreachable(host, port, " (retried until PySpark's retries ran out)") from None
+            raise unreachable(host, port, "retried until PySpark's retries ran out") from None
         original(self, rpc_error)  # raises
 
     handle_rpc_error._spark_cdc = True  # type: ignore[attr-defined]
-    client_class._handle_rpc_error = handle_rpc_error
+    pyspark_internals.replace_rpc_error_handler(client_class, handle_rpc_error)

@@ -23,30 +23,21 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql.connect.streaming.query import StreamingQuery
 from pyspark.sql.streaming.listener import StreamingQueryListener
 from spark_cdc.compat.listener_bus import add_listener, remove_listener
-from spark_cdc.server_plugin.vocabulary import CONTRACT_VIOLATION
+from spark_cdc.rewrite import pyspark_internals
+from spark_cdc.server_plugin.conditions import format_message
 
-ROWS_BEHIND_WATERMARK = f"{CONTRACT_VIOLATION}.ROWS_BEHIND_WATERMARK"
+ROWS_BEHIND_WATERMARK = "CHANGELOG_CONTRACT_VIOLATION.ROWS_BEHIND_WATERMARK"
 
 
 class RowsBehindWatermark(StreamingQueryException):
     """The feed delivered rows at or below the watermark and Spark dropped them."""
 
     def __init__(self, query_id: str, batch_id: int, dropped: int) -> None:
+        parameters = {"queryId": query_id, "batchId": str(batch_id), "droppedRows": str(dropped)}
         super().__init__(
-            message=(
-                f"Micro-batch {batch_id} of query {query_id} dropped "
-                f"{dropped} row(s) whose _commit_timestamp was at or below the watermark. A "
-                "change feed must deliver each commit whole, in one micro-batch, with "
-                "_commit_timestamp strictly increasing from commit to commit; these rows are "
-                "missing from the output. The query was stopped: fix the feed (or its "
-                "timestamps) and rerun from a checkpoint taken before that micro-batch."
-            ),
+            message=format_message(ROWS_BEHIND_WATERMARK, parameters),
             errorClass=ROWS_BEHIND_WATERMARK,
-            messageParameters={
-                "queryId": query_id,
-                "batchId": str(batch_id),
-                "droppedRows": str(dropped),
-            },
+            messageParameters=parameters,
         )
 
 
@@ -104,8 +95,9 @@ class WatchedQuery(StreamingQuery):
 
     def stop(self) -> None:
         super().stop()
-        _unwatch(self._session, self.id, remove_now=True)
-        removal = _removals.pop(self._session, None)
+        session = pyspark_internals.query_session(self)
+        _unwatch(session, self.id, remove_now=True)
+        removal = _removals.pop(session, None)
         if removal is not None:  # the bus's event came first: let its removal finish
             removal.join(timeout=30)
 
@@ -171,7 +163,7 @@ def _unwatch(session: Any, query_id: str, remove_now: bool) -> None:
 
 def watch(query: StreamingQuery) -> WatchedQuery:
     """The same query, watched for rows dropped behind the watermark."""
-    session = query._session
+    session = pyspark_internals.query_session(query)
     watched = WatchedQuery(session, query.id, query.runId, query.name)
     with _lock:
         listener = _listeners.get(session)

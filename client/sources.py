@@ -1,21 +1,28 @@
-"""The changelog sources ``ChangelogReader`` reads through, each described by what it
-declares (Spark's ``Changelog`` capability flags) and the options it takes.
+"""The changelog sources the readers read through, each described by what it declares
+(Spark's ``Changelog`` capability flags) and the options it takes, and ``SOURCES``, the
+registry ``format(name)`` chooses from.
 
-A second source (Iceberg is next) is one more description here and its plugin in
-``spark_cdc.server_plugin``; the reader itself does not change.
+A second source (Iceberg is next) is one more description here, one more entry in
+``SOURCES`` and its plugin in ``spark_cdc.server_plugin``; the readers do not change.
 """
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
+from spark_cdc.rewrite.errors import cdc_error
 from spark_cdc.rewrite.row_level import RowLevelPasses
 from spark_cdc.rewrite.spec import ChangelogSpec
+from spark_cdc.server_plugin.cdc_options import NULLABLE_SCHEMA
 from spark_cdc.server_plugin.delta.options import OPTION_NAMES, RESOLUTION_OPTIONS, STORAGE_PREFIX
 from spark_cdc.server_plugin.delta.source import SOURCE_NAME, DeltaChangelogSource
 from spark_cdc.server_plugin.registration import register_by_value
 from spark_cdc.server_plugin.vocabulary import RANGE_OPTIONS
+
+if TYPE_CHECKING:
+    from spark_cdc.rewrite.pyspark_internals import SparkSession
 
 
 @dataclass(frozen=True)
@@ -41,7 +48,7 @@ class ChangelogSource:
     resolves_row_level: bool = False
     plugin: type | None = None  # the DataSource class, for registering it by value
 
-    def register(self, spark: Any) -> None:
+    def register(self, spark: SparkSession) -> None:
         """For a server without this package installed: register the source with this
         session, its code shipped with the call (the server needs only its imports)."""
         if self.plugin is not None:
@@ -64,7 +71,7 @@ class ChangelogSource:
         options = {
             "deduplicationMode": "dropCarryovers" if passes.carryover_removal else "none",
             "computeUpdates": str(passes.update_detection).lower(),
-            "nullableSchema": str(streaming).lower(),
+            NULLABLE_SCHEMA: str(streaming).lower(),
         }
         if row_id is not None:
             options["rowId"] = ",".join(row_id)
@@ -102,6 +109,41 @@ DELTA = ChangelogSource(
 )
 
 
-def register_delta_changelog(spark: Any) -> None:
-    """Ship ``delta_changelog`` to a server without this package (it needs deltalake)."""
+# The formats ``format(name)`` accepts, by name (lower case).
+SOURCES: dict[str, ChangelogSource] = {"delta": DELTA}
+DEFAULT_FORMAT = "delta"
+
+
+def source_for(format_name: str) -> ChangelogSource:
+    """The source of ``format_name`` (case-insensitive), or
+    ``INVALID_CDC_OPTION.UNKNOWN_FORMAT`` naming the closest format and all of them."""
+    source = SOURCES.get(format_name.strip().lower())
+    if source is not None:
+        return source
+    close = difflib.get_close_matches(format_name.lower(), SOURCES, n=1, cutoff=0)
+    raise cdc_error(
+        "INVALID_CDC_OPTION.UNKNOWN_FORMAT",
+        format=format_name,
+        proposal=close[0] if close else DEFAULT_FORMAT,
+        formats=", ".join(SOURCES),
+    )
+
+
+def register_delta_changelog(spark: SparkSession) -> None:
+    """Ship the ``delta_changelog`` source to a server without this package installed.
+
+    The source's code goes with the call (registered by value); the server needs only its
+    imports (``deltalake``, ``pyarrow``). Call it once per session, before reading.
+
+    Parameters
+    ----------
+    spark : SparkSession
+        A Spark Connect session.
+
+    Examples
+    --------
+    >>> import spark_cdc
+    >>> spark_cdc.register_delta_changelog(spark)  # doctest: +SKIP
+    >>> feed = spark_cdc.read(spark).load("/data/orders")  # doctest: +SKIP
+    """
     DELTA.register(spark)

@@ -19,7 +19,8 @@ from collections.abc import Callable
 from typing import Any
 
 from spark_cdc.late_rows import watch
-from spark_cdc.rewrite.errors import CdcAnalysisException
+from spark_cdc.rewrite import pyspark_internals
+from spark_cdc.rewrite.errors import CdcAnalysisException, cdc_error
 from spark_cdc.rewrite.plan_tree import (
     contains_streaming_rewrite,
     watermark_above_streaming_rewrite,
@@ -32,19 +33,19 @@ DEFAULT_STATE_STORE = _STATE + "HDFSBackedStateStoreProvider"
 
 
 def refuse_output_mode(writer: Any, output_mode: str | None) -> None:
-    mode = (output_mode or writer._write_proto.output_mode or _APPEND).lower()
+    mode = (output_mode or pyspark_internals.writer_output_mode(writer) or _APPEND).lower()
     if mode != _APPEND:
         raise unsupported_output_mode(mode)
 
 
 def refuse_downstream_watermark(writer: Any) -> None:
-    if watermark_above_streaming_rewrite(writer._write_stream):
+    if watermark_above_streaming_rewrite(pyspark_internals.writer_plan(writer)):
         raise downstream_watermark()
 
 
 def start_guarded(start: Callable[..., Any], writer: Any, *args: Any, **kwargs: Any) -> Any:
     """``start(writer, ...)``, the steps above first when the stream holds a rewrite."""
-    if not contains_streaming_rewrite(writer._write_stream):
+    if not contains_streaming_rewrite(pyspark_internals.writer_plan(writer)):
         return start(writer, *args, **kwargs)
     refuse_output_mode(writer, kwargs.get("outputMode"))
     refuse_downstream_watermark(writer)
@@ -52,21 +53,8 @@ def start_guarded(start: Callable[..., Any], writer: Any, *args: Any, **kwargs: 
 
 
 def unsupported_output_mode(mode: str) -> CdcAnalysisException:
-    return CdcAnalysisException(
-        "STREAMING_OUTPUT_MODE.UNSUPPORTED_OPERATION",
-        f"Output mode '{mode}' is not supported for Change Data Capture (CDC) streaming reads "
-        "with post-processing (carry-over removal, update detection or net changes): they emit "
-        "each change once and never revise it. Use outputMode('append'), the default.",
-        outputMode=mode,
-    )
+    return cdc_error("STREAMING_OUTPUT_MODE.UNSUPPORTED_OPERATION", outputMode=mode)
 
 
 def downstream_watermark() -> CdcAnalysisException:
-    return CdcAnalysisException(
-        "UNSUPPORTED_FEATURE.CDC_DOWNSTREAM_WATERMARK",
-        "withWatermark() applied after CDC post-processing would stall this query: Spark "
-        "keeps one global watermark, the minimum of all, and rows reach your watermark only "
-        "after CDC's own watermark on _commit_timestamp has released them, so neither ever "
-        "advances. Apply withWatermark() to the change feed before post_process(), or write "
-        "the post-processed feed to a table and watermark the stream that reads it.",
-    )
+    return cdc_error("UNSUPPORTED_FEATURE.CDC_DOWNSTREAM_WATERMARK")

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from pyspark.sql import DataFrame
 from pyspark.sql.connect import functions as F
-from pyspark.sql.connect.dataframe import DataFrame
 from pyspark.sql.connect.window import Window
 from spark_cdc.rewrite.names import (
     CHANGE_TYPE,

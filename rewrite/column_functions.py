@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from spark_cdc.rewrite import pyspark_internals
+
 DEBUGGING_CONF = "spark.python.sql.dataFrameDebugging.enabled"
 
 
 def settle_column_functions(session: Any) -> None:
     """Read the setting through ``session`` if nothing has read it yet in this process."""
-    from pyspark.errors import utils
-
-    if getattr(utils, "_enable_debugging_cache", False) is None:
+    if pyspark_internals.debugging_setting_unread():
         value = session.conf.get(DEBUGGING_CONF, "true")
-        utils._enable_debugging_cache = str(value).lower() == "true"
+        pyspark_internals.settle_debugging_setting(str(value).lower() == "true")

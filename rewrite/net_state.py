@@ -39,14 +39,14 @@ started with.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 # The operator's code is pickled by value and runs where this package may be absent; the
-# vocabulary's strings travel with it as values.
-from spark_cdc.server_plugin.errors import PARAMETERS_PREFIX
+# vocabulary's strings travel with it as values, and ``error`` (with the registry) is pickled
+# by value too (``rewrite.net_changes._stateful``).
+from spark_cdc.server_plugin.errors import error
 from spark_cdc.server_plugin.vocabulary import DELETE, INSERT, UPDATE_POSTIMAGE, UPDATE_PREIMAGE
 
 PRE_EVENTS = (DELETE, UPDATE_PREIMAGE)
@@ -94,7 +94,6 @@ class NetRules:
     by_row_version: bool  # carry-over test: Spark's row-version rule, else same row image
     update_detection: bool
     compute_updates: bool
-    multiple_changes_message: str  # the client's CHANGELOG_CONTRACT_VIOLATION text
 
     def windows(self, events: Any) -> Any:
         """This micro-batch's window per row id: its first and last event after the
@@ -178,11 +177,11 @@ class NetRules:
         return _distinct_per_group(group, codes, group) == 1
 
     def _raise_multiple_changes(self, version: Any, deletes: int, inserts: int) -> None:
-        counts = {"version": str(version), "deletes": str(deletes), "inserts": str(inserts)}
-        raise ValueError(
-            f"{self.multiple_changes_message}{version} ({deletes} deletes, {inserts} "
-            "inserts); a changelog may hold at most one of each per row id and commit."
-            f"\n{PARAMETERS_PREFIX}{json.dumps(counts, sort_keys=True)}"
+        raise error(
+            "CHANGELOG_CONTRACT_VIOLATION.UNEXPECTED_MULTIPLE_CHANGES_PER_ROW_VERSION",
+            version=version,
+            deletes=deletes,
+            inserts=inserts,
         )
 
     def net(self, closed: Any) -> Any:

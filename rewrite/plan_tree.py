@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from pyspark.sql.connect.dataframe import DataFrame
+from pyspark.sql import DataFrame
 from pyspark.sql.connect.plan import LogicalPlan, WithWatermark
+from spark_cdc.rewrite import pyspark_internals
+from spark_cdc.rewrite.pyspark_internals import plan_of
 
 # Set on the root plan node of every streaming rewrite; survives any later transformation
 # because derived DataFrames hold that node as a descendant.
@@ -39,11 +41,11 @@ def walk(root: LogicalPlan) -> Iterator[LogicalPlan]:
 
 def reads_a_stream(df: DataFrame) -> bool:
     """What ``df.isStreaming`` answers, without asking the server."""
-    return any(getattr(node, "_is_streaming", False) for node in walk(df._plan))
+    return any(pyspark_internals.reads_as_stream(node) for node in walk(plan_of(df)))
 
 
 def mark_streaming_rewrite(df: DataFrame) -> DataFrame:
-    setattr(df._plan, _STREAMING_REWRITE_MARK, True)
+    setattr(plan_of(df), _STREAMING_REWRITE_MARK, True)
     return df
 
 

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from pyspark.sql import Column, DataFrame
 from pyspark.sql.connect import functions as F
-from pyspark.sql.connect.column import Column
-from pyspark.sql.connect.dataframe import DataFrame
 from spark_cdc.rewrite.batch import batch_row_level
 from spark_cdc.rewrite.column_functions import settle_column_functions
-from spark_cdc.rewrite.errors import invalid_option, missing_row_id
+from spark_cdc.rewrite.errors import cdc_error
 from spark_cdc.rewrite.names import COMMIT_TIMESTAMP, COMMIT_VERSION, HELPER_PREFIX
 from spark_cdc.rewrite.net_changes import batch_net_changes, streaming_net_changes
 from spark_cdc.rewrite.options import CdcOptions, DeduplicationMode, OptionValue, parse_options
@@ -24,19 +23,45 @@ from spark_cdc.rewrite.raised import raise_in_query
 from spark_cdc.rewrite.row_level import RowLevelPasses
 from spark_cdc.rewrite.spec import ChangelogSpec
 from spark_cdc.rewrite.streaming import streaming_row_level
-from spark_cdc.server_plugin.vocabulary import INVALID_CDC_OPTION
 
 
 def post_process(
     df: DataFrame,
     spec: ChangelogSpec,
-    options: Mapping[str, OptionValue] | None = None,
+    options: Mapping[str, OptionValue] | CdcOptions | None = None,
 ) -> DataFrame:
     """Return ``df``'s change feed with the passes ``options`` ask for and ``spec`` allows.
 
-    ``df`` may be batch or streaming; the output has ``df``'s columns, in order.
+    Building the plan makes no server round trip; the options are checked now.
+
+    Parameters
+    ----------
+    df : DataFrame
+        A change feed, batch or streaming: the table's columns and ``_change_type``,
+        ``_commit_version``, ``_commit_timestamp``.
+    spec : ChangelogSpec
+        What the feed declares about itself (row id, row version, capability flags).
+    options : Mapping or CdcOptions, optional
+        Spark's CDC options (``deduplicationMode``, ``computeUpdates``, the range), as
+        strings by Spark's names (any key case; values str, bool or int) or typed as a
+        ``CdcOptions``; Spark's defaults when omitted.
+
+    Returns
+    -------
+    DataFrame
+        ``df``'s columns, in order, post-processed.
+
+    Examples
+    --------
+    >>> from spark_cdc import ChangelogSpec, post_process
+    >>> feed = spark.read.format("delta").option("readChangeFeed", "true").load("/t")
+    >>> out = post_process(
+    ...     feed,
+    ...     ChangelogSpec(row_id=["id"]),
+    ...     {"deduplicationMode": "netChanges", "computeUpdates": True},
+    ... )  # doctest: +SKIP
     """
-    opts = parse_options(options)
+    opts = parse_options(options.to_options() if isinstance(options, CdcOptions) else options)
     settle_column_functions(df.sparkSession)
     passes, net = planned_passes(spec, opts)
     ranged = restrict_to_range(df, opts)
@@ -63,12 +88,8 @@ def planned_passes(spec: ChangelogSpec, opts: CdcOptions) -> tuple[RowLevelPasse
         and spec.contains_intermediate_changes
     )
     if spec.row_id is None and (passes.update_detection or net):
-        raise missing_row_id(
-            "Update detection (computeUpdates) and net changes need a row id, the column(s) "
-            "that identify a row across its versions: give one (ChangelogSpec(row_id=[...]), "
-            "or option('rowId', 'id') on ChangelogReader), or use the default "
-            "dropCarryovers without computeUpdates.",
-        )
+        needs = "computeUpdates" if passes.update_detection else "net changes (netChanges)"
+        raise cdc_error("INVALID_CHANGELOG_SCHEMA.MISSING_ROW_ID", flags=needs)
     return passes, net
 
 
@@ -79,12 +100,7 @@ def required_passes(spec: ChangelogSpec, opts: CdcOptions) -> RowLevelPasses:
         update_detection=opts.compute_updates and spec.represents_update_as_delete_and_insert,
     )
     if passes.update_detection and spec.contains_carryover_rows and not dedupe:
-        raise invalid_option(
-            "UPDATE_DETECTION_REQUIRES_CARRY_OVER_REMOVAL",
-            "computeUpdates=true on a changelog with carry-over rows needs carry-over removal, "
-            "or unchanged rows would be reported as updates: set deduplicationMode to "
-            "dropCarryovers (the default) or netChanges.",
-        )
+        raise cdc_error("INVALID_CDC_OPTION.UPDATE_DETECTION_REQUIRES_CARRY_OVER_REMOVAL")
     return passes
 
 
@@ -125,10 +141,6 @@ def _timestamp_literal(option: str, text: str) -> Column:
     passed the client's check but not the server's cast still fails under Spark's class."""
     value = F.lit(text).try_cast("timestamp")
     error = raise_in_query(
-        f"{INVALID_CDC_OPTION}.INVALID_TIMESTAMP",
-        f"Option '{option}' is not a timestamp the server can read: '{text}'. Use "
-        "'yyyy-MM-dd[ HH:mm:ss[.SSSSSS]][zone]', e.g. '2024-05-01 12:00:00Z'.",
-        option=F.lit(option),
-        value=F.lit(text),
+        "INVALID_CDC_OPTION.INVALID_TIMESTAMP", option=F.lit(option), value=F.lit(text)
     )
     return F.when(value.isNull(), error).otherwise(value)

@@ -10,9 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from pyspark.sql import Column, DataFrame
 from pyspark.sql.connect import functions as F
-from pyspark.sql.connect.column import Column
-from pyspark.sql.connect.dataframe import DataFrame
 from spark_cdc.rewrite.names import (
     CHANGE_TYPE,
     CHANGE_TYPES,
@@ -30,8 +29,7 @@ from spark_cdc.rewrite.names import (
     UPDATE_POSTIMAGE,
     UPDATE_PREIMAGE,
 )
-from spark_cdc.rewrite.raised import contract_violation
-from spark_cdc.server_plugin.vocabulary import MULTIPLE_CHANGES_SENTENCE
+from spark_cdc.rewrite.raised import raise_in_query
 
 
 @dataclass(frozen=True)
@@ -57,13 +55,8 @@ EXACT_JSON_OPTIONS = {
 def checked_change_type() -> Column:
     """``_change_type``, failing the query on a NULL or unknown value instead of miscounting."""
     change_type = F.col(CHANGE_TYPE)
-    quoted = F.concat(F.lit("'"), change_type, F.lit("'"))
-    error = contract_violation(
-        "UNEXPECTED_CHANGE_TYPE",
-        "_change_type ",
-        F.coalesce(quoted, F.lit("NULL")),
-        f" is not one of {', '.join(CHANGE_TYPES)}: fix the source of the change feed.",
-        changeType=F.coalesce(change_type, F.lit("NULL")),
+    error = raise_in_query(
+        "CHANGELOG_CONTRACT_VIOLATION.UNEXPECTED_CHANGE_TYPE", changeType=change_type
     )
     return F.when(change_type.isin(*CHANGE_TYPES), change_type).otherwise(error)
 
@@ -117,15 +110,8 @@ def relabelled_change_type() -> Column:
     """Spark's relabel: one delete + one insert become an update; more is a contract breach."""
     deletes, inserts = F.col(DEL_CNT), F.col(INS_CNT)
     change_type = F.col(CHANGE_TYPE)
-    error = contract_violation(
-        "UNEXPECTED_MULTIPLE_CHANGES_PER_ROW_VERSION",
-        MULTIPLE_CHANGES_SENTENCE,
-        F.col(COMMIT_VERSION).cast("string"),
-        " (",
-        deletes.cast("string"),
-        " deletes, ",
-        inserts.cast("string"),
-        " inserts); a changelog may hold at most one of each per row id and commit.",
+    error = raise_in_query(
+        "CHANGELOG_CONTRACT_VIOLATION.UNEXPECTED_MULTIPLE_CHANGES_PER_ROW_VERSION",
         version=F.col(COMMIT_VERSION),
         deletes=deletes,
         inserts=inserts,

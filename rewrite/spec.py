@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from spark_cdc.rewrite.errors import missing_row_id
+from spark_cdc.rewrite.errors import cdc_error
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,35 @@ class ChangelogSpec:
 
     ``row_version=None`` means carry-overs are found by comparing the two rows' images
     (every non-metadata column) instead of a version column.
+
+    Parameters
+    ----------
+    row_id : sequence of str or None
+        The row id's columns (a single name is taken as one column), ``[]`` or ``None``.
+    row_version : str, optional
+        A column that orders a row id's versions; carry-overs are then a delete and an
+        insert of one row id with the same version.
+    contains_carryover_rows : bool, default True
+        Spark's capability flag: a commit may rewrite rows unchanged (carry-overs).
+    represents_update_as_delete_and_insert : bool, default True
+        Spark's capability flag: an update is a delete and an insert of one row id.
+    contains_intermediate_changes : bool, default True
+        Spark's capability flag: a row id may change more than once in the range.
+
+    Examples
+    --------
+    A Delta change data feed read with Delta Lake on the server (``readChangeFeed``)
+    writes updates as pre- and post-images, so it declares none of that:
+
+    >>> from spark_cdc import ChangelogSpec, post_process
+    >>> spec = ChangelogSpec(
+    ...     row_id=["id"],
+    ...     contains_carryover_rows=False,
+    ...     represents_update_as_delete_and_insert=False,
+    ... )
+    >>> spec.row_id
+    ('id',)
+    >>> out = post_process(feed, spec, {"deduplicationMode": "netChanges"})  # doctest: +SKIP
     """
 
     row_id: Sequence[str] | None
@@ -42,19 +71,10 @@ class ChangelogSpec:
             return
         row_id = (self.row_id,) if isinstance(self.row_id, str) else tuple(self.row_id)
         if any(not isinstance(c, str) or not c.strip() for c in row_id):
-            raise missing_row_id(
-                f"The changelog's row id must name one or more columns, got {self.row_id!r}: pass "
-                "the column(s) that identify a row, e.g. row_id=['id'] (or [] for a changelog "
-                "that declares none).",
-            )
+            raise cdc_error("INVALID_CHANGELOG_SCHEMA.INVALID_ROW_ID", rowId=repr(self.row_id))
         declared = [name for name in _POST_PROCESSING_FLAGS if getattr(self, name)]
         if not row_id and declared:
-            raise missing_row_id(
-                f"The changelog declares {', '.join(declared)}, which post-processing "
-                "resolves by row, but no row id (row_id=[]): name the column(s) that identify "
-                "a row, e.g. row_id=['id'], or declare none of those flags.",
-                flags=", ".join(declared),
-            )
+            raise cdc_error("INVALID_CHANGELOG_SCHEMA.MISSING_ROW_ID", flags=", ".join(declared))
         object.__setattr__(self, "row_id", row_id)
 
 

@@ -9,9 +9,8 @@ commit arrived; every row of a commit shares one timestamp, so no group is split
 
 from __future__ import annotations
 
+from pyspark.sql import Column, DataFrame
 from pyspark.sql.connect import functions as F
-from pyspark.sql.connect.column import Column
-from pyspark.sql.connect.dataframe import DataFrame
 from spark_cdc.rewrite.names import (
     CHANGE_TYPE,
     COMMIT_TIMESTAMP,
@@ -22,7 +21,7 @@ from spark_cdc.rewrite.names import (
     INS_CNT,
     ROW_KEY,
 )
-from spark_cdc.rewrite.raised import contract_violation
+from spark_cdc.rewrite.raised import raise_in_query
 from spark_cdc.rewrite.row_level import (
     RowLevelPasses,
     group_aggregates,
@@ -74,11 +73,7 @@ def _commit_timestamp_present() -> Column:
     # it and still send a NULL. ``try_add`` is always nullable, so this test stays put
     # (a cast or plain arithmetic does not: both inherit the column's nullability).
     probe = F.try_add(F.col(COMMIT_TIMESTAMP), F.expr("INTERVAL 0 SECONDS"))
-    error = contract_violation(
-        "NULL_COMMIT_TIMESTAMP",
-        "A change row has a NULL _commit_timestamp; streaming CDC post-processing needs "
-        "every row's commit timestamp. Fix the source of the change feed.",
-    )
+    error = raise_in_query("CHANGELOG_CONTRACT_VIOLATION.NULL_COMMIT_TIMESTAMP")
     return F.when(probe.isNull(), error).otherwise(F.lit(True))
 
 

@@ -16,7 +16,7 @@ import re
 import sys
 from typing import NamedTuple
 
-from spark_cdc.server_plugin.errors import ChangelogSourceError, source_error
+from spark_cdc.server_plugin.errors import ChangelogSourceError, error
 
 
 class Requirement(NamedTuple):
@@ -40,16 +40,12 @@ def missing(requirement: Requirement) -> str | None:
     """Why ``requirement`` cannot be used by this Python, or None when it can."""
     try:
         module = importlib.import_module(requirement.package)
-    except ImportError as error:
-        return f"has no usable '{requirement.package}' package ({error})"
+    except ImportError as problem:
+        return f"has no usable '{requirement.package}' package ({problem})"
     version = getattr(module, "__version__", None) or _installed_version(requirement.package)
     if version is not None and _release(version) < requirement.minimum:
         return f"has '{requirement.package}' {version}, older than {requirement.specifier}"
     return None
-
-
-def install_command(requirement: Requirement, python: str | None = None) -> str:
-    return f"{python or sys.executable} -m pip install '{requirement.specifier}'"
 
 
 def require(requirement: Requirement, source: str) -> None:
@@ -67,14 +63,16 @@ def missing_dependency(
     python: str = "The Spark Connect server's Python",
     then: str = "then restart the server",
 ) -> ChangelogSourceError:
-    return source_error(
-        "MISSING_DEPENDENCY",
-        f"{python} ({sys.executable}) {problem}, which {needed_by} needs: it "
-        f"{requirement.why}. Install it there with `{install_command(requirement)}` "
-        f"(or install spark-cdc-connect[server] there), {then}.",
+    return error(
+        "DELTA_CHANGELOG.MISSING_DEPENDENCY",
+        pythonRole=python,
+        python=sys.executable,
+        problem=problem,
+        neededBy=needed_by,
+        why=requirement.why,
         package=requirement.package,
         requirement=requirement.specifier,
-        python=sys.executable,
+        then=then,
     )
 
 

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import NamedTuple
 
-from spark_cdc.server_plugin.vocabulary import (
-    DELTA_CHANGELOG,
-    INVALID_CDC_OPTION,
-    SERVER_CONDITIONS,
-)
+from spark_cdc.server_plugin.conditions import format_message
+from spark_cdc.server_plugin.vocabulary import SERVER_CONDITIONS
 
 PARAMETERS_PREFIX = "Parameters: "
 _FAMILIES = "|".join(SERVER_CONDITIONS)
@@ -27,12 +26,15 @@ _OURS = re.compile(rf"\[((?:{_FAMILIES})\.[A-Z0-9_]+)\] ([^\n]*)(?:\n{_PARAMETER
 
 
 class ErrorText(NamedTuple):
+    """An error of ours found in a server's text: what the client rebuilds."""
+
     condition: str
     message: str
     parameters: dict[str, str]
 
 
-def error_text(condition: str, message: str, parameters: dict[str, str]) -> str:
+def error_text(condition: str, message: str, parameters: Mapping[str, str]) -> str:
+    """The wire form; ``message`` is the condition's template, filled."""
     text = f"[{condition}] {message}"
     if parameters:
         text += "\n" + PARAMETERS_PREFIX + json.dumps(parameters, sort_keys=True)
@@ -53,30 +55,60 @@ def parse_error_text(text: str) -> ErrorText | None:
 
 
 class ChangelogSourceError(Exception):
-    def __init__(self, condition: str, message: str, **parameters: object) -> None:
+    """An error of ours raised inside the server: a condition of the registry
+    (``spark_cdc.server_plugin.conditions``) and its parameters, in the wire form above."""
+
+    def __init__(self, condition: str, _legacy: str | None = None, /, **parameters: object) -> None:
         self.condition = condition
-        self.parameters = {name: str(value) for name, value in parameters.items()}
-        super().__init__(error_text(condition, message, self.parameters))
+        # One line each: the wire form is a line of text and a line of JSON.
+        self.parameters = {k: str(v).replace("\n", " ") for k, v in parameters.items()}
+        # TRANSITIONAL (issue 28): a message of its own, until the split modules use error().
+        self.message = _legacy or format_message(condition, self.parameters)
+        super().__init__(error_text(condition, self.message, self.parameters))
+
+    def __reduce__(self) -> tuple[object, ...]:  # pickled back from Spark's Python workers
+        return (_rebuilt, (self.condition, self.parameters))
 
 
+def _rebuilt(condition: str, parameters: dict[str, str]) -> ChangelogSourceError:
+    return ChangelogSourceError(condition, **parameters)
+
+
+def error(name: str, **parameters: object) -> ChangelogSourceError:
+    """The one way the server side raises: ``raise error("FAMILY.SUB", param=value)``."""
+    return ChangelogSourceError(name, **parameters)
+
+
+# Not bugs of ours: the environment's (I/O, memory, a package that will not import) or a stop.
+_NOT_OURS = (ChangelogSourceError, OSError, MemoryError, ImportError)
+
+
+@contextmanager
+def internal_errors(
+    path: str, version: object = "unknown", file: object = "none"
+) -> Iterator[None]:
+    """Inside a source, any other failure (a ``TypeError``, an ``AssertionError``...) is a
+    bug of ours: raised as ``DELTA_CHANGELOG.INTERNAL_ERROR`` naming the table, the version
+    and the data file when known, so that the user can report it, not as a bare traceback."""
+    try:
+        yield
+    except _NOT_OURS:
+        raise
+    except Exception as problem:
+        raise error(
+            "DELTA_CHANGELOG.INTERNAL_ERROR",
+            path=path,
+            version=version,
+            file=file,
+            problem=f"{type(problem).__name__}: {problem}",
+        ) from problem
+
+
+# TRANSITIONAL (issue 28): the sites in modules being split still call these; removed once
+# they raise through error().
 def source_error(kind: str, message: str, **parameters: object) -> ChangelogSourceError:
-    return ChangelogSourceError(f"{DELTA_CHANGELOG}.{kind}", message, **parameters)
+    return ChangelogSourceError(f"DELTA_CHANGELOG.{kind}", message, **parameters)
 
 
 def option_error(kind: str, message: str, **parameters: object) -> ChangelogSourceError:
-    return ChangelogSourceError(f"{INVALID_CDC_OPTION}.{kind}", message, **parameters)
-
-
-def corrupt_commit(version: int, table: str, file: str, problem: str) -> ChangelogSourceError:
-    """Not data loss: the file is there but unreadable, so skipping it (failOnDataLoss=false)
-    would silently drop changes nobody can know; the fix is the file, not the query."""
-    return source_error(
-        "CORRUPT_COMMIT",
-        f"Commit {version} of '{table}' cannot be read: its log file '{file}' is damaged: "
-        f"{problem}. A commit file is written once and never changes, so the table's "
-        "transaction log is corrupt and failOnDataLoss=false does not skip it. Restore the "
-        "file from a backup or replica of the table, then rerun the query.",
-        version=version,
-        path=table,
-        file=file,
-    )
+    return ChangelogSourceError(f"INVALID_CDC_OPTION.{kind}", message, **parameters)

@@ -46,7 +46,9 @@ class CommitRange(InputPartition):
     end: int
 
 
-def _arrow_batches(schema: StructType, commits: list[list[dict[str, Any]]], part: CommitRange):
+def _arrow_batches(
+    schema: StructType, commits: list[list[dict[str, Any]]], part: InputPartition
+) -> Iterator[Any]:
     import pyarrow as pa
 
     target = arrow_schema(schema)
@@ -65,7 +67,7 @@ class _BatchReader(DataSourceReader):
         return [CommitRange(i, i + 1) for i in range(len(self.commits))]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        return _arrow_batches(self.schema, self.commits, partition)  # type: ignore[arg-type]
+        return _arrow_batches(self.schema, self.commits, partition)
 
 
 class _StreamReader(DataSourceStreamReader, *_AVAILABLE_NOW):  # type: ignore[misc]
@@ -75,10 +77,12 @@ class _StreamReader(DataSourceStreamReader, *_AVAILABLE_NOW):  # type: ignore[mi
         self.schema, self.commits, self.per_batch = schema, commits, per_batch
         self.position = 0  # 4.0/4.1 call latestOffset() without the start offset
 
-    def initialOffset(self) -> dict:
+    def initialOffset(self) -> dict[str, int]:
         return {"commit": 0}
 
-    def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
+    def latestOffset(
+        self, start: dict[str, int] | None = None, limit: Any = None
+    ) -> dict[str, int]:
         base = start["commit"] if start is not None else self.position
         self.position = min(base + self.per_batch, len(self.commits))
         return {"commit": self.position}
@@ -86,14 +90,14 @@ class _StreamReader(DataSourceStreamReader, *_AVAILABLE_NOW):  # type: ignore[mi
     def prepareForTriggerAvailableNow(self) -> None:
         pass
 
-    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+    def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[InputPartition]:
         self.position = max(self.position, end["commit"])
         return [CommitRange(i, i + 1) for i in range(start["commit"], end["commit"])]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        return _arrow_batches(self.schema, self.commits, partition)  # type: ignore[arg-type]
+        return _arrow_batches(self.schema, self.commits, partition)
 
-    def commit(self, end: dict) -> None:
+    def commit(self, end: dict[str, int]) -> None:
         # A restarted 4.0/4.1 stream tells the reader where it is only through the offsets
         # it passes (its latestOffset() has no start): never serve before them again.
         self.position = max(self.position, end["commit"])

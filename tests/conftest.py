@@ -1,14 +1,18 @@
 """The test harness: one real Spark Connect server per session, never a mock.
 
-``SPARK_REMOTE`` if set; else, by ``SPARK_CDC_TEST_SERVER`` (``tests/harness.py``), the
+``SPARK_REMOTE`` if set; else, by ``SPARK_CDC_TEST_SERVER`` (``tests/support/harness.py``), the
 server container when a Docker engine answers, or a local server from the installed pyspark
 on 127.0.0.1 and a free port. A failing test gets the tail of the server's log in its report.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import signal
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +26,9 @@ from spark_cdc.late_rows import first_drop
 from spark_cdc.testing.local_server import start_local_server
 
 from tests.support import harness
+from tests.support.processes import Command
 
+ROOT = Path(__file__).resolve().parents[1]
 _server: harness.Server | None = None
 
 
@@ -32,6 +38,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="run the long variants of the reliability suite (more kills, longer writers)",
     )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark what needs the harness server and what is slow, so ``-m "not server and not slow"``
+    (``./dev test --fast``) selects the quick loop without a list kept by hand: ``server`` for
+    every test whose fixtures reach ``spark_remote`` (directly or through ``spark`` and the
+    like), ``slow`` for every ``local_process`` test (it starts a Spark Connect server of its
+    own). Other slow tests carry ``slow`` in their module."""
+    for item in items:
+        if "spark_remote" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.server)
+        if item.get_closest_marker("local_process") is not None:
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")
@@ -107,6 +126,33 @@ def spark(spark_remote: str) -> Iterator[SparkSession]:
         register_delta_changelog(session)
     yield session
     session.stop()
+
+
+@pytest.fixture
+def commands() -> Iterator[list[Command]]:
+    """Commands a test starts; any still running when it ends (a failed wait) is killed
+    with its process group, so no test leaves a stream running on the shared server."""
+    started: list[Command] = []
+    yield started
+    for command in started:
+        if command.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(command.process.pid, signal.SIGKILL)
+
+
+@pytest.fixture(scope="session")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """This project's wheel, built once per session (tests/unit/test_packaging.py reads it,
+    tests/server/test_thin_client.py installs it)."""
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(ROOT)],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+    (built,) = out.glob("spark_cdc_connect-*.whl")
+    return built
 
 
 @pytest.fixture

@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+from spark_cdc.cli.commands import follow
+from spark_cdc.cli.lifecycle import scratch
 
 STATUSES = ("new", "paid", "shipped", "refunded")
 
@@ -82,8 +84,6 @@ def write_orders(
 def run(spark: Any, seconds: float = 20.0, work_dir: str | None = None) -> None:
     """Write the table and follow its feed. Without ``work_dir`` the table goes to the
     command's temporary folder, removed when it ends."""
-    from spark_cdc.cli.main import follow, scratch
-
     work = Path(work_dir) if work_dir else scratch() / "demo"
     table = str(work / "orders")
     stop, listening = threading.Event(), threading.Event()

@@ -17,6 +17,7 @@ from typing import Any
 
 import pyspark.sql.connect.proto as pb2
 from pyspark.sql.streaming.listener import StreamingQueryListener
+from spark_cdc.rewrite import pyspark_internals
 
 _lifecycle = threading.Lock()
 
@@ -27,13 +28,14 @@ def add_listener(session: Any, listener: StreamingQueryListener) -> None:
 
 
 def remove_listener(session: Any, listener: StreamingQueryListener) -> None:
-    bus = session.streams._sqlb
+    bus = pyspark_internals.listener_bus(session)
+    listeners = pyspark_internals.bus_listeners(bus)
     with _lifecycle:
-        with bus._lock:
-            if listener not in bus._listener_bus:
+        with pyspark_internals.bus_lock(bus):
+            if listener not in listeners:
                 return
-            if len(bus._listener_bus) > 1:
-                bus._listener_bus.remove(listener)
+            if len(listeners) > 1:
+                listeners.remove(listener)
                 return
             command = pb2.Command()
             command.streaming_query_listener_bus_command.remove_listener_bus_listener = True
@@ -42,8 +44,8 @@ def remove_listener(session: Any, listener: StreamingQueryListener) -> None:
             except Exception as e:  # PySpark's own behaviour: keep the listener, say so
                 warnings.warn(f"Failed to remove the streaming query listener: {e}", stacklevel=3)
                 return
-            bus._listener_bus.remove(listener)
-            thread, bus._execution_thread = bus._execution_thread, None
+            listeners.remove(listener)
+            thread = pyspark_internals.take_bus_thread(bus)
         # The thread ends once the server closes the event stream; a listener's own
         # callback that removes the last listener cannot wait for itself.
         if thread is not None and thread is not threading.current_thread():

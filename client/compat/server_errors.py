@@ -21,6 +21,7 @@ from types import ModuleType
 from typing import Any, TypeVar
 
 from pyspark.errors import PySparkException
+from spark_cdc.rewrite import pyspark_internals
 from spark_cdc.server_plugin.errors import parse_error_text
 
 E = TypeVar("E", bound=BaseException)
@@ -57,11 +58,7 @@ def _shows_our_plan(text: str) -> bool:
 def _copy(error: E, message: str, condition: Any, parameters: Any) -> E:
     ours = type(error).__new__(type(error))
     ours.__dict__.update(error.__dict__)
-    ours.args = (message,)
-    ours._message = message  # type: ignore[attr-defined]
-    ours._errorClass = condition  # type: ignore[attr-defined]
-    ours._messageParameters = parameters  # type: ignore[attr-defined]
-    ours._display_stacktrace = False  # type: ignore[attr-defined]
+    pyspark_internals.set_error_fields(ours, message, condition, parameters)
     ours._spark_cdc_converted = True  # type: ignore[attr-defined]
     ours.server_error = error  # type: ignore[attr-defined]
     return ours
@@ -72,27 +69,27 @@ def patch_error_log(connect_errors: ModuleType) -> None:
     it builds the exception; for a plan of ours that line holds the whole plan (measured:
     about 14 KB for a missing row id). Those are not logged; the exception says it all."""
     grpc_error = connect_errors.SparkConnectGrpcException
-    log = getattr(grpc_error, "_log_exception", None)
+    log = pyspark_internals.error_logger(grpc_error)
     if log is None or _is_converted(log):
         return
 
     @functools.wraps(log)
     def log_exception(self: Any) -> None:
-        if not _shows_our_plan(str(getattr(self, "_message", ""))):
+        if not _shows_our_plan(pyspark_internals.error_message(self)):
             log(self)
 
     log_exception._spark_cdc_converted = True  # type: ignore[attr-defined]
-    grpc_error._log_exception = log_exception
+    pyspark_internals.replace_error_logger(grpc_error, log_exception)
 
 
-def _is_converted(error: BaseException) -> bool:
+def _is_converted(error: object) -> bool:
     return bool(getattr(error, "_spark_cdc_converted", False))
 
 
 def patch_convert_exception(core: ModuleType) -> None:
     """Every error the Connect client raises from a server response goes through
     ``convert_exception`` in ``pyspark.sql.connect.client.core``."""
-    convert = core.convert_exception
+    convert = pyspark_internals.convert_exception(core)
     if _is_converted(convert):
         return
 
@@ -101,7 +98,7 @@ def patch_convert_exception(core: ModuleType) -> None:
         return with_our_condition(convert(*args, **kwargs))
 
     convert_exception._spark_cdc_converted = True  # type: ignore[attr-defined]
-    core.convert_exception = convert_exception
+    pyspark_internals.replace_convert_exception(core, convert_exception)
 
 
 def patch_query_exception(query_module: ModuleType) -> None:

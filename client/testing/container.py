@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import pyspark
+from spark_cdc.server_plugin.conditions import ConditionError
 from testcontainers.core.config import testcontainers_config
 from testcontainers.core.container import DockerContainer
 
@@ -42,15 +43,8 @@ CA_CERTS_IN_CONTEXT = "compose/ca-certs"
 _OWNER_LABEL = "org.spark-cdc-connect.owner"
 
 
-class SparkConnectContainerError(RuntimeError):
+class SparkConnectContainerError(ConditionError, RuntimeError):
     """The container could not be built or started; ``getCondition()`` says which."""
-
-    def __init__(self, condition: str, message: str) -> None:
-        super().__init__(f"[{condition}] {message}")
-        self.condition = condition
-
-    def getCondition(self) -> str:
-        return self.condition
 
 
 def source_checkout() -> Path | None:
@@ -60,7 +54,7 @@ def source_checkout() -> Path | None:
     return root if (root / "compose" / "Dockerfile").is_file() else None
 
 
-class SparkConnectContainer(DockerContainer):  # type: ignore[misc]
+class SparkConnectContainer(DockerContainer):
     """A Spark Connect server carrying ``delta_changelog`` (see the module docstring).
 
     ``spark_version`` defaults to the installed pyspark's (the server's Spark is then the
@@ -97,7 +91,8 @@ class SparkConnectContainer(DockerContainer):  # type: ignore[misc]
         self.with_env("SPARK_CONNECT_AUTHENTICATE_TOKEN", self._token)
         self.with_env("SPARK_DRIVER_MEMORY", driver_memory)
         # Published on the loopback interface only, on a port Docker picks.
-        self.ports[f"{CONTAINER_PORT}/tcp"] = ("127.0.0.1",)
+        # (docker-py's host binding; testcontainers types only a port number.)
+        self.ports[f"{CONTAINER_PORT}/tcp"] = ("127.0.0.1",)  # type: ignore[assignment]
         for folder in shared:
             path = str(Path(folder).resolve())
             self.with_volume_mapping(path, path, "rw")
@@ -158,30 +153,24 @@ class SparkConnectContainer(DockerContainer):  # type: ignore[misc]
             if container.status == "exited":
                 raise SparkConnectContainerError(
                     "SPARK_CDC_CONTAINER.SERVER_EXITED",
-                    f"The Spark Connect server in container {container.short_id} exited "
-                    "before it started; see its log with `docker logs "
-                    f"{container.short_id}`:\n{_tail(container)}",
+                    container=container.short_id,
+                    log=_tail(container),
                 )
             if container.status == "running" and _started(container):
                 return
             time.sleep(0.5)
         raise SparkConnectContainerError(
             "SPARK_CDC_CONTAINER.START_TIMEOUT",
-            f"The Spark Connect server did not log '{READY_LINE}' within "
-            f"{self.startup_timeout:.0f}s; raise startup_timeout on a slow machine:\n"
-            + _tail(container),
+            readyLine=READY_LINE,
+            timeout=f"{self.startup_timeout:.0f}",
+            log=_tail(container),
         )
 
     def build(self) -> None:
         """Build (or find in Docker's cache) the image from the checkout's Dockerfile."""
         root = source_checkout()
         if root is None:
-            raise SparkConnectContainerError(
-                "SPARK_CDC_CONTAINER.NO_SOURCE_CHECKOUT",
-                "spark_cdc is installed from a wheel, so there is no compose/Dockerfile to "
-                "build from; build the image in a clone (docker compose -f "
-                "compose/docker-compose.yml build) and pass image=<its tag>.",
-            )
+            raise SparkConnectContainerError("SPARK_CDC_CONTAINER.NO_SOURCE_CHECKOUT")
         import docker.errors
 
         client = self.get_docker_client().client
@@ -206,10 +195,7 @@ class SparkConnectContainer(DockerContainer):  # type: ignore[misc]
             ]
             detail = "\n".join(line for line in last if line)[-2000:]
             raise SparkConnectContainerError(
-                "SPARK_CDC_CONTAINER.BUILD_FAILED",
-                f"The server image did not build from {self.base_image} (pull it or set "
-                "SPARK_CDC_BASE_IMAGE to a local Debian image; behind a TLS proxy set "
-                f"SPARK_CDC_CA_CERTS to its CA certificates); the build's last lines:\n{detail}",
+                "SPARK_CDC_CONTAINER.BUILD_FAILED", baseImage=self.base_image, log=detail
             ) from None
 
 
@@ -229,9 +215,7 @@ def _build_context(root: Path, ca_certs: Path | None) -> io.BytesIO:
         if ca_certs is not None:
             if not ca_certs.is_dir():
                 raise SparkConnectContainerError(
-                    "SPARK_CDC_CONTAINER.CA_CERTS_NOT_FOUND",
-                    f"SPARK_CDC_CA_CERTS names {ca_certs}, which is not a folder; point it at "
-                    "the folder holding your proxy's CA certificates (PEM, *.crt).",
+                    "SPARK_CDC_CONTAINER.CA_CERTS_NOT_FOUND", folder=ca_certs
                 )
             for cert in sorted([*ca_certs.glob("*.crt"), *ca_certs.glob("*.pem")]):
                 tar.add(cert, arcname=f"{CA_CERTS_IN_CONTEXT}/{cert.name}")

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import IO
 
 import pyspark
+from spark_cdc.server_plugin.conditions import ConditionError
 
 READY_LINE = "Spark Connect server started"
 DISCOVERY_MODULE = "pyspark_delta_changelog"
@@ -48,7 +49,7 @@ logger.server.level = info
 """
 
 
-class ServerStartError(RuntimeError):
+class ServerStartError(ConditionError, RuntimeError):
     """The server could not be started; the message says why in one sentence."""
 
 
@@ -57,12 +58,7 @@ def check_full_pyspark() -> Path:
     else raise: the jar-free Connect client (pyspark-client) cannot start a server."""
     spark_home = Path(pyspark.__file__).parent
     if not (spark_home / "jars").is_dir():
-        raise ServerStartError(
-            "Starting a Spark Connect server needs full PySpark (the pyspark package, with "
-            "Spark's jars); this Python has only the jar-free Connect client (pyspark-client). "
-            "Use a server elsewhere (--remote), or install spark-cdc-connect[pyspark] in "
-            "another environment: both packages are the pyspark folder."
-        )
+        raise ServerStartError("SPARK_CDC_LOCAL_SERVER.NEEDS_FULL_PYSPARK")
     return spark_home
 
 
@@ -79,13 +75,9 @@ def find_java() -> str:
             if major in SUPPORTED_JAVA:
                 return java
             raise ServerStartError(
-                f"{java} is Java {major}; Spark needs Java 17 or 21: "
-                "install openjdk-17-jre-headless and put it on PATH or JAVA_HOME."
+                "SPARK_CDC_LOCAL_SERVER.UNSUPPORTED_JAVA", java=java, version=major
             )
-    raise ServerStartError(
-        "No Java found on PATH or JAVA_HOME; Spark needs Java 17 or 21: "
-        "install openjdk-17-jre-headless (Debian/Ubuntu) and retry."
-    )
+    raise ServerStartError("SPARK_CDC_LOCAL_SERVER.JAVA_NOT_FOUND")
 
 
 def java_major_version(java: str) -> int | None:
@@ -194,7 +186,7 @@ def start_local_server(
     java = find_java()
     port = port or free_port(host)
     if not port_is_free(port, host):
-        raise ServerStartError(f"Port {port} on {host} is already in use; pick another one.")
+        raise ServerStartError("SPARK_CDC_LOCAL_SERVER.PORT_IN_USE", port=port, host=host)
     settings = {
         "spark.connect.grpc.binding.address": host,
         "spark.connect.grpc.binding.port": str(port),
@@ -290,15 +282,19 @@ def _wait_until_ready(server: LocalServer, timeout: float) -> None:
     while time.monotonic() < deadline:
         if not server.alive():
             raise ServerStartError(
-                f"The Spark Connect server exited with code {server.process.returncode} "
-                f"before it was ready; its log ({server.log_path}) ends with:\n" + server.log_tail()
+                "SPARK_CDC_LOCAL_SERVER.SERVER_EXITED",
+                code=server.process.returncode,
+                log=server.log_path,
+                tail=server.log_tail(),
             )
         if READY_LINE in server.log_path.read_text(errors="replace") and _answers(server):
             return
         time.sleep(0.5)
     raise ServerStartError(
-        f"The Spark Connect server did not start within {timeout:.0f}s; "
-        f"its log ({server.log_path}) ends with:\n" + server.log_tail()
+        "SPARK_CDC_LOCAL_SERVER.START_TIMEOUT",
+        timeout=f"{timeout:.0f}",
+        log=server.log_path,
+        tail=server.log_tail(),
     )
 
 

@@ -137,10 +137,10 @@ def _physical_type(
         element = _physical_type(value.type, node.element, inner, mode)
         return pa.list_(pa.field(value.name, element, value.nullable))
     if pa.types.is_map(logical) and node.key is not None and node.value is not None:
-        is_map = in_file is not None and pa.types.is_map(in_file)
-        key = _physical_type(logical.key_type, node.key, in_file.key_type if is_map else None, mode)
-        item = _physical_type(
-            logical.item_type, node.value, in_file.item_type if is_map else None, mode
-        )
+        in_map = in_file if in_file is not None and pa.types.is_map(in_file) else None
+        key_type = in_map.key_type if in_map is not None else None
+        key = _physical_type(logical.key_type, node.key, key_type, mode)
+        item_type = in_map.item_type if in_map is not None else None
+        item = _physical_type(logical.item_type, node.value, item_type, mode)
         return pa.map_(key, item)
     return logical

@@ -17,7 +17,7 @@ from urllib.parse import unquote, urlparse
 
 import pyarrow.fs as pafs
 from spark_cdc.server_plugin.delta.deletion_vectors import DeletionVector
-from spark_cdc.server_plugin.errors import corrupt_commit, source_error
+from spark_cdc.server_plugin.errors import error
 
 LOG_DIR = "_delta_log"
 
@@ -123,23 +123,22 @@ class DeltaLog:
 
         try:
             return DeltaTable(self.uri, version=version, storage_options=self.storage_options)
-        except Exception as error:
+        except Exception as problem:
             self.check_commits_replayed_for(version)
-            reason = _first_line(error)
-            if version is None or not DeltaTable.is_deltatable(self.uri, self.storage_options):
-                raise source_error(
-                    "NOT_A_DELTA_TABLE",
-                    f"'{self.uri}' is not a Delta table the server can read ({reason}). "
-                    "Pass the table's root directory (the one holding _delta_log).",
-                    path=self.uri,
-                ) from error
-            raise source_error(
-                "DATA_LOSS",
-                f"Version {version} of '{self.uri}' can no longer be loaded ({reason}); its log "
-                "was probably cleaned up. Start from a later version.",
-                version=version,
-                path=self.uri,
-            ) from error
+            reason = _first_line(problem)
+            try:
+                is_table = DeltaTable.is_deltatable(self.uri, self.storage_options)
+            except Exception:
+                is_table = None  # unknown: the reason says more than a guess would
+            if is_table is False:
+                raise error("DELTA_CHANGELOG.NOT_A_DELTA_TABLE", path=self.uri) from problem
+            if version is None or is_table is None:
+                raise error(
+                    "DELTA_CHANGELOG.UNREADABLE_TABLE", path=self.uri, reason=reason
+                ) from problem
+            raise error(
+                "DELTA_CHANGELOG.DATA_LOSS_SNAPSHOT", version=version, path=self.uri, reason=reason
+            ) from problem
 
     # -- commits -----------------------------------------------------------------------
 
@@ -153,9 +152,14 @@ class DeltaLog:
             return None
         try:
             return parse_commit(version, data, lambda: self._modified_ms(path))
-        except ValueError as error:
-            where = f"{self.uri.rstrip('/')}/{commit_file(version)}"
-            raise corrupt_commit(version, self.uri, where, str(error)) from error
+        except ValueError as problem:
+            raise error(
+                "DELTA_CHANGELOG.CORRUPT_COMMIT",
+                version=version,
+                path=self.uri,
+                file=f"{self.uri.rstrip('/')}/{commit_file(version)}",
+                problem=problem,
+            ) from problem
 
     def _modified_ms(self, path: str) -> int:
         mtime = self.fs.get_file_info(path).mtime
@@ -225,8 +229,8 @@ def parse_commit(version: int, data: bytes, file_time_ms: Callable[[], int]) -> 
                 json.loads(metadata["schemaString"])
             elif "protocol" in action:
                 protocol = action["protocol"]
-        except (ValueError, KeyError, TypeError, AttributeError) as error:
-            raise ValueError(f"line {number} {_what_is_wrong(error)}") from error
+        except (ValueError, KeyError, TypeError, AttributeError) as problem:
+            raise ValueError(f"line {number} {_what_is_wrong(problem)}") from problem
     return Commit(
         version,
         file_time_ms() if stamp is None else stamp,
@@ -265,17 +269,11 @@ def check_readable_protocol(protocol: dict[str, Any] | None, metadata: dict[str,
     """Refuse, naming the feature, a table whose rows this source would read wrongly."""
     mapping = str((metadata.get("configuration") or {}).get("delta.columnMapping.mode", "none"))
     if mapping.lower() not in ("none", "name", "id"):
-        raise unsupported_feature("columnMapping", f" (unknown mode '{mapping}')")
+        raise unsupported_feature(f"columnMapping mode {mapping}")
     features = set((protocol or {}).get("readerFeatures") or ())
     for feature in sorted(features - READABLE_FEATURES):
-        raise unsupported_feature(feature, "")
+        raise unsupported_feature(feature)
 
 
-def unsupported_feature(feature: str, detail: str) -> Exception:
-    return source_error(
-        "UNSUPPORTED_TABLE_FEATURE",
-        f"The table uses the Delta table feature '{feature}'{detail}, which this changelog "
-        "source cannot read correctly; it refuses rather than return wrong rows. Read its "
-        "change data feed with Delta Lake on the server instead.",
-        feature=feature,
-    )
+def unsupported_feature(feature: str) -> Exception:
+    return error("DELTA_CHANGELOG.UNSUPPORTED_TABLE_FEATURE", feature=feature)

@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from spark_cdc.server_plugin.errors import source_error
+from spark_cdc.server_plugin.errors import error
 
 FORMAT_VERSION = 1
 
@@ -39,19 +39,14 @@ class Offset:
     @classmethod
     def from_json(cls, value: dict[str, Any], table_id: str) -> Offset:
         if not isinstance(value, dict) or value.get("sourceVersion") != FORMAT_VERSION:
-            raise source_error(
-                "INVALID_OFFSET",
-                f"Offset {value!r} was not written by this version of delta_changelog "
-                f"(expected sourceVersion {FORMAT_VERSION}); start the stream with a new "
-                "checkpoint location.",
+            raise error(
+                "DELTA_CHANGELOG.INVALID_OFFSET",
                 offset=json.dumps(value, sort_keys=True),
+                sourceVersion=FORMAT_VERSION,
             )
         if value.get("tableId") != table_id:
-            raise source_error(
-                "OFFSET_FROM_ANOTHER_TABLE",
-                f"The checkpoint's offset belongs to table id {value.get('tableId')}, but the "
-                f"table at this path now has id {table_id} (it was replaced or the path "
-                "changed); use a new checkpoint location for this table.",
+            raise error(
+                "DELTA_CHANGELOG.OFFSET_FROM_ANOTHER_TABLE",
                 checkpointTableId=value.get("tableId"),
                 tableId=table_id,
             )
@@ -65,11 +60,8 @@ class Offset:
 
 def check_forward(start: Offset, end: Offset) -> None:
     if start.version is not None and (end.version is None or end.version < start.version):
-        raise source_error(
-            "OFFSET_MOVED_BACKWARDS",
-            f"The stream was asked to read from version {start.version} back to "
-            f"{end.version}; offsets only move forward. The checkpoint does not match this "
-            "table: use a new checkpoint location.",
+        raise error(
+            "DELTA_CHANGELOG.OFFSET_MOVED_BACKWARDS",
             startVersion=start.version,
             endVersion=end.version,
         )

@@ -17,17 +17,20 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
+from spark_cdc.server_plugin import cdc_options
+from spark_cdc.server_plugin.cdc_options import NULLABLE_SCHEMA, ROW_ID, CdcRequest
 from spark_cdc.server_plugin.delta.timeline import parse_timestamp_ms
-from spark_cdc.server_plugin.errors import ChangelogSourceError, option_error, source_error
-from spark_cdc.server_plugin.vocabulary import INVALID_CHANGELOG_SCHEMA, RANGE_OPTIONS
+from spark_cdc.server_plugin.errors import error
+from spark_cdc.server_plugin.vocabulary import RANGE_OPTIONS
 
+SOURCE = "delta_changelog"
 DEFAULT_MAX_FILES = 1000
 STORAGE_PREFIX = "storage."
 # What ChangelogReader passes when the source resolves the row-level passes (postProcessing
-# "source"); ``nullableSchema`` makes the source declare every column nullable, as the
-# client's streaming plan does, so both paths give one schema.
-RESOLUTION_OPTIONS = ("rowId", "deduplicationMode", "computeUpdates", "nullableSchema")
+# "source"), besides the internal NULLABLE_SCHEMA (``spark_cdc.server_plugin.cdc_options``).
+RESOLUTION_OPTIONS = (ROW_ID, "deduplicationMode", "computeUpdates")
 OPTION_NAMES = (
     "path",
     *RANGE_OPTIONS,
@@ -38,8 +41,6 @@ OPTION_NAMES = (
     "resolveTaskBytes",
     *RESOLUTION_OPTIONS,
 )
-_MODES = {"none": "none", "dropcarryovers": "dropCarryovers", "netchanges": "netChanges"}
-_CANONICAL = {name.lower(): name for name in OPTION_NAMES}
 _SIZE = re.compile(r"^\s*(\d+)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
 
 
@@ -93,160 +94,63 @@ class SourceOptions:
 
 
 def parse_source_options(raw: Mapping[str, str], streaming: bool = False) -> SourceOptions:
-    """The options, checked in Spark's order, except that a stream's end bound is refused
-    before the range is: a stream given only endingVersion would otherwise be told to add
-    startingVersion, and then be refused for the end bound."""
+    """The options, checked by the validator the client shares
+    (``spark_cdc.server_plugin.cdc_options``: Spark's order, a stream's end bound first),
+    then the source's own."""
     given: dict[str, str] = {}
     storage: dict[str, str] = {}
     for key, value in raw.items():
         if key.lower().startswith(STORAGE_PREFIX):
             storage[key[len(STORAGE_PREFIX) :]] = value
-            continue
-        name = _CANONICAL.get(key.lower())
-        if name is None:
-            raise source_error(
-                "UNKNOWN_OPTION",
-                f"Unknown delta_changelog option '{key}'; the options are "
-                f"{', '.join(OPTION_NAMES)} and {STORAGE_PREFIX}<KEY> for delta-rs storage "
-                "options.",
-                option=key,
-            )
-        given[name] = str(value)
+        else:
+            given[key] = str(value)
+    families = f" and {STORAGE_PREFIX}<KEY> for delta-rs storage options"
+    given = cdc_options.canonical(given, (*OPTION_NAMES, NULLABLE_SCHEMA), SOURCE, families)
     if not given.get("path"):
-        raise source_error(
-            "MISSING_PATH",
-            "delta_changelog needs the table's location: .load('/path/to/table') or "
-            "option('path', ...).",
-        )
-    if streaming and {"endingVersion", "endingTimestamp"} & given.keys():
-        raise option_error(
-            "ENDING_BOUND_IN_STREAM",
-            "A stream has no end: drop endingVersion/endingTimestamp, and use "
-            "trigger(availableNow=True) to stop after what the table holds now.",
-        )
-    versions = {"startingVersion", "endingVersion"} & given.keys()
-    stamps = {"startingTimestamp", "endingTimestamp"} & given.keys()
-    if versions and stamps:
-        raise option_error(
-            "CONFLICTING_RANGE_TYPES",
-            "A CDC read is bounded by versions or by timestamps, not both.",
-        )
-    if "endingVersion" in given and "startingVersion" not in given:
-        raise option_error("MISSING_STARTING_VERSION", "endingVersion needs a startingVersion.")
-    if "endingTimestamp" in given and "startingTimestamp" not in given:
-        raise option_error(
-            "MISSING_STARTING_TIMESTAMP", "endingTimestamp needs a startingTimestamp."
-        )
-    named = given.get("startingVersion", "").strip().lower()
-    latest, earliest = named == "latest", named == "earliest"
-    options = SourceOptions(
+        raise error("INVALID_CDC_OPTION.MISSING_PATH", source=SOURCE)
+    cdc = cdc_options.check_cdc_options(
+        given, _timestamp_ms, streaming, named_versions=("latest", "earliest")
+    )
+    return SourceOptions(
         path=given["path"],
         storage=storage,
-        starting_version=None if latest or earliest else _version(given, "startingVersion"),
-        starting_latest=latest,
-        starting_earliest=earliest,
-        ending_version=_version(given, "endingVersion"),
-        starting_timestamp_ms=_timestamp(given, "startingTimestamp"),
-        ending_timestamp_ms=_timestamp(given, "endingTimestamp"),
-        starting_inclusive=_boolean(given, "startingBoundInclusive", True),
-        ending_inclusive=_boolean(given, "endingBoundInclusive", True),
+        starting_version=cdc.starting_version,
+        starting_latest=cdc.starting_named == "latest",
+        starting_earliest=cdc.starting_named == "earliest",
+        ending_version=cdc.ending_version,
+        starting_timestamp_ms=cdc.starting_timestamp,
+        ending_timestamp_ms=cdc.ending_timestamp,
+        starting_inclusive=cdc.starting_bound_inclusive,
+        ending_inclusive=cdc.ending_bound_inclusive,
         max_files=_positive(given, "maxFilesPerTrigger"),
-        max_bytes=_size(given.get("maxBytesPerTrigger"), "maxBytesPerTrigger"),
-        fail_on_data_loss=_boolean(given, "failOnDataLoss", True),
+        max_bytes=_size(given, "maxBytesPerTrigger"),
+        fail_on_data_loss=cdc_options.boolean(given, "failOnDataLoss", True),
         parallelism=_positive(given, "parallelism"),
-        resolve_task_bytes=_size(given.get("resolveTaskBytes"), "resolveTaskBytes"),
-        nullable_schema=_boolean(given, "nullableSchema", False),
-        **_row_level(given),
+        resolve_task_bytes=_size(given, "resolveTaskBytes"),
+        nullable_schema=cdc_options.boolean(given, NULLABLE_SCHEMA, False),
+        **_row_level(given, cdc),
     )
-    start, end = options.starting_version, options.ending_version
-    if start is not None and end is not None and end < start:
-        raise option_error(
-            "INVALID_RANGE", f"endingVersion {end} is before startingVersion {start}."
-        )
-    return options
 
 
-def _row_level(given: Mapping[str, str]) -> dict[str, object]:
+def _timestamp_ms(name: str, value: object) -> int:
+    return parse_timestamp_ms(name, str(value))
+
+
+def _row_level(given: Mapping[str, str], cdc: CdcRequest[int]) -> dict[str, Any]:
     """The passes asked for, checked in Spark's order: the mode, then whether update
     detection has the carry-over removal it needs, then the row id."""
-    row_id = None
-    if "rowId" in given:
-        row_id = tuple(c.strip() for c in given["rowId"].split(","))
-        if not all(row_id):
-            raise _missing_row_id(
-                f"Option 'rowId' must name one or more columns, comma-separated, got "
-                f"'{given['rowId']}'."
-            )
-    if "deduplicationMode" not in given and "computeUpdates" not in given:
+    row_id = cdc_options.row_id(given[ROW_ID]) if ROW_ID in given else None
+    if cdc.deduplication_mode is None and cdc.compute_updates is None:
         return {"row_id": row_id}  # the raw feed
-    text = given.get("deduplicationMode", "dropCarryovers")
-    mode = _MODES.get(text.strip().lower())
-    if mode is None:
-        raise option_error(
-            "INVALID_DEDUPLICATION_MODE",
-            f"deduplicationMode must be none, dropCarryovers or netChanges, got '{text}'.",
-            mode=text,
-        )
+    mode = cdc.deduplication_mode or "dropCarryovers"
     if mode == "netChanges":
-        raise source_error(
-            "INVALID_OPTION",
-            "delta_changelog resolves carry-overs and updates commit by commit; net changes "
-            "span commits: read with ChangelogReader and deduplicationMode=netChanges, or "
-            "give the source deduplicationMode=dropCarryovers.",
-            option="deduplicationMode",
-            value=text,
-        )
-    updates = _boolean(given, "computeUpdates", False)
+        raise error("INVALID_CDC_OPTION.NET_CHANGES_IN_SOURCE", source=SOURCE)
+    updates = bool(cdc.compute_updates)
     if updates and mode == "none":
-        raise option_error(
-            "UPDATE_DETECTION_REQUIRES_CARRY_OVER_REMOVAL",
-            "computeUpdates=true on a changelog with carry-over rows needs carry-over "
-            "removal, or unchanged rows would be reported as updates: set deduplicationMode "
-            "to dropCarryovers (the default).",
-        )
+        raise error("INVALID_CDC_OPTION.UPDATE_DETECTION_REQUIRES_CARRY_OVER_REMOVAL")
     if updates and row_id is None:
-        raise _missing_row_id(
-            "Update detection (computeUpdates) needs a row id, the column(s) that identify a "
-            "row across its versions: give one with option('rowId', 'id'), or use "
-            "dropCarryovers without computeUpdates."
-        )
+        raise error("INVALID_CHANGELOG_SCHEMA.MISSING_ROW_ID", flags="computeUpdates")
     return {"row_id": row_id, "drop_carryovers": mode != "none", "compute_updates": updates}
-
-
-def _missing_row_id(message: str) -> ChangelogSourceError:
-    return ChangelogSourceError(f"{INVALID_CHANGELOG_SCHEMA}.MISSING_ROW_ID", message)
-
-
-def _version(given: Mapping[str, str], name: str) -> int | None:
-    if name not in given:
-        return None
-    text = given[name].strip()
-    if not text.isdigit():
-        latest = ", 'earliest' or 'latest'" if name == "startingVersion" else ""
-        raise option_error(
-            "INVALID_VERSION",
-            f"Option '{name}' must be a commit version (a whole number >= 0){latest}, "
-            f"got '{given[name]}'.",
-            option=name,
-            value=given[name],
-        )
-    return int(text)
-
-
-def _timestamp(given: Mapping[str, str], name: str) -> int | None:
-    return parse_timestamp_ms(name, given[name]) if name in given else None
-
-
-def _boolean(given: Mapping[str, str], name: str, default: bool) -> bool:
-    text = given.get(name, str(default)).strip().lower()
-    if text not in ("true", "false"):
-        raise option_error(
-            "INVALID_BOOLEAN",
-            f"Option '{name}' must be true or false, got '{text}'.",
-            option=name,
-            value=text,
-        )
-    return text == "true"
 
 
 def _positive(given: Mapping[str, str], name: str) -> int | None:
@@ -254,24 +158,14 @@ def _positive(given: Mapping[str, str], name: str) -> int | None:
         return None
     text = given[name].strip()
     if not text.isdigit() or int(text) < 1:
-        raise source_error(
-            "INVALID_OPTION",
-            f"Option '{name}' must be a whole number >= 1, got '{text}'.",
-            option=name,
-            value=text,
-        )
+        raise error("INVALID_CDC_OPTION.INVALID_NUMBER", option=name, value=given[name])
     return int(text)
 
 
-def _size(text: str | None, name: str) -> int | None:
-    if text is None:
+def _size(given: Mapping[str, str], name: str) -> int | None:
+    if name not in given:
         return None
-    match = _SIZE.match(text)
+    match = _SIZE.match(given[name])
     if not match or int(match.group(1)) < 1:
-        raise source_error(
-            "INVALID_OPTION",
-            f"Option '{name}' must be a size such as 1048576, '512k', '64m' or '1g', got '{text}'.",
-            option=name,
-            value=text,
-        )
+        raise error("INVALID_CDC_OPTION.INVALID_SIZE", option=name, value=given[name])
     return int(match.group(1)) * 1024 ** " kmgt".index(match.group(2).lower() or " ")

@@ -40,7 +40,7 @@ import os
 from collections.abc import Sequence
 
 from spark_cdc.server_plugin.delta.file_tasks import FileGroup, FileTask, by_commit
-from spark_cdc.server_plugin.row_level import RowLevelRules
+from spark_cdc.server_plugin.row_level.rules import RowLevelRules
 
 MAX_PARTITION_BYTES = 128 << 20
 MIN_PARTITION_BYTES = 4 << 20  # Spark's floor too: a small read is one task, in log order

@@ -8,7 +8,7 @@ never splits a commit (the initial snapshot included), so a zero-delay watermark
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from pyspark.sql.datasource import (
@@ -19,13 +19,11 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 from spark_cdc.server_plugin.delta.column_mapping import ColumnMapping
+from spark_cdc.server_plugin.delta.file_reader import check_no_reserved_columns, read_group
 from spark_cdc.server_plugin.delta.file_tasks import (
     FileGroup,
     FileTask,
-    check_no_reserved_columns,
     commit_tasks,
-    read_group,
-    read_resolved,
     snapshot_tasks,
 )
 from spark_cdc.server_plugin.delta.log import DeltaLog, check_readable_protocol
@@ -36,6 +34,7 @@ from spark_cdc.server_plugin.delta.partitions import (
     default_parallelism,
     plan_partitions,
 )
+from spark_cdc.server_plugin.delta.resolving_reader import read_resolved
 from spark_cdc.server_plugin.delta.table_schema import (
     as_nullable,
     changelog_schema,
@@ -48,8 +47,8 @@ from spark_cdc.server_plugin.delta.table_schema import (
 )
 from spark_cdc.server_plugin.delta.timeline import TimedCommit, Timeline
 from spark_cdc.server_plugin.dependencies import DELTALAKE, require
-from spark_cdc.server_plugin.errors import ChangelogSourceError, option_error, source_error
-from spark_cdc.server_plugin.row_level import RowLevelRules
+from spark_cdc.server_plugin.errors import ChangelogSourceError, error, internal_errors
+from spark_cdc.server_plugin.row_level.rules import RowLevelRules
 
 try:  # Spark 4.2+: admission control and trigger(availableNow=True) for Python sources.
     from pyspark.sql.streaming.datasource import (
@@ -76,25 +75,30 @@ class DeltaChangelogSource(DataSource):
         require(DELTALAKE, SOURCE_NAME)
         options = _options_for_schema(self.options)
         delta_log = DeltaLog(options.path, options.storage)
-        table = _checked_table(delta_log)
-        if options.has_end:
-            end = _batch_range(options, Timeline(delta_log, options.fail_on_data_loss))[1]
-            if end != table.version():
-                table = delta_log.table(max(end, 0))
-        schema = table_schema(table.schema().to_json())
-        check_no_reserved_columns(schema)
-        return _declared(changelog_schema(schema), options)
+        with internal_errors(delta_log.uri):
+            table = _checked_table(delta_log)
+            if options.has_end:
+                end = _batch_range(options, Timeline(delta_log, options.fail_on_data_loss))[1]
+                if end != table.version():
+                    table = delta_log.table(max(end, 0))
+            schema = table_schema(table.schema().to_json())
+            check_no_reserved_columns(schema)
+            return _declared(changelog_schema(schema), options)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         require(DELTALAKE, SOURCE_NAME)
-        return DeltaChangelogReader(parse_source_options(self.options), schema)
+        options = parse_source_options(self.options)
+        with internal_errors(options.path):
+            return DeltaChangelogReader(options, schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         require(DELTALAKE, SOURCE_NAME)
-        return DeltaChangelogStreamReader(parse_source_options(self.options, True), schema)
+        options = parse_source_options(self.options, True)
+        with internal_errors(options.path):
+            return DeltaChangelogStreamReader(options, schema)
 
 
-def _options_for_schema(raw: dict[str, str]) -> SourceOptions:
+def _options_for_schema(raw: Mapping[str, str]) -> SourceOptions:
     """``schema()`` runs before Spark says batch or stream, and what is wrong with an end
     bound depends on which: a batch read lacks its start, a stream has no end. So a bad end
     bound is left to the reader of either kind, which follows at once and names it; the
@@ -171,12 +175,25 @@ class _Reader:
         if not isinstance(partition, FileGroup):  # Spark's placeholder for "no partitions"
             return
         fail = self.options.fail_on_data_loss
-        if partition.resolve and self.rules is not None:
-            yield from read_resolved(
-                self.log, self.schema, partition, fail, self.mapping, self.rules, self.strict_schema
-            )
-            return
-        yield from read_group(self.log, self.schema, partition, fail, self.mapping)
+        versions = sorted({task.version for task in partition.files})
+        files = [task.path for task in partition.files]
+        with internal_errors(
+            self.log.uri,
+            versions[0] if len(versions) == 1 else ", ".join(map(str, versions)),
+            f"'{files[0]}'" if len(files) == 1 else f"one of {len(files)}",
+        ):
+            if partition.resolve and self.rules is not None:
+                yield from read_resolved(
+                    self.log,
+                    self.schema,
+                    partition,
+                    fail,
+                    self.mapping,
+                    self.rules,
+                    self.strict_schema,
+                )
+                return
+            yield from read_group(self.log, self.schema, partition, fail, self.mapping)
 
     def _unreadable(self, timed: TimedCommit, why: str) -> Exception | None:
         older = timed.physical_schema
@@ -199,6 +216,10 @@ class DeltaChangelogReader(_Reader, DataSourceReader):
         self._use_mapping_of(table)
 
     def partitions(self) -> Sequence[InputPartition]:
+        with internal_errors(self.log.uri):
+            return self._planned_partitions()
+
+    def _planned_partitions(self) -> Sequence[InputPartition]:
         first, last = _batch_range(self.options, self.timeline)
         tasks: list[FileTask] = []
         for timed in self.timeline.commits(first, None, last=last):
@@ -230,11 +251,15 @@ class DeltaChangelogStreamReader(_Reader, DataSourceStreamReader, *_AVAILABLE_NO
         self._served = False  # whether the last latestOffset call admitted commits
 
     def initialOffset(self) -> dict[str, Any]:
+        with internal_errors(self.log.uri):
+            return self._initial_offset()
+
+    def _initial_offset(self) -> dict[str, Any]:
         options = self.options
         if options.starting_version is not None:
             first = options.starting_version + (0 if options.starting_inclusive else 1)
             if options.starting_version > self.started_at:
-                raise _starting_after_latest(options.starting_version, self.started_at, True)
+                raise _starting_after_latest(options.starting_version, self.started_at)
             return Offset(self.table_id, first, False, None).to_json()
         if options.starting_timestamp_ms is not None:
             first = _first_version_from(options, self.timeline, self.log.commit_versions())
@@ -247,7 +272,13 @@ class DeltaChangelogStreamReader(_Reader, DataSourceStreamReader, *_AVAILABLE_NO
     def prepareForTriggerAvailableNow(self) -> None:
         self.target = _latest_version(self.log)
 
-    def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
+    def latestOffset(
+        self, start: dict[str, Any] | None = None, limit: Any = None
+    ) -> dict[str, Any]:
+        with internal_errors(self.log.uri):
+            return self._latest_offset(start, limit)
+
+    def _latest_offset(self, start: dict[str, Any] | None, limit: Any) -> dict[str, Any]:
         if start is not None:
             begin = Offset.from_json(start, self.table_id)
         else:
@@ -299,6 +330,7 @@ class DeltaChangelogStreamReader(_Reader, DataSourceStreamReader, *_AVAILABLE_NO
 
     def getDefaultReadLimit(self) -> Any:
         if self.options.file_limit is None:
+            assert self.options.max_bytes is not None  # else file_limit is Delta's default
             return ReadMaxBytes(self.options.max_bytes)
         return ReadMaxFiles(self.options.file_limit)
 
@@ -317,7 +349,13 @@ class DeltaChangelogStreamReader(_Reader, DataSourceStreamReader, *_AVAILABLE_NO
             timed, "this stream cannot read those rows; start it from a later version."
         )
 
-    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        with internal_errors(self.log.uri):
+            return self._stream_partitions(start, end)
+
+    def _stream_partitions(
+        self, start: dict[str, Any], end: dict[str, Any]
+    ) -> Sequence[InputPartition]:
         first = Offset.from_json(start, self.table_id)
         last = Offset.from_json(end, self.table_id)
         check_forward(first, last)
@@ -332,6 +370,7 @@ class DeltaChangelogStreamReader(_Reader, DataSourceStreamReader, *_AVAILABLE_NO
         if self._planned is not None and self._planned[:2] == (first, last):
             return self._partitions(self._planned[2])  # already read and checked
         tasks: list[FileTask] = []
+        assert last.version is not None  # check_forward: an end at or after the start
         for timed in self.timeline.commits(first.version, first.previous_ms, last.version - 1):
             problem = self._schema_problem(timed)
             if problem is not None:
@@ -339,7 +378,7 @@ class DeltaChangelogStreamReader(_Reader, DataSourceStreamReader, *_AVAILABLE_NO
             tasks += commit_tasks(timed.commit, timed.timestamp_ms)
         return self._partitions(tasks)
 
-    def commit(self, end: dict) -> None:
+    def commit(self, end: dict[str, Any]) -> None:
         pass
 
 
@@ -362,11 +401,7 @@ def _checked_table(delta_log: DeltaLog) -> Any:
 def _commit_versions(delta_log: DeltaLog) -> list[int]:
     versions = delta_log.commit_versions()
     if not versions:
-        raise source_error(
-            "NOT_A_DELTA_TABLE",
-            f"'{delta_log.uri}' has no commits: pass the root directory of a Delta table.",
-            path=delta_log.uri,
-        )
+        raise error("DELTA_CHANGELOG.NOT_A_DELTA_TABLE", path=delta_log.uri)
     return versions
 
 
@@ -374,18 +409,9 @@ def _latest_version(delta_log: DeltaLog) -> int:
     return _commit_versions(delta_log)[-1]
 
 
-def _starting_after_latest(version: int, latest: int, streaming: bool) -> Exception:
-    """The fix differs: a stream can wait for commits to come ('latest'); a batch read
-    cannot, and refuses 'latest'."""
-    fix = (
-        "use a version <= latest, or 'latest' to read only commits made from now on."
-        if streaming
-        else "use a version <= latest; to follow commits made from now on, read the table as "
-        "a stream with startingVersion 'latest'."
-    )
-    return option_error(
-        "STARTING_VERSION_AFTER_LATEST",
-        f"startingVersion {version} is after the table's latest version {latest}; {fix}",
+def _starting_after_latest(version: int, latest: int) -> Exception:
+    return error(
+        "INVALID_CDC_OPTION.STARTING_VERSION_AFTER_LATEST",
         startingVersion=version,
         latestVersion=latest,
     )
@@ -405,23 +431,17 @@ def _batch_range(options: SourceOptions, timeline: Timeline) -> tuple[int, int]:
     versions = _commit_versions(timeline.log)
     latest = versions[-1]
     if options.starting_latest:
-        raise option_error(
-            "INVALID_VERSION",
-            "startingVersion 'latest' is for streams; a batch read needs a version number.",
-        )
+        raise error("INVALID_CDC_OPTION.LATEST_IN_BATCH")
     if options.starting_version is not None:
         if options.starting_version > latest:
-            raise _starting_after_latest(options.starting_version, latest, False)
+            raise _starting_after_latest(options.starting_version, latest)
         first = options.starting_version + (0 if options.starting_inclusive else 1)
     elif options.starting_earliest:  # commits before it were cleaned up: not data loss
         first = versions[0]
     elif options.starting_timestamp_ms is not None:
         first = _first_version_from(options, timeline, versions)
         if first > latest:
-            raise option_error(
-                "STARTING_TIMESTAMP_AFTER_LATEST",
-                "startingTimestamp is after the table's latest commit; nothing to read.",
-            )
+            raise error("INVALID_CDC_OPTION.STARTING_TIMESTAMP_AFTER_LATEST")
     else:
         first = 0
     last = latest

@@ -20,7 +20,7 @@ from pyspark.sql.types import (
     StructType,
     TimestampType,
 )
-from spark_cdc.server_plugin.errors import source_error
+from spark_cdc.server_plugin.errors import error
 from spark_cdc.server_plugin.vocabulary import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION
 
 CHANGELOG_FIELDS = (
@@ -106,12 +106,11 @@ def row_id_paths(row_id: tuple[str, ...], schema: StructType) -> tuple[tuple[str
             path.append(found[0].name)
             fields = found[0].dataType
         if fields is None:
-            raise source_error(
-                "INVALID_OPTION",
-                f"Row id column '{text}' is not a column of the table; the columns are "
-                f"{', '.join(f.name for f in schema if f.name not in _CHANGELOG_NAMES)}.",
+            raise error(
+                "INVALID_CDC_OPTION.UNKNOWN_ROW_ID_COLUMN",
                 option="rowId",
                 value=text,
+                columns=", ".join(f.name for f in schema if f.name not in _CHANGELOG_NAMES),
             )
         paths.append(tuple(path))
     return tuple(paths)
@@ -144,11 +143,12 @@ def readable_as(older: StructType, newer: StructType) -> bool:
 
 
 def schema_changed(version: int, found: StructType, reading: StructType, why: str) -> Exception:
-    return source_error(
-        "SCHEMA_CHANGED",
-        f"Version {version} of the table has schema {found.simpleString()}, but this read "
-        f"uses {reading.simpleString()}; {why}",
+    return error(
+        "DELTA_CHANGELOG.SCHEMA_CHANGED",
         version=version,
+        found=found.simpleString(),
+        reading=reading.simpleString(),
+        why=why,
     )
 
 

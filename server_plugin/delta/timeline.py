@@ -19,9 +19,10 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from pyspark.sql.types import StructType
+from spark_cdc.server_plugin.cdc_options import invalid_timestamp
 from spark_cdc.server_plugin.delta.log import Commit, DeltaLog, check_readable_protocol
 from spark_cdc.server_plugin.delta.table_schema import physical_schema, table_schema
-from spark_cdc.server_plugin.errors import ChangelogSourceError, option_error, source_error
+from spark_cdc.server_plugin.errors import ChangelogSourceError, error
 
 log = logging.getLogger("delta_changelog")
 
@@ -66,8 +67,8 @@ class Timeline:
         if version not in self._schema_after:
             try:
                 table = self.log.table(version)
-            except ChangelogSourceError as error:
-                if error.condition != "DELTA_CHANGELOG.DATA_LOSS":
+            except ChangelogSourceError as refused:
+                if refused.condition != "DELTA_CHANGELOG.DATA_LOSS_SNAPSHOT":
                     raise  # a damaged log is not a cleaned-up one
                 table = self._table_with_schema_of(version)
             self._schema_after[version] = _schemas(
@@ -82,12 +83,7 @@ class Timeline:
         for later in range(version + 1, latest.version() + 1):
             commit = self.log.commit(later)
             if commit is None or commit.metadata is not None:
-                raise source_error(
-                    "DATA_LOSS",
-                    f"The schema of version {version} cannot be determined: the log before it "
-                    "was cleaned up. Start from a later version.",
-                    version=version,
-                )
+                raise error("DELTA_CHANGELOG.DATA_LOSS_SCHEMA", version=version, path=self.log.uri)
         return latest
 
     def commits(
@@ -119,11 +115,7 @@ class Timeline:
             elif commit.protocol is not None and schema is not None:
                 check_readable_protocol(commit.protocol, {})
             if schema is None:
-                raise source_error(
-                    "DATA_LOSS",
-                    f"Version {version} has no table schema: start from a later version.",
-                    version=version,
-                )
+                raise error("DELTA_CHANGELOG.DATA_LOSS_SCHEMA", version=version, path=self.log.uri)
             self._schema_after[version] = schema
             previous_ms = next_timestamp(commit.timestamp_ms, previous_ms)
             yield TimedCommit(commit, previous_ms, *schema)
@@ -145,19 +137,15 @@ class Timeline:
         return next((v for v in versions if v > version), None)
 
     def _data_loss(self, version: int, next_available: int) -> None:
-        message = (
-            f"Commit {version} of '{self.log.uri}' is gone (its log file was cleaned up); "
-            f"the next available commit is {next_available}"
+        lost = error(
+            "DELTA_CHANGELOG.DATA_LOSS",
+            version=version,
+            path=self.log.uri,
+            nextAvailableVersion=next_available,
         )
         if self.fail_on_data_loss:
-            raise source_error(
-                "DATA_LOSS",
-                f"{message}. Start from version {next_available} or later, or set "
-                "failOnDataLoss=false to skip what is gone.",
-                version=version,
-                nextAvailableVersion=next_available,
-            )
-        log.warning("%s; skipping ahead because failOnDataLoss=false.", message)
+            raise lost
+        log.warning("%s Skipping ahead because failOnDataLoss=false.", lost.message)
 
     # -- timestamps to versions --------------------------------------------------------
 
@@ -182,7 +170,7 @@ class Timeline:
     def _recorded(self, version: int) -> int:
         commit = self.log.commit(version)
         if commit is None:
-            raise source_error("DATA_LOSS", f"Commit {version} disappeared while being read.")
+            raise error("DELTA_CHANGELOG.DATA_LOSS_DURING_READ", version=version, path=self.log.uri)
         return commit.timestamp_ms
 
 
@@ -199,14 +187,8 @@ def parse_timestamp_ms(option: str, text: str) -> int:
         moment = datetime.fromisoformat(value)
         if zone is not None:
             moment = moment.replace(tzinfo=ZoneInfo(zone))
-    except (ValueError, KeyError) as error:
-        raise option_error(
-            "INVALID_TIMESTAMP",
-            f"Option '{option}' is not a timestamp: '{text}'. Use 'yyyy-MM-dd[ HH:mm:ss[.SSSSSS]]' "
-            "with an optional zone ('Z', '+02:00' or 'Europe/Paris'); no zone means UTC.",
-            option=option,
-            value=text,
-        ) from error
+    except (ValueError, KeyError) as problem:
+        raise invalid_timestamp(option, text) from problem
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
     epoch = datetime(1970, 1, 1, tzinfo=timezone.utc)

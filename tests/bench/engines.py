@@ -21,7 +21,7 @@ from collections.abc import Callable
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from spark_cdc.server_plugin.row_level import RowLevelRules, resolve
+from spark_cdc.server_plugin.row_level.rules import RowLevelRules, resolve
 
 from tests.bench.common import Bench, Figure, interleaved, medians
 

@@ -327,8 +327,17 @@ CLIENT_REFUSALS = [
         "availableNow",
         entries=("reader stream",),
     ),
-    *_refusal(
-        "INVALID_CHANGELOG_SCHEMA.MISSING_ROW_ID", {"rowId": "id,"}, "must name one or more columns"
+    *_refusal(  # ChangelogReader's option
+        "INVALID_CDC_OPTION.INVALID_ROW_ID",
+        {"rowId": "id,"},
+        "must name one or more columns",
+        entries=ENTRIES[2:],
+    ),
+    *_refusal(  # post_process's ChangelogSpec(row_id=["id", ""])
+        "INVALID_CHANGELOG_SCHEMA.INVALID_ROW_ID",
+        {"rowId": "id,"},
+        "must name one or more columns",
+        entries=ENTRIES[:2],
     ),
     *_refusal(
         "INVALID_CHANGELOG_SCHEMA.MISSING_ROW_ID",
@@ -402,12 +411,12 @@ def _source(
 
 SOURCE_REFUSALS = [
     *_source(  # Spark hands Python sources lower-cased keys; the message lists the right ones
-        "DELTA_CHANGELOG.UNKNOWN_OPTION",
+        "INVALID_CDC_OPTION.UNKNOWN_OPTION",
         {"maxFilesPerTriger": "1"},
         "'maxfilespertriger'",
         "maxFilesPerTrigger",
     ),
-    *_source("DELTA_CHANGELOG.MISSING_PATH", {"path": None}, ".load('/path/to/table')"),
+    *_source("INVALID_CDC_OPTION.MISSING_PATH", {"path": None}, ".load('/path/to/table')"),
     *_source(
         "INVALID_CDC_OPTION.INVALID_VERSION",
         {"startingVersion": "first"},
@@ -415,7 +424,7 @@ SOURCE_REFUSALS = [
         "'first'",
     ),
     *_source(
-        "INVALID_CDC_OPTION.INVALID_VERSION",
+        "INVALID_CDC_OPTION.LATEST_IN_BATCH",
         {"startingVersion": "latest"},
         "'latest' is for streams",
         modes=(False,),
@@ -515,13 +524,13 @@ SOURCE_REFUSALS = [
     ),
     *_source("INVALID_CDC_OPTION.INVALID_BOOLEAN", {"failOnDataLoss": "no"}, "'failOnDataLoss'"),
     *_source(
-        "DELTA_CHANGELOG.INVALID_OPTION",
+        "INVALID_CDC_OPTION.INVALID_NUMBER",
         {"maxFilesPerTrigger": "0"},
         "'maxFilesPerTrigger'",
         "'0'",
     ),
     *_source(
-        "DELTA_CHANGELOG.INVALID_OPTION",
+        "INVALID_CDC_OPTION.INVALID_SIZE",
         {"maxBytesPerTrigger": "lots"},
         "'maxBytesPerTrigger'",
         "'64m'",
@@ -571,6 +580,35 @@ def test_misspelt_option_on_changelog_reader_is_refused_before_any_query(
         caught.value, "INVALID_CDC_OPTION.UNKNOWN_OPTION", "'computeUpdate'", "'computeUpdates'?"
     )
     assert_no_query(spark, target)
+
+
+SAME_MISTAKES = [
+    {"startingVersion": "first"},
+    {"startingBoundInclusive": "maybe"},
+    {"deduplicationMode": "latest"},
+    {"startingVersion": "1", "startingTimestamp": "2024-01-01"},
+    {"endingVersion": "1"},
+    {"startingVersion": "5", "endingVersion": "2"},
+    {"startingTimestamp": "2024-13-45"},
+    {"rowId": "id,"},
+]
+
+
+@pytest.mark.parametrize("options", SAME_MISTAKES, ids=str)
+def test_the_client_and_the_source_word_a_mistake_alike(
+    spark: SparkSession, target: Target, two_versions: str, options: dict[str, str]
+) -> None:
+    """ChangelogReader refuses on the client what the source refuses on the server: the
+    same condition, parameters and sentence (one validator, one registry)."""
+    with pytest.raises(AnalysisException) as on_client:
+        ChangelogReader(spark).options(**options).changes(two_versions)
+    source = spark.read.format("delta_changelog").options(**options).load(two_versions)
+    on_server = failure(source, target, streaming=False)
+    assert isinstance(on_server, PySparkException)
+    client, server = on_client.value, on_server
+    assert client.getCondition() == server.getCondition(), str(server)
+    assert client.getMessageParameters() == server.getMessageParameters()
+    assert str(client) == str(server).splitlines()[0]
 
 
 # ----------------------------------------------------------------------------------------

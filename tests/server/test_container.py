@@ -246,12 +246,13 @@ def test_the_compose_stack_serves_a_token_authenticated_read(
 def test_the_readme_example_test_passes(
     spark_cdc_session: SparkSession, spark_cdc_shared: Path, tmp_path: Path
 ) -> None:
-    """The README's integration test example, run as written with the fixtures."""
-    readme = (ROOT / "README.md").read_text()
+    """The docs' integration test example (docs/containers.md), run as written with the
+    fixtures."""
+    readme = (ROOT / "docs" / "containers.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", readme, re.DOTALL)
     example = next(b for b in blocks if "def test_an_update_comes_out" in b)
     scope: dict[str, Any] = {}
-    exec(compile(example, "README.md", "exec"), scope)
+    exec(compile(example, "docs/containers.md", "exec"), scope)
     shared = spark_cdc_shared / tmp_path.name  # a folder of its own inside the shared one
     shared.mkdir()
     scope["test_an_update_comes_out_as_pre_and_post_image"](spark_cdc_session, shared)

@@ -10,9 +10,8 @@ import pytest
 from deltalake import write_deltalake
 from pyspark.sql import SparkSession
 from spark_cdc import ChangelogReader
-from spark_cdc.server_plugin.delta.options import parse_source_options
 
-from tests.server.test_deletion_vectors import (
+from tests.support.changelog_invariants import (
     assert_every_version,
     assert_raw_is_load_cdf,
     assert_stream_equals_batch,
@@ -20,15 +19,6 @@ from tests.server.test_deletion_vectors import (
 from tests.support.delta_fixtures import copy_fixture
 from tests.support.delta_tables import log_cleaned_up_before_version_2, rows
 from tests.support.feeds import collect_rows
-
-
-def test_earliest_is_an_option_value() -> None:
-    options = parse_source_options({"path": "/t", "startingVersion": " Earliest "})
-    assert (options.starting_earliest, options.starting_version, options.has_start) == (
-        True,
-        None,
-        True,
-    )
 
 
 def test_checkpoint_cdf_table_from_earliest(

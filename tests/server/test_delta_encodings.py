@@ -143,7 +143,7 @@ def test_encodings_spark_writes(spark: SparkSession, tmp_path: Path) -> None:
 def test_int96_fixture_streams_as_batch(
     spark: SparkSession, tmp_path: Path, query_name: str
 ) -> None:
-    from tests.server.test_deletion_vectors import assert_stream_equals_batch
+    from tests.support.changelog_invariants import assert_stream_equals_batch
 
     path = copy_fixture(tmp_path, "table_with_edge_timestamps")
     assert_stream_equals_batch(spark, path, "SOME_VALUE", query_name, startingVersion=0)

@@ -170,9 +170,9 @@ def test_version_and_timestamp_ranges(spark: SparkSession, tmp_path: Path) -> No
     ("options", "condition"),
     [
         ({"startingVersion": 99}, "INVALID_CDC_OPTION.STARTING_VERSION_AFTER_LATEST"),
-        ({"startingVersion": "latest"}, "INVALID_CDC_OPTION.INVALID_VERSION"),
+        ({"startingVersion": "latest"}, "INVALID_CDC_OPTION.LATEST_IN_BATCH"),
         ({"maxFilesPerTriger": 1}, "INVALID_CDC_OPTION.UNKNOWN_OPTION"),
-        ({"maxBytesPerTrigger": "lots"}, "DELTA_CHANGELOG.INVALID_OPTION"),
+        ({"maxBytesPerTrigger": "lots"}, "INVALID_CDC_OPTION.INVALID_SIZE"),
         ({"startingTimestamp": "2999-01-01 00:00:00Z"}, "STARTING_TIMESTAMP_AFTER_LATEST"),
     ],
 )

@@ -36,11 +36,18 @@ def test_update_detection_without_carryovers_needs_no_carryover_removal(
     post_process(spark.range(1), spec, {"deduplicationMode": "none", "computeUpdates": True})
 
 
-@pytest.mark.parametrize("row_id", [[], "", [" "]])
-def test_empty_row_id_is_refused(row_id: Any) -> None:
+@pytest.mark.parametrize(
+    ("row_id", "condition"),
+    [
+        ([], "INVALID_CHANGELOG_SCHEMA.MISSING_ROW_ID"),
+        ("", "INVALID_CHANGELOG_SCHEMA.INVALID_ROW_ID"),
+        ([" "], "INVALID_CHANGELOG_SCHEMA.INVALID_ROW_ID"),
+    ],
+)
+def test_empty_row_id_is_refused(row_id: Any, condition: str) -> None:
     with pytest.raises(AnalysisException) as caught:
         ChangelogSpec(row_id=row_id)
-    assert caught.value.getCondition() == "INVALID_CHANGELOG_SCHEMA.MISSING_ROW_ID"
+    assert caught.value.getCondition() == condition
 
 
 def test_net_changes_on_a_changelog_without_intermediate_changes_runs_row_level_passes(

@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.connect.proto import Relation
-from spark_cdc import ChangelogReader, ChangelogSpec, post_process
+from spark_cdc import (
+    ChangelogReader,
+    ChangelogSpec,
+    DeduplicationMode,
+    post_process,
+    read,
+    readStream,
+)
 from spark_cdc.rewrite.names import EVENTS
 from spark_cdc.rewrite.plan_tree import reads_a_stream
+from spark_cdc.server_plugin.cdc_options import NULLABLE_SCHEMA
 
 from tests.support.feeds import feed, row
 from tests.support.rpc_count import CountingStub, counting_rpcs
@@ -111,7 +120,7 @@ def test_changelog_reader_makes_no_server_round_trip(
         assert '"rowId"' not in read and '"computeUpdates"' not in read
         assert ("window {" in read) != ("with_watermark" in read)
     else:  # the source resolves them: no window, aggregate or watermark in the plan
-        for sent in ('"rowId"', '"computeUpdates"', '"deduplicationMode"', '"nullableSchema"'):
+        for sent in ('"rowId"', '"computeUpdates"', '"deduplicationMode"', f'"{NULLABLE_SCHEMA}"'):
             assert sent in read
         assert "window {" not in read and "aggregate {" not in read
         assert "with_watermark" not in read
@@ -126,3 +135,31 @@ def test_changelog_reader_widens_a_zone_less_timestamp_for_the_source(
     plan = str(reader.changes("/t")._plan.plan(spark.client))
     assert '"2024-04-30T18:00:00+00:00"' in plan  # 18 h earlier: any session time zone
     assert '"2024-05-02T00:00:00+00:00"' in plan  # explicit zone: as given
+
+
+@pytest.mark.parametrize(
+    "reader",
+    [
+        lambda spark: read(spark),
+        lambda spark: readStream(spark),
+        lambda spark: read(spark).format("delta"),
+        lambda spark: ChangelogReader(spark, streaming=True),
+    ],
+    ids=["read", "readStream", "format", "ChangelogReader(streaming=True)"],
+)
+def test_load_makes_no_server_round_trip(
+    spark: SparkSession, rpcs: CountingStub, reader: Callable[[SparkSession], Any]
+) -> None:
+    def build() -> DataFrame:
+        return (
+            reader(spark)
+            .options(rowId="id", computeUpdates=True, startingVersion=2)
+            .option("deduplicationMode", DeduplicationMode.DROP_CARRYOVERS)
+            .load("/data/orders")
+        )
+
+    build()
+    rpcs.calls.clear()
+    out = build()
+    assert '"delta_changelog"' in str(out._plan.plan(spark.client))
+    assert rpcs.calls == []

@@ -25,9 +25,6 @@ FLAGS = (
     "represents_update_as_delete_and_insert",
     "contains_intermediate_changes",
 )
-FLAG_SETS = [
-    dict(zip(FLAGS, values, strict=True)) for values in itertools.product([False, True], repeat=3)
-]
 OPTION_SETS: list[dict[str, Any]] = [
     {"deduplicationMode": mode, "computeUpdates": updates}
     for mode, updates in itertools.product(["none", "dropCarryovers", "netChanges"], [False, True])
@@ -43,23 +40,6 @@ CHANGES = [
     row(2, "B", "delete", 3),
     row(3, "c", "insert", 3),
 ]
-
-
-def _name(flags: dict[str, bool]) -> str:
-    return "+".join(f for f in FLAGS if flags[f]) or "no_flags"
-
-
-@pytest.mark.plan_only
-@pytest.mark.parametrize("flags", [f for f in FLAG_SETS if any(f.values())], ids=_name)
-def test_an_empty_row_id_is_refused_with_any_post_processing_flag(flags: dict[str, bool]) -> None:
-    with pytest.raises(AnalysisException) as caught:
-        ChangelogSpec(row_id=[], **flags)
-    error = caught.value
-    assert error.getCondition() == "INVALID_CHANGELOG_SCHEMA.MISSING_ROW_ID"
-    declared = [f for f in FLAGS if flags[f]]
-    assert error.getMessageParameters() == {"flags": ", ".join(declared)}
-    assert str(error).startswith("[INVALID_CHANGELOG_SCHEMA.MISSING_ROW_ID] ")
-    assert all(f in str(error) for f in declared)
 
 
 @pytest.mark.parametrize("streaming", [False, True], ids=["batch", "streaming"])

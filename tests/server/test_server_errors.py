@@ -79,7 +79,7 @@ def test_a_source_option_error_keeps_its_condition_and_parameters(
     with pytest.raises(AnalysisException) as caught:
         df.collect()
     expected = {"option": "maxFilesPerTrigger", "value": "0"}
-    assert_ours(caught.value, "DELTA_CHANGELOG.INVALID_OPTION", expected)
+    assert_ours(caught.value, "INVALID_CDC_OPTION.INVALID_NUMBER", expected)
 
 
 def test_a_cdc_option_error_from_the_source(spark: SparkSession, delta_table: str) -> None:

@@ -21,9 +21,15 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 from spark_cdc import ChangelogReader
 
-from tests.server.test_deletion_vectors import _scenario as dv_scenario
+from tests.support.delta_dv_scenarios import dv_scenario
 from tests.support.delta_fixtures import copy_fixture
-from tests.support.delta_tables import SCENARIOS, append_commit, first_action, rows
+from tests.support.delta_tables import (
+    SCENARIOS,
+    append_commit,
+    big_rows,
+    first_action,
+    rows,
+)
 from tests.support.feeds import collect_rows, drain, run_stream
 from tests.support.spark_version import ADMISSION_CONTROL, SPARK
 
@@ -328,7 +334,7 @@ def test_a_row_id_the_table_lacks_or_a_reserved_column_fails_alike(
     # Read directly, the source names the row id it cannot find.
     direct = spark.read.format("delta_changelog").options(rowId="nope", computeUpdates="true")
     condition, parameters = _condition(lambda: direct.load(path).collect())
-    assert (condition, parameters["option"]) == ("DELTA_CHANGELOG.INVALID_OPTION", "rowId")
+    assert (condition, parameters["option"]) == ("INVALID_CDC_OPTION.UNKNOWN_ROW_ID_COLUMN", "rowId")
 
 
 def test_post_processing_option_is_checked(spark: SparkSession) -> None:
@@ -370,10 +376,8 @@ def test_a_commit_split_into_buckets_and_spilled_parts_agrees(
 ) -> None:
     """A 6 MB copy-on-write commit on 4 cores with a 1 MB budget per task: bucket tasks,
     parts spilled to local disk, and the client plan give the same rows."""
-    from tests.unit.test_source_partitions import _big_rows
-
     path = str(tmp_path / "big")
-    write_deltalake(path, _big_rows(range(150_000), 1))
+    write_deltalake(path, big_rows(range(150_000), 1))
     DeltaTable(path).update({"n": "n + 1"}, predicate="id % 10 = 3")
     assert_paths_agree(
         spark,

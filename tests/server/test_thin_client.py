@@ -20,10 +20,13 @@ from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import SparkSession
 from spark_cdc import ChangelogReader
 
-from tests.server.test_packaging import wheel  # noqa: F401 - the fixture
 from tests.support.delta_tables import rows
 
 THIN_CLIENT = "pyspark-client>=4.0,<5"
+# Builds virtualenvs. Three of the four tests need no harness server, but they stay here
+# with the fourth: they share one virtualenv, built once and then given the jar-free client,
+# which would otherwise be built twice or tie the tests to their order.
+pytestmark = pytest.mark.slow
 
 
 def pip(venv: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -51,7 +54,7 @@ def python(venv: Path, script: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture(scope="module")
-def bare(tmp_path_factory: pytest.TempPathFactory, wheel: Path) -> Iterator[Path]:  # noqa: F811
+def bare(tmp_path_factory: pytest.TempPathFactory, wheel: Path) -> Iterator[Path]:
     """A virtualenv with the wheel and its dependencies, and no PySpark of any kind."""
     venv = tmp_path_factory.mktemp("thin") / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
@@ -25,6 +26,16 @@ def rows(ids: Iterable[int], tag: str = "a", part: str | None = None) -> pa.Tabl
             "amount": pa.array([float(i) for i in ids]),
             "part": pa.array([part or ("even" if i % 2 == 0 else "odd") for i in ids]),
         }
+    )
+
+
+def big_rows(ids: range, seed: int) -> pa.Table:
+    """Rows with an incompressible text column: a few MB of data files per 100k rows."""
+    rng = np.random.default_rng(seed)
+    noise = rng.integers(0, 2**62, (len(ids), 3)).astype(str)
+    text = ["".join(row) for row in noise]
+    return pa.table(
+        {"id": pa.array(ids, pa.int64()), "text": text, "n": pa.array(ids, pa.float64())}
     )
 
 

@@ -3,8 +3,8 @@
 ``SPARK_CDC_TEST_SERVER`` chooses: ``auto`` (default) runs the server container
 (``spark_cdc.testing.container``, built from ``compose/Dockerfile``) when a Docker engine
 answers and the container starts, else a local server from the installed pyspark, saying in
-one line why; ``container`` makes the container mandatory (CI: the run fails, saying why, if it cannot
-start); ``local`` never uses Docker. ``SPARK_REMOTE`` overrides all three.
+one line why; ``container`` makes the container mandatory (CI: the run fails, saying why, if
+it cannot start); ``local`` never uses Docker. ``SPARK_REMOTE`` overrides all three.
 """
 
 from __future__ import annotations

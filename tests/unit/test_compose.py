@@ -1,5 +1,5 @@
 """The compose files, read without a Docker engine. The image itself is built and run by the
-harness wherever an engine answers (``tests/test_container.py``, and the whole suite)."""
+harness wherever an engine answers (``tests/server/test_container.py``, and the whole suite)."""
 
 from __future__ import annotations
 

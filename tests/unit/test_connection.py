@@ -24,6 +24,7 @@ from tests.support import harness
 from tests.support.delta_tables import rows
 
 TOKEN = "t0ken-for-connection-tests"
+pytestmark = pytest.mark.slow  # a fresh Python per case, and a server of its own
 
 
 @pytest.fixture(scope="module")

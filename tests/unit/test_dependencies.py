@@ -17,9 +17,9 @@ from spark_cdc import ChangelogReader
 from spark_cdc.server_plugin.dependencies import DELTALAKE
 from spark_cdc.testing.local_server import start_local_server
 
-from tests.server.test_cli import without
 from tests.support import harness
 from tests.support.delta_tables import rows
+from tests.support.processes import without
 
 ROOT = Path(__file__).resolve().parents[2]
 

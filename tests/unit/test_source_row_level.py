@@ -22,9 +22,16 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from spark_cdc.server_plugin import row_level
 from spark_cdc.server_plugin.errors import ChangelogSourceError
-from spark_cdc.server_plugin.row_level import RowLevelRules, buckets_of, group_rows, resolve
+from spark_cdc.server_plugin.row_level import hashing
+from spark_cdc.server_plugin.row_level.rules import (
+    RowLevelRules,
+    buckets_of,
+    change_kinds,
+    group_rows,
+    labels,
+    resolve,
+)
 
 META = ("_change_type", "_commit_version", "_commit_timestamp")
 SCHEMA = pa.schema(
@@ -178,7 +185,7 @@ def test_resolve_matches_the_model(rows: list[dict[str, Any]], rules: tuple) -> 
 def _as_read(table: pa.Table) -> pa.Table:
     """A commit as the source reads it to resolve: change types as codes, no version or
     timestamp columns."""
-    codes = pa.array(row_level.change_kinds(table.column("_change_type")), pa.int8())
+    codes = pa.array(change_kinds(table.column("_change_type")), pa.int8())
     data = table.drop_columns(["_change_type", "_commit_version", "_commit_timestamp"])
     return data.append_column("_change_type", codes)
 
@@ -208,7 +215,7 @@ def test_a_commit_read_with_codes_resolves_as_with_labels(
         data = [_canon(list(r.values()), False) for r in got.to_pylist()]  # NaN equals NaN
         assert data == [_canon(list(r.values()), False) for r in _as_read(expected).to_pylist()]
         assert got.schema == _as_read(expected).schema
-        assert row_level.labels(got.column("_change_type")).to_pylist() == (
+        assert labels(got.column("_change_type")).to_pylist() == (
             expected.column("_change_type").to_pylist()
         )
 
@@ -258,7 +265,7 @@ def test_keys_group_as_spark_groups_them() -> None:
 def test_hash_collisions_never_merge_groups(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every row hashing alike: the value-by-value check still separates the groups."""
     monkeypatch.setattr(
-        row_level, "column_hash", lambda column, mode: np.zeros(len(column), np.uint64)
+        hashing, "column_hash", lambda column, mode: np.zeros(len(column), np.uint64)
     )
     keys = [pa.array(["a", "b", "a", None, "b", None, "c"])]
     groups = group_rows(keys, "key")
@@ -348,7 +355,7 @@ def test_resolving_never_imports_pandas(tmp_path: Path) -> None:
     program = f"""
 import sys
 import pyarrow as pa
-from spark_cdc.server_plugin.row_level import RowLevelRules, buckets_of, resolve
+from spark_cdc.server_plugin.row_level.rules import RowLevelRules, buckets_of, resolve
 table = pa.ipc.open_file({str(source)!r}).read_all()
 results = []
 for row_id, carryovers, updates in {RULES!r}:

@@ -1,4 +1,4 @@
-"""The delta_changelog source's pure parts, without a server: options, offsets, time."""
+"""The delta_changelog source's options, offsets and commit times, without a server."""
 
 from __future__ import annotations
 
@@ -19,14 +19,23 @@ def test_trigger_limits_follow_delta() -> None:
     assert (both.file_limit, both.max_bytes) == (3, 1024**3)
 
 
+def test_earliest_is_an_option_value() -> None:
+    options = parse_source_options({"path": "/t", "startingVersion": " Earliest "})
+    assert (options.starting_earliest, options.starting_version, options.has_start) == (
+        True,
+        None,
+        True,
+    )
+
+
 def test_storage_options_pass_through_and_typos_fail() -> None:
     options = parse_source_options({"path": "s3://b/t", "storage.AWS_REGION": "eu-west-1"})
     assert options.storage == {"AWS_REGION": "eu-west-1"}
     with pytest.raises(ChangelogSourceError, match=r"UNKNOWN_OPTION.*'startVersion'"):
         parse_source_options({"path": "/t", "startVersion": "1"})
-    with pytest.raises(ChangelogSourceError, match="MISSING_PATH"):
+    with pytest.raises(ChangelogSourceError, match="INVALID_CDC_OPTION.MISSING_PATH"):
         parse_source_options({})
-    with pytest.raises(ChangelogSourceError, match="INVALID_OPTION"):
+    with pytest.raises(ChangelogSourceError, match="INVALID_CDC_OPTION.INVALID_NUMBER"):
         parse_source_options({"path": "/t", "maxFilesPerTrigger": "0"})
 
 

@@ -9,7 +9,6 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
@@ -23,7 +22,9 @@ from spark_cdc.server_plugin.delta.partitions import (
 )
 from spark_cdc.server_plugin.delta.source import DeltaChangelogSource
 from spark_cdc.server_plugin.errors import ChangelogSourceError
-from spark_cdc.server_plugin.row_level import RowLevelRules
+from spark_cdc.server_plugin.row_level.rules import RowLevelRules
+
+from tests.support.delta_tables import big_rows
 
 MB = 1 << 20
 CARRYOVERS = RowLevelRules((("id",),), carryover_removal=True, update_detection=False)
@@ -165,7 +166,9 @@ def test_a_large_append_under_update_detection_is_read_once_and_checked_by_row_i
 def test_parallelism_option() -> None:
     assert parse_source_options({"path": "/t"}).parallelism is None  # the driver's cores
     assert parse_source_options({"path": "/t", "parallelism": "64"}).parallelism == 64
-    with pytest.raises(ChangelogSourceError, match=r"INVALID_OPTION.*'parallelism'"):
+    with pytest.raises(
+        ChangelogSourceError, match=r"INVALID_CDC_OPTION.INVALID_NUMBER.*'parallelism'"
+    ):
         parse_source_options({"path": "/t", "parallelism": "0"})
 
 
@@ -176,7 +179,7 @@ def test_resolution_options_follow_spark_and_check_in_its_order() -> None:
     assert (both.drop_carryovers, both.compute_updates, both.row_id) == (True, True, ("a", "k.b"))
     for options, condition in [
         ({"deduplicationMode": "all"}, "INVALID_CDC_OPTION.INVALID_DEDUPLICATION_MODE"),
-        ({"deduplicationMode": "netChanges"}, "DELTA_CHANGELOG.INVALID_OPTION"),
+        ({"deduplicationMode": "netChanges"}, "INVALID_CDC_OPTION.NET_CHANGES_IN_SOURCE"),
         (
             {"deduplicationMode": "none", "computeUpdates": "true"},
             "INVALID_CDC_OPTION.UPDATE_DETECTION_REQUIRES_CARRY_OVER_REMOVAL",
@@ -193,16 +196,6 @@ def test_resolution_options_follow_spark_and_check_in_its_order() -> None:
 # exactly what one task per commit serves ------------------------------------------------
 
 
-def _big_rows(ids: range, seed: int) -> pa.Table:
-    """Rows with an incompressible text column: a few MB of data files per 100k rows."""
-    rng = np.random.default_rng(seed)
-    noise = rng.integers(0, 2**62, (len(ids), 3)).astype(str)
-    text = ["".join(row) for row in noise]
-    return pa.table(
-        {"id": pa.array(ids, pa.int64()), "text": text, "n": pa.array(ids, pa.float64())}
-    )
-
-
 def _served(path: str, **options: str) -> tuple[list[FileGroup], list[dict[str, Any]]]:
     source = DeltaChangelogSource({"path": path, **options})
     reader = source.reader(source.schema())
@@ -211,9 +204,10 @@ def _served(path: str, **options: str) -> tuple[list[FileGroup], list[dict[str, 
     return groups, sorted(rows, key=repr)
 
 
+@pytest.mark.slow  # writes and reads a 150k-row table: about 3 s, idle
 def test_buckets_and_spilled_parts_serve_what_one_task_serves(tmp_path: Path) -> None:
     path = str(tmp_path / "t")
-    write_deltalake(path, _big_rows(range(150_000), 1))
+    write_deltalake(path, big_rows(range(150_000), 1))
     DeltaTable(path).update({"n": "n + 1"}, predicate="id % 10 = 3")  # copy-on-write: 6 MB
     DeltaTable(path).delete("id % 100 = 7")
     options = {"rowId": "id", "computeUpdates": "true", "startingVersion": "1"}
@@ -226,10 +220,11 @@ def test_buckets_and_spilled_parts_serve_what_one_task_serves(tmp_path: Path) ->
     assert kinds == {"update_preimage": 15_000, "update_postimage": 15_000, "delete": 1_500}
 
 
+@pytest.mark.slow  # writes and reads a 150k-row table: about 3 s, idle
 def test_check_tasks_find_a_row_id_twice_in_a_large_append(tmp_path: Path) -> None:
     path = str(tmp_path / "t")
-    write_deltalake(path, _big_rows(range(10), 1))
-    twice = _big_rows(range(150_000), 2)
+    write_deltalake(path, big_rows(range(10), 1))
+    twice = big_rows(range(150_000), 2)
     write_deltalake(path, pa.concat_tables([twice, twice.slice(77, 1)]), mode="append")
     options = {"rowId": "id", "computeUpdates": "true", "startingVersion": "1"}
     source = DeltaChangelogSource({"path": path, **options, "parallelism": "4"})

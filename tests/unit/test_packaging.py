@@ -1,9 +1,12 @@
 """One ``spark_cdc`` namespace over the design card's folders, and layers that depend one way.
 
 What a user installs puts no generic top-level name (``client``, ``rewrite``,
-``server_plugin``) on ``sys.path``; a user's own modules of those names do not break ours;
-``rewrite/`` imports nothing of the client above it, and ``server_plugin/`` (shipped to
-servers by value) nothing of either.
+``server_plugin``) on ``sys.path``; ``rewrite/`` imports nothing of the client above it, and
+``server_plugin/`` (shipped to servers by value) nothing of either. Within the client, the
+command line (``spark_cdc.cli``) sits on top: nothing else of ours imports it, the testing
+tools may import all but it, and PySpark's patches (``spark_cdc.compat``) neither it nor the
+testing tools. That a user's own modules of those names do not break ours needs a server:
+tests/server/test_user_modules_do_not_shadow.py.
 """
 
 from __future__ import annotations
@@ -20,9 +23,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _imports(folder: Path) -> dict[str, set[str]]:
-    """Every module each file of ``folder`` imports, by absolute name."""
+    """Every module each file of ``folder`` (or the file ``folder``) imports, by absolute
+    name."""
     found: dict[str, set[str]] = {}
-    for path in sorted(folder.rglob("*.py")):
+    for path in [folder] if folder.is_file() else sorted(folder.rglob("*.py")):
         names: set[str] = set()
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
@@ -34,20 +38,33 @@ def _imports(folder: Path) -> dict[str, set[str]]:
     return found
 
 
+ROOMS = ("cli", "compat", "testing")  # the client's subpackages, each a room of its own
+LAYERS = {"client", *ROOMS, "rewrite", "server_plugin"}
+
+
 def _layer(module: str) -> str | None:
-    """Which layer a module of ours belongs to: client (the package root), rewrite or
-    server_plugin; None for anything else. The old top-level names count as theirs."""
+    """Which layer a module of ours belongs to: rewrite, server_plugin, one of the client's
+    rooms (cli, compat, testing) or client (the rest of the package root); None for anything
+    else. The old top-level names count as theirs."""
     parts = module.split(".")
-    if parts[0] in ("client", "rewrite", "server_plugin"):
+    if parts[0] in ("rewrite", "server_plugin"):
         return parts[0]
-    if parts[0] != "spark_cdc":
+    if parts[0] not in ("client", "spark_cdc"):
         return None
-    return parts[1] if len(parts) > 1 and parts[1] in ("rewrite", "server_plugin") else "client"
+    if len(parts) > 1 and parts[1] in ("rewrite", "server_plugin", *ROOMS):
+        return parts[1]
+    return "client"
 
 
 @pytest.mark.parametrize(
     ("folder", "allowed"),
-    [("rewrite", {"rewrite", "server_plugin"}), ("server_plugin", {"server_plugin"})],
+    [
+        ("client/cli", LAYERS),
+        ("client/compat", LAYERS - {"cli", "testing"}),
+        ("client/testing", LAYERS - {"cli"}),
+        ("rewrite", {"rewrite", "server_plugin"}),
+        ("server_plugin", {"server_plugin"}),
+    ],
 )
 def test_layers_import_nothing_above_them(folder: str, allowed: set[str]) -> None:
     for path, names in _imports(ROOT / folder).items():
@@ -55,26 +72,18 @@ def test_layers_import_nothing_above_them(folder: str, allowed: set[str]) -> Non
         assert not upward, f"{path} imports a layer above it: {sorted(upward)}"
 
 
-def test_a_users_client_and_rewrite_modules_do_not_shadow_ours(
-    tmp_path: Path, spark_remote: str
-) -> None:
-    for name in ("client", "rewrite", "server_plugin", "errors", "names"):
-        (tmp_path / f"{name}.py").write_text(f"raise ImportError('the user\\'s own {name}')\n")
-    program = (
-        "from pyspark.sql import SparkSession\n"
-        "from spark_cdc import ChangelogReader, ChangelogSpec, post_process\n"
-        "import spark_cdc.rewrite, spark_cdc.server_plugin.delta.source\n"
-        f"spark = SparkSession.builder.remote({spark_remote!r}).create()\n"
-        "df = ChangelogReader(spark).option('rowId', 'id').changes('/nowhere')\n"
-        "spec = ChangelogSpec(row_id=['id'])\n"
-        "post_process(spark.range(1).selectExpr('id', \"'insert' _change_type\"), spec)\n"
-        "print('ok')\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", program], cwd=tmp_path, capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip().endswith("ok")
+def test_nothing_but_the_command_line_imports_it() -> None:
+    """``spark_cdc.cli`` is imported by its own modules and by ``python -m spark_cdc``
+    (``client/__main__.py``) only."""
+    found: dict[str, set[str]] = {}
+    for place in ("client", "rewrite", "server_plugin", "pyspark_delta_changelog.py"):
+        found |= _imports(ROOT / place)
+    assert "client/cli/main.py" in found  # the walk reaches the command line itself
+    for path, names in found.items():
+        if path.startswith("client/cli/") or path == "client/__main__.py":
+            continue
+        cli = sorted(n for n in names if _layer(n) == "cli")
+        assert not cli, f"{path} imports the command line: {cli}"
 
 
 def test_the_server_side_import_loads_no_connect_client() -> None:
@@ -90,19 +99,7 @@ def test_the_server_side_import_loads_no_connect_client() -> None:
     assert done.returncode == 0, done.stderr
 
 
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("wheel")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(ROOT)],
-        check=True,
-        capture_output=True,
-        timeout=600,
-    )
-    (built,) = out.glob("spark_cdc_connect-*.whl")
-    return built
-
-
+@pytest.mark.slow  # builds the wheel (tests/conftest.py)
 def test_the_wheel_installs_one_namespace_and_the_discovery_module(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     top = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}

@@ -1,0 +1,204 @@
+"""What ``spark-cdc serve`` and ``spark-cdc tail`` do, and what the demo shares with
+``tail``: a session on a given or a local server (``session``), a table's change feed
+followed to the terminal (``follow``), and the checks that refuse before any JVM starts.
+
+Heavy imports (PySpark, the local server, the live feed) happen inside the functions, once
+the command line has checked PySpark is there and silenced gRPC's own logging.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from spark_cdc.cli.lifecycle import STOP_DEADLINE_S, CliError, Stopped, scratch
+
+
+def _require_server_parts(needed_by: str) -> None:
+    """Refuse before any JVM starts: full PySpark (a thin client's cannot start a server),
+    then deltalake."""
+    from spark_cdc.testing.local_server import ServerStartError, check_full_pyspark
+
+    try:
+        check_full_pyspark()
+    except ServerStartError as error:
+        raise CliError(str(error)) from None
+    require_deltalake(needed_by)
+
+
+def require_deltalake(needed_by: str) -> None:
+    """Refuse before any JVM starts: a server whose Python lacks deltalake lists the source
+    and fails every read of it; the demo's writer needs it here."""
+    from spark_cdc.server_plugin.dependencies import DELTALAKE, missing, missing_dependency
+
+    problem = missing(DELTALAKE)
+    if problem is not None:
+        error = missing_dependency(
+            DELTALAKE, problem, needed_by, python="This Python", then="then run it again"
+        )
+        raise CliError(str(error).splitlines()[0])
+
+
+def serve(args: argparse.Namespace) -> int:
+    from spark_cdc.testing.local_server import ServerStartError, start_local_server
+
+    _require_server_parts("the server `spark-cdc serve` starts")
+    try:
+        server = start_local_server(
+            port=args.port, host=args.host, token=args.token, log_path=scratch() / "server.log"
+        )
+    except ServerStartError as error:
+        raise CliError(str(error).splitlines()[0]) from None
+    url = f"sc://localhost:{server.port}"
+    shown = f"{url}/;token=<your token>" if args.token else url
+    print(f"Spark Connect server with the delta_changelog source on {args.host}:{server.port}")
+    print(f"Connect with: {shown}    (Ctrl-C stops it; log: {server.log_path})", flush=True)
+    try:
+        while server.alive():
+            time.sleep(0.5)
+        raise CliError(
+            f"The server exited with code {server.process.returncode}; see {server.log_path}."
+        )
+    except (Stopped, KeyboardInterrupt):
+        print("\nStopping the server ...", file=sys.stderr, flush=True)
+        return 0
+    finally:
+        server.stop(timeout=STOP_DEADLINE_S)
+
+
+@contextmanager
+def session(remote: str | None, token: str | None) -> Iterator[Any]:
+    """A session on ``remote`` or on a local server started (and stopped) for the command,
+    checked by ``spark_cdc.connect`` (an unreachable server or a refused token is said in
+    seconds). Closing the session is bounded too: a stuck close is left to the server's stop.
+    """
+    from spark_cdc.cli.live_feed import finished_within
+    from spark_cdc.connection import connect
+    from spark_cdc.testing.local_server import ServerStartError, start_local_server
+
+    server = None
+    if not remote:
+        _require_server_parts("the local server's delta_changelog source")
+        print("Starting a local Spark Connect server on 127.0.0.1 ...", file=sys.stderr, flush=True)
+        try:
+            server = start_local_server(
+                conf={"spark.sql.shuffle.partitions": "4"}, log_path=scratch() / "server.log"
+            )
+        except ServerStartError as error:
+            raise CliError(str(error).splitlines()[0]) from None
+    try:
+        spark = connect(remote or server.url, token=token if remote else None)  # type: ignore[union-attr]
+        try:
+            yield spark
+        finally:
+            finished_within(STOP_DEADLINE_S, spark.stop)
+    finally:
+        if server is not None:
+            server.stop(timeout=STOP_DEADLINE_S)
+
+
+def follow(
+    spark: Any,
+    table: str,
+    options: dict[str, Any],
+    print_out: Callable[[str], None] = print,
+    until: Callable[[], bool] = lambda: False,
+    listening: Callable[[], None] = lambda: None,
+) -> None:
+    """Stream ``table``'s post-processed change feed to the terminal, a commit at a time as
+    each arrives, until ``until()`` or a stop signal; ``listening()`` is called once the
+    stream's first micro-batch has run. On a terminal a status line on stderr shows progress
+    (cleared before each commit prints); elsewhere a line says what it waits for."""
+    from spark_cdc import ChangelogReader, register_delta_changelog
+    from spark_cdc.cli.live_feed import WAITING, LiveFeed, render, status_line
+
+    register_delta_changelog(spark)
+    raw, spec, cdc = ChangelogReader(spark, streaming=True).options(**options).source_feed(table)
+    columns = _user_columns(spark, table, spec.row_id or ())
+    feed = LiveFeed(raw, spec, cdc, work_dir=str(scratch() / "live"))
+    tty = sys.stderr.isatty()
+    if not tty:
+        print(f"spark-cdc: {WAITING} ...", file=sys.stderr, flush=True)
+    started, changes, last = time.monotonic(), 0, None
+
+    def show() -> None:
+        nonlocal changes, last
+        for commits in feed.batches():
+            if tty:
+                print("\r\033[K", end="", file=sys.stderr, flush=True)
+            for commit in commits:
+                print_out(render(_ordered(commit, columns), columns, feed.nets_changes))
+                changes, last = changes + len(commit.rows), commit
+        if tty:
+            print(f"\r{status_line(changes, started, last)}\033[K", end="", file=sys.stderr)
+            sys.stderr.flush()
+
+    feed.start()
+    try:
+        while not until():
+            feed.check()
+            show()
+            if feed.query.lastProgress is not None:
+                listening()
+            time.sleep(0.2)
+        feed.query.processAllAvailable()  # take what is left, then stop
+        show()
+    finally:
+        if tty:
+            print(file=sys.stderr)
+        if not feed.stop(STOP_DEADLINE_S):
+            print(
+                "spark-cdc: the stream did not stop in time; closing the session.", file=sys.stderr
+            )
+
+
+_BEFORE_AFTER = {"delete": 0, "update_preimage": 0, "update_postimage": 1, "insert": 1}
+
+
+def _ordered(commit: Any, columns: list[str]) -> Any:
+    """The commit's rows by the first column (the row id), the before-image ahead of the
+    after-image."""
+    rows = sorted(
+        commit.rows,
+        key=lambda r: (_sortable(r[columns[0]]), _BEFORE_AFTER[r["_change_type"]]),
+    )
+    return dataclasses.replace(commit, rows=rows)
+
+
+def _sortable(value: Any) -> tuple[int, Any]:
+    """Numbers in numeric order, everything else as text after them."""
+    is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return (0, value) if is_number else (1, str(value))
+
+
+def _user_columns(spark: Any, table: str, row_id: Any) -> list[str]:
+    """The table's columns, row id first; a row id column the table lacks is named with the
+    columns it has, before any stream starts."""
+    columns = [c for c in spark.read.format("delta_changelog").load(table).columns]
+    table_columns = [c for c in columns if not c.startswith("_")]
+    missing = [c for c in row_id if c.split(".")[0] not in columns]
+    if missing:
+        raise CliError(
+            f"--row-id names {', '.join(missing)}, which the table {table} does not have; "
+            f"its columns are: {', '.join(table_columns)}."
+        )
+    return [*row_id, *(c for c in table_columns if c not in row_id)]
+
+
+def tail(args: argparse.Namespace) -> int:
+    options: dict[str, Any] = {"rowId": args.row_id, "computeUpdates": True}
+    if args.starting_version is not None:
+        options["startingVersion"] = args.starting_version
+    if args.net_changes:
+        options["deduplicationMode"] = "netChanges"
+    try:
+        with session(args.remote, args.token) as spark:
+            follow(spark, args.table, options, lambda text: print(text, flush=True))
+    except (Stopped, KeyboardInterrupt):
+        print("Stopped.", file=sys.stderr, flush=True)
+    return 0

@@ -1,0 +1,110 @@
+"""How a ``spark-cdc`` command ends: stop signals, the command's temporary folder, and
+the errors that end it.
+
+Ctrl-C, SIGTERM and SIGHUP stop every command the same way, in bounded time: the stream is
+stopped (and when it does not stop within ``STOP_DEADLINE_S``, its session is closed, which
+ends it on the server), a server the command started is stopped with its whole process
+group, and temporary folders are removed. A second signal while that runs skips to the end:
+the server's process group is killed at once.
+
+The bottom of ``spark_cdc.cli``: it imports nothing of the command line; ``commands``,
+``demo`` and ``main`` import it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+STOP_DEADLINE_S = 20.0  # for the stream's stop, then again for the session's
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class CliError(Exception):
+    """Ends the command with this one sentence."""
+
+
+class Stopped(BaseException):
+    """A stop signal arrived. A BaseException, like KeyboardInterrupt, so that no
+    ``except Exception`` on the way swallows it; every ``finally`` runs."""
+
+
+def catch_stop_signals() -> None:
+    """From here on the first stop signal raises ``Stopped``; a second one ends the process
+    at once (``_second_signal``)."""
+    for stop_signal in STOP_SIGNALS:
+        signal.signal(stop_signal, _first_signal)
+
+
+def _first_signal(signum: int, frame: FrameType | None) -> None:
+    for stop_signal in STOP_SIGNALS:
+        signal.signal(stop_signal, _second_signal)
+    # While the session closes, gRPC's own threads may still be reading from it and fail
+    # (seen in CI: a traceback from a gRPC thread after Ctrl-C on a loaded machine). The
+    # user asked to stop; what threads say from here on is not news.
+    threading.excepthook = lambda args: None
+    raise Stopped(signum)
+
+
+def _second_signal(signum: int, frame: FrameType | None) -> None:
+    from spark_cdc.testing.local_server import RUNNING
+
+    for server in list(RUNNING):
+        server.kill()
+    remove_scratch()
+    sys.stderr.write("\nStopped at once.\n")
+    os._exit(0)
+
+
+def quiet_grpc(environ: dict[str, str] | Any = os.environ) -> None:
+    """gRPC's C core logs to stderr on its own, e.g. an epoll error from its poller thread
+    when Ctrl-C closes the channel under it (seen once in the 4.0 test matrix, as the first
+    line of ``tail``'s output). The command says what went wrong in its own sentence, so
+    those lines are off unless the user sets ``GRPC_VERBOSITY`` to debug; read once, when
+    gRPC starts, so this runs before anything imports it."""
+    environ.setdefault("GRPC_VERBOSITY", "NONE")
+
+
+_scratch: list[Path] = []
+
+
+def scratch() -> Path:
+    """The command's own temporary folder (a server's log, the live feed's spool, the
+    demo's table), removed when the command ends, after any server it started has stopped,
+    so nothing a late write recreates is left behind."""
+    if not _scratch:
+        _scratch.append(Path(tempfile.mkdtemp(prefix="spark-cdc-")))
+    return _scratch[0]
+
+
+def remove_scratch(keep_server_log: bool = False) -> None:
+    """Remove the command's folder; after a failure, keep a server log it holds (and say
+    where) for the diagnosis."""
+    while _scratch:
+        folder = _scratch.pop()
+        log = folder / "server.log"
+        if keep_server_log and log.exists():
+            for entry in folder.iterdir():
+                if entry.name not in (log.name, "log4j2.properties"):
+                    shutil.rmtree(entry, ignore_errors=True)
+            print(f"spark-cdc: the server's log is kept in {log}", file=sys.stderr)
+        else:
+            _remove_settled(folder)
+
+
+def _remove_settled(folder: Path, within_s: float = 5.0) -> None:
+    """Remove ``folder``, again while something still writes into it: a micro-batch the
+    server was writing when the stream stopped can land a moment later (seen in tests)."""
+    deadline = time.monotonic() + within_s
+    shutil.rmtree(folder, ignore_errors=True)
+    while folder.exists() and time.monotonic() < deadline:
+        time.sleep(0.25)
+        shutil.rmtree(folder, ignore_errors=True)

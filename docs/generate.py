@@ -1,0 +1,233 @@
+"""Write the docs' generated tables from the code and the benchmark results.
+
+    python docs/generate.py           # rewrite every generated block (what ``./dev docs`` runs)
+    python docs/generate.py --check   # exit 1 naming the blocks that differ, change nothing
+
+A block is the text between ``<!-- generated: NAME -->`` and ``<!-- end -->`` in README.md or
+a page under docs/. The tables come from the registries every layer raises and validates with
+(``spark_cdc.server_plugin.conditions.CONDITIONS``, ``spark_cdc.server_plugin.cdc_options.OPTIONS``)
+and from ``tests/bench/results/results.json`` (rendered by ``tests.bench.report``, as
+``./dev bench`` prints it), so a table cannot drift from what it describes and no measured
+figure is typed by hand. ``tests/unit/test_docs.py`` fails when a block is stale.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a script: tests.bench lives in the checkout
+    sys.path.insert(0, str(ROOT))
+
+RESULTS = ROOT / "tests" / "bench" / "results" / "results.json"
+CHART = ROOT / "tests" / "bench" / "results" / "chart.png"
+CHART_COPY = ROOT / "docs" / "img" / "bench-chart.png"  # MkDocs serves only docs/; git ignores it
+
+NONE = "\u2013"  # an en dash: a cell with nothing in it
+
+BLOCK = re.compile(
+    r"(?P<open><!-- generated: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(?P<close><!-- end -->)",
+    re.DOTALL,
+)
+
+
+def pages() -> list[Path]:
+    """Every file that may hold generated blocks: the README and the docs pages."""
+    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def _cell(text: str) -> str:
+    """A table cell: pipes escaped; outside code spans, ``<name>`` shown, not taken for HTML,
+    and ``_``/``*`` shown, not taken for emphasis."""
+    parts = re.split(r"(`[^`]*`)", text.replace("|", "\\|").replace("\n", " "))
+    return "".join(p if p.startswith("`") else _plain(p) for p in parts)
+
+
+def _plain(text: str) -> str:
+    for char, escaped in (("<", "&lt;"), (">", "&gt;"), ("_", "\\_"), ("*", "\\*")):
+        text = text.replace(char, escaped)
+    return text
+
+
+def _code(text: str) -> str:
+    return f"`{text}`" if text else ""
+
+
+def options_table(scope: str) -> str:
+    from spark_cdc.server_plugin.cdc_options import OPTIONS
+
+    lines = ["| option | default | values | meaning |", "|---|---|---|---|"]
+    for o in OPTIONS:
+        if o.scope == scope:
+            lines.append(
+                f"| `{o.name}` | {_code(o.default) or NONE} | {_cell(o.values)} "
+                f"| {_cell(o.description)} |"
+            )
+    if len(lines) == 2:
+        raise ValueError(f"no option has scope {scope!r}")
+    return "\n".join(lines)
+
+
+def errors_table() -> str:
+    from spark_cdc.server_plugin.conditions import CONDITIONS
+
+    lines = ["| condition | parameters | message |", "|---|---|---|"]
+    for name, condition in sorted(CONDITIONS.items()):
+        params = ", ".join(f"`{p}`" for p in condition.parameters) or NONE
+        lines.append(f"| `{name}` | {params} | {_cell(condition.message)} |")
+    return "\n".join(lines)
+
+
+def _results() -> dict:
+    return json.loads(RESULTS.read_text())
+
+
+def _figures() -> list:
+    from tests.bench.common import Figure
+
+    figures = []
+    for data in _results()["figures"]:
+        data = dict(data)
+        if data.get("spread") is not None:
+            data["spread"] = tuple(data["spread"])
+        figures.append(Figure(**data))
+    return figures
+
+
+def bench_figures() -> str:
+    from tests.bench.report import table
+
+    return table(_figures())
+
+
+def bench_machine() -> str:
+    """The machine and settings of the run, as the results record them (no commit ids)."""
+    results = _results()
+    m = results["machine"]
+    conf = results.get("server_conf", {})
+    settings = ", ".join(
+        f"`{key}={conf[key]}`"
+        for key in ("spark.sql.shuffle.partitions", "spark.driver.extraJavaOptions")
+        if key in conf
+    )
+    date = str(m.get("date", ""))[:10]
+    text = (
+        f"Run of {date}: {m['cpus']} cores ({m['cpu_model']}), {m['memory_gib']} GiB, "
+        f"Python {m['python']}, Java {m['java']}, pyspark {m['pyspark']}, "
+        f"pyarrow {m['pyarrow']}, deltalake {m['deltalake']}; {settings}; "
+        f"{results['reps']} repetitions per side."
+    )
+    rerun = results.get("rerun_separately")
+    if rerun:
+        names = ", ".join(f"`{n}`" for n in rerun["benchmarks"])
+        text += f" Re-run alone after the full run, on the same machine: {names}."
+    return text
+
+
+_SIDES = ("(a) raw", "(b) ChangelogReader", "(c) foreachBatch window", "(d) client plan")
+
+
+def bench_streaming_rates() -> str:
+    """Changelog rows per second of each side of the streaming benchmark, per case."""
+    header = [*_SIDES, "(a) running", "(b) running"]
+    rows: dict[str, dict[str, float]] = {}
+    for f in _results()["figures"]:
+        if f["benchmark"] != "streaming":
+            continue
+        if f["ratio_label"].endswith("running"):
+            row = rows.setdefault(f["case"], {})
+            row.update({f"{side[:3]} running": v for side, v in f["medians"].items()})
+        elif set(f["medians"]) >= set(_SIDES):
+            rows.setdefault(f["case"], {}).update(f["medians"])
+    lines = [
+        "| case | " + " | ".join(header) + " |",
+        "|---" * (len(header) + 1) + "|",
+    ]
+    for case, row in rows.items():
+        cells = [f"{row[h]:,.0f}" if h in row else "" for h in header]
+        lines.append(f"| {case} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def layout() -> str:
+    """Each folder of the package, its import name (``pyproject.toml``'s package-dir) and its
+    modules, as they are on disk."""
+    text = (ROOT / "pyproject.toml").read_text()
+    section = text.split("[tool.setuptools.package-dir]", 1)[1].split("\n[", 1)[0]
+    lines = ["| folder | import name | modules |", "|---|---|---|"]
+    for name, folder in re.findall(r'^"([\w.]+)" = "([\w/]+)"', section, re.MULTILINE):
+        modules = sorted(
+            p.stem if p.is_file() else f"{p.name}/"
+            for p in (ROOT / folder).iterdir()
+            if (p.suffix == ".py" and not p.stem.startswith("__"))
+            or (p.is_dir() and (p / "__init__.py").exists() and f"{folder}/{p.name}" not in text)
+        )
+        lines.append(f"| `{folder}/` | `{name}` | {', '.join(f'`{m}`' for m in modules)} |")
+    return "\n".join(lines)
+
+
+RENDERERS: dict[str, Callable[[], str]] = {
+    "layout": layout,
+    "options-cdc": lambda: options_table("cdc"),
+    "options-reader": lambda: options_table("reader"),
+    "options-delta": lambda: options_table("delta"),
+    "errors": errors_table,
+    "bench-machine": bench_machine,
+    "bench-figures": bench_figures,
+    "bench-streaming-rates": bench_streaming_rates,
+}
+
+
+def blocks(text: str) -> Iterator[tuple[str, str]]:
+    """(name, body) of every generated block in ``text``."""
+    for match in BLOCK.finditer(text):
+        yield match["name"], match["body"]
+
+
+def regenerate(text: str) -> str:
+    """``text`` with every generated block rendered anew; an unknown block name raises."""
+
+    def render(match: re.Match[str]) -> str:
+        name = match["name"]
+        if name not in RENDERERS:
+            raise KeyError(f"unknown generated block {name!r}; known: {sorted(RENDERERS)}")
+        return f"{match['open']}{RENDERERS[name]().rstrip()}\n{match['close']}"
+
+    return BLOCK.sub(render, text)
+
+
+def copy_chart() -> None:
+    if CHART.exists():
+        CHART_COPY.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(CHART, CHART_COPY)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="report stale blocks, write nothing")
+    args = parser.parse_args(argv)
+    stale = []
+    for page in pages():
+        text = page.read_text()
+        new = regenerate(text)
+        if new != text:
+            stale.append(str(page.relative_to(ROOT)))
+            if not args.check:
+                page.write_text(new)
+    if args.check:
+        if stale:
+            print(f"generated blocks are stale in: {', '.join(stale)} (run ./dev docs)")
+        return 1 if stale else 0
+    copy_chart()
+    print(f"docs: regenerated {', '.join(stale) or 'nothing (all blocks current)'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,395 @@
+"""Every error condition this package raises, once: its name and its message template.
+
+Spark's model (``python/pyspark/errors/error-conditions.json``): a condition is a stable
+``FAMILY.SUB`` name and one template whose ``<param>`` placeholders name its parameters; a
+raise is a name and the parameters' values, never a sentence of its own. So one mistake reads
+the same wherever it is found (the client, a plan running on the server, a source, the net
+changes operator), and a message cannot drift from its parameters. The families:
+
+- ``INVALID_CDC_OPTION``: an option's name or value (Spark's own family for its CDC options;
+  ours and the sources' options join it, so a bad option is one family everywhere).
+- ``INVALID_CHANGELOG_SCHEMA``: what a changelog declares (Spark's family).
+- ``CHANGELOG_CONTRACT_VIOLATION``: rows that break the changelog contract, found while the
+  query runs.
+- ``DELTA_CHANGELOG``: the table, its log and its files, as the ``delta_changelog`` source
+  reads them; ``INTERNAL_ERROR`` for a failure of ours.
+- ``SPARK_CDC``, ``SPARK_CDC_CLI``, ``SPARK_CDC_CONNECTION``, ``SPARK_CDC_CONTAINER``,
+  ``SPARK_CDC_LOCAL_SERVER``: the client's installation, command line, connection and test
+  servers.
+- ``STREAMING_OUTPUT_MODE`` and ``UNSUPPORTED_FEATURE``: Spark's families, where Spark raises
+  the same refusal for its native CDC.
+
+A leaf (the standard library only): it ships to servers with the plugin, and the client's
+layers read it too.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import NamedTuple
+
+PLACEHOLDER = re.compile(r"<([A-Za-z][A-Za-z0-9]*)>")
+
+
+class Condition(NamedTuple):
+    """A template in Spark's form: one sentence naming the problem and the fix."""
+
+    message: str
+
+    @property
+    def parameters(self) -> tuple[str, ...]:
+        """The ``<param>`` names, in order of first use."""
+        return tuple(dict.fromkeys(PLACEHOLDER.findall(self.message)))
+
+
+_OPTION_LIST = "The options are <options>."
+
+CONDITIONS: dict[str, Condition] = {
+    "CHANGELOG_CONTRACT_VIOLATION.NULL_COMMIT_TIMESTAMP": Condition(
+        "A change row has a NULL _commit_timestamp; streaming CDC post-processing needs "
+        "every row's commit timestamp. Fix the source of the change feed."
+    ),
+    "CHANGELOG_CONTRACT_VIOLATION.ROWS_BEHIND_WATERMARK": Condition(
+        "Micro-batch <batchId> of query <queryId> dropped <droppedRows> row(s) whose "
+        "_commit_timestamp was at or below the watermark. A change feed must deliver each "
+        "commit whole, in one micro-batch, with _commit_timestamp strictly increasing from "
+        "commit to commit; these rows are missing from the output. The query was stopped: fix "
+        "the feed (or its timestamps) and rerun from a checkpoint taken before that micro-batch."
+    ),
+    "CHANGELOG_CONTRACT_VIOLATION.UNEXPECTED_CHANGE_TYPE": Condition(
+        "_change_type '<changeType>' is not one of insert, delete, update_preimage, "
+        "update_postimage: fix the source of the change feed."
+    ),
+    "CHANGELOG_CONTRACT_VIOLATION.UNEXPECTED_MULTIPLE_CHANGES_PER_ROW_VERSION": Condition(
+        "A row id has more than one delete or insert in commit version <version> (<deletes> "
+        "deletes, <inserts> inserts); a changelog may hold at most one of each per row id and "
+        "commit."
+    ),
+    "DELTA_CHANGELOG.CORRUPT_COMMIT": Condition(
+        "Commit <version> of '<path>' cannot be read: its log file '<file>' is damaged: "
+        "<problem>. A commit file is written once and never changes, so the table's "
+        "transaction log is corrupt and failOnDataLoss=false does not skip it. Restore the "
+        "file from a backup or replica of the table, then rerun the query."
+    ),
+    "DELTA_CHANGELOG.DATA_LOSS": Condition(
+        "Commit <version> of '<path>' is gone (its log file was cleaned up); the next "
+        "available commit is <nextAvailableVersion>. Start from version "
+        "<nextAvailableVersion> or later, or set failOnDataLoss=false to skip what is gone."
+    ),
+    "DELTA_CHANGELOG.DATA_LOSS_DATA_FILE": Condition(
+        "Data file '<file>' of version <version> of '<path>' is gone (VACUUM or manual "
+        "deletion). Start from a later version, or set failOnDataLoss=false to skip missing "
+        "files."
+    ),
+    "DELTA_CHANGELOG.DATA_LOSS_DELETION_VECTOR_FILE": Condition(
+        "The deletion vector file of data file '<file>' of version <version> of '<path>' is "
+        "gone (VACUUM or manual deletion). Start from a later version, or set "
+        "failOnDataLoss=false to skip missing files."
+    ),
+    "DELTA_CHANGELOG.DATA_LOSS_DURING_READ": Condition(
+        "Commit <version> of '<path>' disappeared while being read (its log was cleaned up "
+        "meanwhile): start from a later version."
+    ),
+    "DELTA_CHANGELOG.DATA_LOSS_SCHEMA": Condition(
+        "The schema of version <version> of '<path>' cannot be determined: the log before it "
+        "was cleaned up. Start from a later version."
+    ),
+    "DELTA_CHANGELOG.DATA_LOSS_SNAPSHOT": Condition(
+        "Version <version> of '<path>' can no longer be loaded (<reason>); its log was "
+        "probably cleaned up. Start from a later version."
+    ),
+    "DELTA_CHANGELOG.DELETION_VECTOR_OF_UNKNOWN_FILE": Condition(
+        "delta-rs reports a deletion vector for '<file>', which is not a file of the "
+        "snapshot; read the table from a later version."
+    ),
+    "DELTA_CHANGELOG.INTERNAL_ERROR": Condition(
+        "The delta_changelog source failed reading '<path>' (version <version>, data file "
+        "<file>): <problem>. This is a bug in spark-cdc-connect, not in your query or table: "
+        "please report it with this message."
+    ),
+    "DELTA_CHANGELOG.INVALID_OFFSET": Condition(
+        "Offset <offset> was not written by this version of delta_changelog (expected "
+        "sourceVersion <sourceVersion>); start the stream with a new checkpoint location."
+    ),
+    "DELTA_CHANGELOG.MISSING_DEPENDENCY": Condition(
+        "<pythonRole> (<python>) <problem>, which <neededBy> needs: it <why>. Install "
+        "<package> there with `<python> -m pip install '<requirement>'` (or install "
+        "spark-cdc-connect[server] there), <then>."
+    ),
+    "DELTA_CHANGELOG.NOT_A_DELTA_TABLE": Condition(
+        "'<path>' is not a Delta table the server can read: pass the table's root directory "
+        "(the one holding _delta_log, with at least one commit)."
+    ),
+    "DELTA_CHANGELOG.NULL_IN_NOT_NULL_COLUMN": Condition(
+        "Column '<column>' of data file '<file>' (version <version>) holds <nullCount> NULL "
+        "value(s), but the change feed declares it NOT NULL: the writer broke the table's "
+        "schema. Restore or rewrite that commit's file, or read from a later version."
+    ),
+    "DELTA_CHANGELOG.OFFSET_FROM_ANOTHER_TABLE": Condition(
+        "The checkpoint's offset belongs to table id <checkpointTableId>, but the table at "
+        "this path now has id <tableId> (it was replaced or the path changed); use a new "
+        "checkpoint location for this table."
+    ),
+    "DELTA_CHANGELOG.OFFSET_MOVED_BACKWARDS": Condition(
+        "The stream was asked to read from version <startVersion> back to <endVersion>; "
+        "offsets only move forward. The checkpoint does not match this table: use a new "
+        "checkpoint location."
+    ),
+    "DELTA_CHANGELOG.RESERVED_COLUMN": Condition(
+        "The table has column(s) <columns>, which the change feed adds itself; rename them "
+        "before reading the table's changes."
+    ),
+    "DELTA_CHANGELOG.SCHEMA_CHANGED": Condition(
+        "Version <version> of the table has schema <found>, but this read uses <reading>; <why>"
+    ),
+    "DELTA_CHANGELOG.SCHEMA_MISMATCH": Condition(
+        "Column '<column>' of data file '<file>' (version <version>) is <foundType>, which "
+        "cannot be read as <readType>: <problem>"
+    ),
+    "DELTA_CHANGELOG.UNREADABLE_DELETION_VECTOR": Condition(
+        "The deletion vector (<deletionVector>) of data file '<file>' in version <version> of "
+        "'<path>' cannot be read: <problem>; restore the file from a backup or replica of the "
+        "table, or read from a later version."
+    ),
+    "DELTA_CHANGELOG.UNREADABLE_TABLE": Condition(
+        "'<path>' holds a Delta table the server cannot load (<reason>); check that the "
+        "server can read it (storage.* options for object stores), then rerun."
+    ),
+    "DELTA_CHANGELOG.UNSUPPORTED_TABLE_FEATURE": Condition(
+        "The table uses the Delta table feature '<feature>', which this changelog source "
+        "cannot read correctly; it refuses rather than return wrong rows. Read its change "
+        "data feed with Delta Lake on the server instead."
+    ),
+    "INVALID_CDC_OPTION.CONFLICTING_RANGE_TYPES": Condition(
+        "A CDC read is bounded by versions or by timestamps, not both: drop either "
+        "startingVersion/endingVersion or startingTimestamp/endingTimestamp."
+    ),
+    "INVALID_CDC_OPTION.ENDING_BOUND_IN_STREAM": Condition(
+        "A stream has no end: drop endingVersion/endingTimestamp, and use "
+        "trigger(availableNow=True) to stop after what the table holds now."
+    ),
+    "INVALID_CDC_OPTION.INVALID_BOOLEAN": Condition(
+        "Option '<option>' must be true or false, got '<value>'."
+    ),
+    "INVALID_CDC_OPTION.INVALID_DEDUPLICATION_MODE": Condition(
+        "deduplicationMode '<mode>' is not one of none, dropCarryovers, netChanges "
+        "(case-insensitive)."
+    ),
+    "INVALID_CDC_OPTION.INVALID_NUMBER": Condition(
+        "Option '<option>' must be a whole number >= 1, got '<value>'."
+    ),
+    "INVALID_CDC_OPTION.INVALID_POST_PROCESSING": Condition(
+        "Option '<option>' must be 'source' (the source resolves carry-overs and updates) or "
+        "'client' (the client-built plan does), got '<value>'."
+    ),
+    "INVALID_CDC_OPTION.INVALID_RANGE": Condition(
+        "endingVersion <endingVersion> is before startingVersion <startingVersion>: swap them "
+        "or widen the range."
+    ),
+    "INVALID_CDC_OPTION.INVALID_ROW_ID": Condition(
+        "Option '<option>' must name one or more columns, comma-separated, got '<value>'."
+    ),
+    "INVALID_CDC_OPTION.INVALID_SIZE": Condition(
+        "Option '<option>' must be a size such as 1048576, '512k', '64m' or '1g', got '<value>'."
+    ),
+    "INVALID_CDC_OPTION.INVALID_TIMESTAMP": Condition(
+        "Option '<option>' is not a timestamp: '<value>'. Use 'yyyy-MM-dd[ HH:mm:ss[.SSSSSS]]' "
+        "with an optional zone ('Z', '+02:00' or ' Europe/Paris'), e.g. "
+        "'2024-05-01 12:00:00Z'."
+    ),
+    "INVALID_CDC_OPTION.INVALID_VERSION": Condition(
+        "Option '<option>' must be a commit version (a whole number >= 0; a Delta table's "
+        "startingVersion also takes 'earliest', and a stream's 'latest'), got '<value>'."
+    ),
+    "INVALID_CDC_OPTION.LATEST_IN_BATCH": Condition(
+        "startingVersion 'latest' is for streams; a batch read needs a version number."
+    ),
+    "INVALID_CDC_OPTION.MISSING_PATH": Condition(
+        "<source> needs the table's location: .load('/path/to/table') or option('path', ...)."
+    ),
+    "INVALID_CDC_OPTION.MISSING_STARTING_TIMESTAMP": Condition(
+        "endingTimestamp needs a startingTimestamp: add "
+        "option('startingTimestamp', '<yyyy-MM-dd HH:mm:ss>')."
+    ),
+    "INVALID_CDC_OPTION.MISSING_STARTING_VERSION": Condition(
+        "endingVersion needs a startingVersion: add option('startingVersion', <a version>)."
+    ),
+    "INVALID_CDC_OPTION.NET_CHANGES_IN_SOURCE": Condition(
+        "<source> resolves carry-overs and updates commit by commit; net changes span "
+        "commits: read with ChangelogReader and deduplicationMode=netChanges, or give the "
+        "source deduplicationMode=dropCarryovers."
+    ),
+    "INVALID_CDC_OPTION.STARTING_TIMESTAMP_AFTER_LATEST": Condition(
+        "startingTimestamp is after the table's latest commit; nothing to read: use an "
+        "earlier time, or read the table as a stream to follow the commits made from now on."
+    ),
+    "INVALID_CDC_OPTION.STARTING_VERSION_AFTER_LATEST": Condition(
+        "startingVersion <startingVersion> is after the table's latest version "
+        "<latestVersion>: use a version <= <latestVersion>, or 'latest' to read only commits "
+        "made from now on (a batch read cannot wait for them: read the table as a stream with "
+        "startingVersion 'latest')."
+    ),
+    "INVALID_CDC_OPTION.UNKNOWN_FORMAT": Condition(
+        "Unknown changelog format '<format>'. Did you mean '<proposal>'? The formats are <formats>."
+    ),
+    "INVALID_CDC_OPTION.UNKNOWN_OPTION": Condition(
+        "Unknown <reader> option '<option>'. Did you mean '<proposal>'? " + _OPTION_LIST
+    ),
+    "INVALID_CDC_OPTION.UNKNOWN_ROW_ID_COLUMN": Condition(
+        "Row id column '<value>' (option <option>) is not a column of the table; the columns "
+        "are <columns>."
+    ),
+    "INVALID_CDC_OPTION.UPDATE_DETECTION_REQUIRES_CARRY_OVER_REMOVAL": Condition(
+        "computeUpdates=true on a changelog with carry-over rows needs carry-over removal, or "
+        "unchanged rows would be reported as updates: set deduplicationMode to dropCarryovers "
+        "(the default) or netChanges."
+    ),
+    "INVALID_CHANGELOG_SCHEMA.INVALID_ROW_ID": Condition(
+        "The changelog's row id must name one or more columns, got <rowId>: pass the "
+        "column(s) that identify a row, e.g. row_id=['id'] (or [] for a changelog that "
+        "declares none)."
+    ),
+    "INVALID_CHANGELOG_SCHEMA.MISSING_ROW_ID": Condition(
+        "Post-processing for <flags> needs a row id, the column(s) that identify a row "
+        "across its versions, and none was given: name them with option('rowId', 'id') on "
+        "ChangelogReader or ChangelogSpec(row_id=['id']), or do without <flags>."
+    ),
+    "SPARK_CDC.MISSING_PYSPARK": Condition(
+        "spark-cdc-connect needs PySpark's Spark Connect client, and this Python (<python>) "
+        "has none: install the jar-free client with `pip install 'spark-cdc-connect[client]'`, "
+        "or full PySpark with `pip install 'spark-cdc-connect[pyspark]'`."
+    ),
+    "SPARK_CDC.TABLE_WITHOUT_LOCATION": Condition(
+        "Table '<table>' has no location in the catalog (a view, or a table of a catalog "
+        "that keeps none), so its change feed cannot be read: read the table's path with "
+        "load(path)."
+    ),
+    "SPARK_CDC_CLI.SERVER_EXITED": Condition("The server exited with code <code>; see <log>."),
+    "SPARK_CDC_CLI.TOKEN_FILE_EMPTY": Condition(
+        "The token file <file> is empty; put the token on its first line."
+    ),
+    "SPARK_CDC_CLI.TOKEN_FILE_UNREADABLE": Condition(
+        "Cannot read the token file <file>: <reason>; give a readable file, or '-' for "
+        "standard input."
+    ),
+    "SPARK_CDC_CLI.UNKNOWN_ROW_ID_COLUMN": Condition(
+        "--row-id names <missing>, which the table <table> does not have; its columns are: "
+        "<columns>."
+    ),
+    "SPARK_CDC_CONNECTION.UNAUTHENTICATED": Condition(
+        "The Spark Connect server at <host>:<port> refused the session: wrong or missing "
+        "token (<reason>). Connect with the server's token (spark_cdc.connect(url, "
+        "token=...), $SPARK_CDC_TOKEN, or sc://<host>:<port>/;token=...) in a new session."
+    ),
+    "SPARK_CDC_CONNECTION.UNREACHABLE": Condition(
+        "Cannot reach the Spark Connect server at <host>:<port> (<reason>): is it running, "
+        "and is the URL right?"
+    ),
+    "SPARK_CDC_CONTAINER.BUILD_FAILED": Condition(
+        "The server image did not build from <baseImage> (pull it or set "
+        "SPARK_CDC_BASE_IMAGE to a local Debian image; behind a TLS proxy set "
+        "SPARK_CDC_CA_CERTS to its CA certificates); the build's last lines:\n<log>"
+    ),
+    "SPARK_CDC_CONTAINER.CA_CERTS_NOT_FOUND": Condition(
+        "SPARK_CDC_CA_CERTS names <folder>, which is not a folder; point it at the folder "
+        "holding your proxy's CA certificates (PEM, *.crt)."
+    ),
+    "SPARK_CDC_CONTAINER.NO_SOURCE_CHECKOUT": Condition(
+        "spark_cdc is installed from a wheel, so there is no compose/Dockerfile to build "
+        "from; build the image in a clone (docker compose -f compose/docker-compose.yml "
+        "build) and pass image=<its tag>."
+    ),
+    "SPARK_CDC_CONTAINER.SERVER_EXITED": Condition(
+        "The Spark Connect server in container <container> exited before it started; see its "
+        "log with `docker logs <container>`:\n<log>"
+    ),
+    "SPARK_CDC_CONTAINER.START_TIMEOUT": Condition(
+        "The Spark Connect server did not log '<readyLine>' within <timeout>s; raise "
+        "startup_timeout on a slow machine:\n<log>"
+    ),
+    "SPARK_CDC_LOCAL_SERVER.JAVA_NOT_FOUND": Condition(
+        "No Java found on PATH or JAVA_HOME; Spark needs Java 17 or 21: install "
+        "openjdk-17-jre-headless (Debian/Ubuntu) and retry."
+    ),
+    "SPARK_CDC_LOCAL_SERVER.NEEDS_FULL_PYSPARK": Condition(
+        "Starting a Spark Connect server needs full PySpark (the pyspark package, with "
+        "Spark's jars); this Python has only the jar-free Connect client (pyspark-client). "
+        "Use a server elsewhere (--remote), or install spark-cdc-connect[pyspark] in another "
+        "environment: both packages are the pyspark folder."
+    ),
+    "SPARK_CDC_LOCAL_SERVER.PORT_IN_USE": Condition(
+        "Port <port> on <host> is already in use; pick another one."
+    ),
+    "SPARK_CDC_LOCAL_SERVER.SERVER_EXITED": Condition(
+        "The Spark Connect server exited with code <code> before it was ready; its log "
+        "(<log>) ends with:\n<tail>"
+    ),
+    "SPARK_CDC_LOCAL_SERVER.START_TIMEOUT": Condition(
+        "The Spark Connect server did not start within <timeout>s; its log (<log>) ends "
+        "with:\n<tail>"
+    ),
+    "SPARK_CDC_LOCAL_SERVER.UNSUPPORTED_JAVA": Condition(
+        "<java> is Java <version>; Spark needs Java 17 or 21: install "
+        "openjdk-17-jre-headless and put it on PATH or JAVA_HOME."
+    ),
+    "STREAMING_OUTPUT_MODE.UNSUPPORTED_OPERATION": Condition(
+        "Output mode '<outputMode>' is not supported for Change Data Capture (CDC) streaming "
+        "reads with post-processing (carry-over removal, update detection or net changes): "
+        "they emit each change once and never revise it. Use outputMode('append'), the "
+        "default."
+    ),
+    "UNSUPPORTED_FEATURE.CDC_DOWNSTREAM_WATERMARK": Condition(
+        "withWatermark() applied after CDC post-processing would stall this query: Spark "
+        "keeps one global watermark, the minimum of all, and rows reach your watermark only "
+        "after CDC's own watermark on _commit_timestamp has released them, so neither ever "
+        "advances. Apply withWatermark() to the change feed before post_process(), or write "
+        "the post-processed feed to a table and watermark the stream that reads it."
+    ),
+    "UNSUPPORTED_FEATURE.CDC_NET_CHANGES_MAP_KEY": Condition(
+        "Streaming netChanges carries each row through JSON, which cannot hold the "
+        "non-string map keys of column '<column>' (<dataType>). Turn the map into an array "
+        "(e.g. map_entries) before post-processing, or compute net changes in batch."
+    ),
+}
+
+
+class UnknownCondition(KeyError):
+    """A name that is not in ``CONDITIONS``: a bug of ours, found by the tests."""
+
+
+def condition(name: str) -> Condition:
+    try:
+        return CONDITIONS[name]
+    except KeyError:
+        raise UnknownCondition(f"{name} is not in spark_cdc.server_plugin.conditions") from None
+
+
+def format_message(name: str, parameters: Mapping[str, object]) -> str:
+    """``name``'s template with every ``<param>`` filled; a missing or extra parameter is
+    a bug of ours and raises ``ValueError`` (the tests raise every condition)."""
+    template = condition(name)
+    expected = set(template.parameters)
+    if set(parameters) != expected:
+        raise ValueError(
+            f"{name} takes parameters {sorted(expected)}, got {sorted(map(str, parameters))}"
+        )
+    return PLACEHOLDER.sub(lambda m: str(parameters[m.group(1)]), template.message)
+
+
+class ConditionError(Exception):
+    """An error of the registry where PySpark's classes are not at hand (the package root
+    without PySpark, the command line, the test servers): ``str()`` is Spark's
+    ``[CONDITION] message``, with ``getCondition()`` and ``getMessageParameters()`` as on
+    PySpark's errors."""
+
+    def __init__(self, condition: str, /, **parameters: object) -> None:
+        self.condition = condition
+        self.parameters = {name: str(value) for name, value in parameters.items()}
+        super().__init__(f"[{condition}] {format_message(condition, self.parameters)}")
+
+    def getCondition(self) -> str:
+        return self.condition
+
+    def getMessageParameters(self) -> dict[str, str]:
+        return dict(self.parameters)

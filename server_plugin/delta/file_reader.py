@@ -1,0 +1,307 @@
+"""Reading a file task's rows as the change feed's rows: the data columns by name, the
+partition columns from the log, the changelog columns; the rows a deletion vector selects;
+each column cast to the declared type, or a named error. ``read_group`` serves a Spark
+task's files as they are (the raw feed); ``check_no_reserved_columns`` refuses a table with
+a column of the names the reader adds.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+from pyspark.sql.types import StructType
+from spark_cdc.server_plugin.arrow_types import (
+    arrow_schema,
+    from_numpy,
+    int64_value,
+    null_value,
+    parsed_value,
+    text_value,
+)
+from spark_cdc.server_plugin.delta.column_mapping import ColumnMapping
+from spark_cdc.server_plugin.delta.deletion_vectors import (
+    DeletionVectorError,
+    RowPositions,
+    row_positions,
+    serialized_bitmap,
+)
+from spark_cdc.server_plugin.delta.file_tasks import FileGroup, FileTask, RowSet
+from spark_cdc.server_plugin.delta.log import DeltaLog
+from spark_cdc.server_plugin.errors import source_error
+from spark_cdc.server_plugin.row_level.rules import are_codes, change_kinds
+from spark_cdc.server_plugin.vocabulary import (
+    CHANGE_TYPE,
+    CHANGE_TYPES,
+    COMMIT_TIMESTAMP,
+    COMMIT_VERSION,
+    METADATA_COLUMNS,
+)
+
+# Arrow batches of about a million values: big enough to amortize the per-batch cost of the
+# Python-to-JVM hand-over (256k rows of 4 columns read ~10% faster than 64k), small enough
+# for wide tables.
+BATCH_VALUES = 1 << 20
+
+# A zone at the end of a timestamp's text: 'Z', '+02:00', '-0500'.
+_ZONE = re.compile(r"(Z|[+-]\d\d:?\d\d)$")
+
+log = logging.getLogger("delta_changelog")
+
+
+def read_group(
+    delta_log: DeltaLog,
+    schema: StructType,
+    group: FileGroup,
+    fail_on_data_loss: bool,
+    mapping: ColumnMapping | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """The group's files one after the other, small files' batches merged into batches of
+    about ``BATCH_VALUES`` values: Spark hands every batch to the JVM at a fixed cost, which
+    a one-row batch per file of a many-small-files table makes the main cost."""
+    target = arrow_schema(schema)
+    rows = max(1024, BATCH_VALUES // max(1, len(target)))
+    pending: list[pa.RecordBatch] = []
+    pending_rows = 0
+    for task in group.files:
+        for batch in read_task(delta_log, target, task, fail_on_data_loss, mapping):
+            if batch.num_rows >= rows:
+                yield batch
+                continue
+            if not batch.num_rows:
+                continue
+            pending.append(batch)
+            pending_rows += batch.num_rows
+            if pending_rows >= rows:
+                yield _merged(pending)
+                pending, pending_rows = [], 0
+    if pending:
+        yield _merged(pending)
+
+
+def _merged(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
+    if len(batches) == 1:
+        return batches[0]
+    return pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
+
+
+def read_task(
+    delta_log: DeltaLog,
+    target: pa.Schema,
+    task: FileTask,
+    fail_on_data_loss: bool,
+    mapping: ColumnMapping | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """The file's rows in ``target`` (the Arrow form of the changelog schema): data columns
+    by name (missing ones NULL), partition columns from the log, then the changelog
+    columns ``target`` holds: a resolving read's (``resolving_reader._resolving_schema``)
+    holds only ``_change_type``, as codes."""
+    gone = f"Data file '{task.path}'"
+    try:
+        parquet = pq.ParquetFile(
+            delta_log.open(task.path),
+            pre_buffer=_pre_buffer(delta_log),
+            coerce_int96_timestamp_unit="us",  # Spark's default encoding, any year it reads
+        )
+        gone = f"The deletion vector file of data file '{task.path}'"
+        selected = _selected_rows(delta_log, task, parquet.metadata.num_rows)
+    except FileNotFoundError as error:
+        message = (
+            f"{gone} of version {task.version} of '{delta_log.uri}' is gone "
+            f"(VACUUM or manual deletion)"
+        )
+        if fail_on_data_loss:
+            raise source_error(
+                "DATA_LOSS",
+                f"{message}. Start from a later version, or set failOnDataLoss=false to skip "
+                "missing files.",
+                version=task.version,
+                file=task.path,
+            ) from error
+        log.warning("%s; skipped because failOnDataLoss=false.", message)
+        return
+    partition = dict(task.partition_values)
+    data_fields = [f for f in target if f.name not in METADATA_COLUMNS]
+    if mapping is None:
+        present = set(parquet.schema_arrow.names)
+        in_file = {f.name: f.name for f in data_fields if f.name in present}
+        keys = {f.name: f.name for f in data_fields}
+    else:  # physical names (or field ids) in files, physical names in partition values
+        in_file = {n: found[0] for n, found in mapping.file_columns(parquet.schema_arrow).items()}
+        keys = {f.name: mapping.physical_name(f.name) for f in data_fields}
+    partition = {name: partition[key] for name, key in keys.items() if key in partition}
+    wanted = [f.name for f in data_fields if f.name in in_file and f.name not in partition]
+    columns_read = [in_file[name] for name in wanted]
+    if task.change_type is None:
+        columns_read.append(CHANGE_TYPE)
+    codes = are_codes(target.field(CHANGE_TYPE).type)  # a resolving read
+    constants = {
+        COMMIT_VERSION: int64_value(task.version),
+        COMMIT_TIMESTAMP: commit_timestamp(task),
+    }
+    if task.change_type is not None:
+        constants[CHANGE_TYPE] = (
+            pa.scalar(CHANGE_TYPES.index(task.change_type), pa.int8())
+            if codes
+            else text_value(task.change_type)
+        )
+    for field in data_fields:
+        if field.name in partition:
+            constants[field.name] = _partition_value(partition[field.name], field.type)
+    if selected is not None and not selected.any():
+        return
+    batch_rows = max(1024, BATCH_VALUES // max(1, len(columns_read)))
+    position = 0
+    for batch in parquet.iter_batches(batch_size=batch_rows, columns=columns_read):
+        if selected is not None:
+            keep = selected[position : position + batch.num_rows]
+            position += batch.num_rows
+            if not keep.all():
+                batch = batch.filter(from_numpy(keep))
+        rows = batch.num_rows
+        columns = []
+        for field in target:
+            if field.name in constants:
+                columns.append(pa.repeat(constants[field.name], rows))
+            elif field.name == CHANGE_TYPE and codes:  # a CDC file's own column
+                labels_read = _cast(batch.column(CHANGE_TYPE), field.with_type(pa.string()), task)
+                columns.append(from_numpy(change_kinds(labels_read)))
+            elif field.name == CHANGE_TYPE or field.name in wanted:
+                column = batch.column(in_file.get(field.name, field.name))
+                if mapping is not None and field.name != CHANGE_TYPE:
+                    column = _mapped(mapping, column, field, task)
+                columns.append(_cast(column, field, task))
+            else:
+                columns.append(pa.nulls(rows, field.type))
+        yield pa.RecordBatch.from_arrays(columns, schema=target)
+
+
+def commit_timestamp(task: FileTask) -> pa.Scalar:
+    return int64_value(task.timestamp_ms * 1000, pa.timestamp("us", tz="UTC"))
+
+
+def _selected_rows(delta_log: DeltaLog, task: FileTask, num_rows: int) -> np.ndarray | None:
+    """Which rows of the file the task reads (None: all), from its deletion vectors."""
+    if task.only is None and task.without is None:
+        return None
+    selected = np.full(num_rows, task.only is None)
+    if task.only is not None:
+        selected[_positions(delta_log, task, task.only, num_rows)] = True
+    if task.without is not None:
+        selected[_positions(delta_log, task, task.without, num_rows)] = False
+    return selected
+
+
+def _positions(delta_log: DeltaLog, task: FileTask, rows: RowSet, num_rows: int) -> np.ndarray:
+    try:
+        if isinstance(rows, RowPositions):
+            positions = np.frombuffer(rows.data, "<u8")
+        else:
+            data = serialized_bitmap(
+                rows, lambda path, at, size: _read_range(delta_log, path, at, size)
+            )
+            positions = row_positions(data, rows.cardinality)
+        if len(positions) and int(positions.max()) >= num_rows:
+            raise DeletionVectorError(
+                f"it marks row {int(positions.max())} but the file has {num_rows} rows"
+            )
+    except DeletionVectorError as error:
+        raise source_error(
+            "UNREADABLE_DELETION_VECTOR",
+            f"The deletion vector ({rows.describe()}) of data file '{task.path}' in version "
+            f"{task.version} of '{delta_log.uri}' cannot be read: {error}; restore the file "
+            "from a backup or replica of the table, or read from a later version.",
+            version=task.version,
+            file=task.path,
+        ) from error
+    return positions.astype(np.intp)
+
+
+def _read_range(delta_log: DeltaLog, path: str, offset: int, size: int) -> bytes:
+    """Bytes of a deletion vector file: relative to the table (``u``) or absolute (``p``,
+    a URI or a local path)."""
+    if path.startswith("/") and isinstance(delta_log.fs, pafs.LocalFileSystem):
+        handle = delta_log.fs.open_input_file(path)
+    else:
+        handle = delta_log.open(path)
+    with handle:
+        return handle.read_at(size, offset)
+
+
+def _pre_buffer(delta_log: DeltaLog) -> bool:
+    """Pre-buffering coalesces a file's column chunks into few requests, which pays on an
+    object store; on a local disk it only adds a hand-over to Arrow's I/O threads per file
+    (a one-row file reads in 0.08 ms without it, 0.24 ms with it)."""
+    return not isinstance(delta_log.fs, pafs.LocalFileSystem)
+
+
+def _partition_value(value: str | bytes | None, data_type: pa.DataType) -> pa.Scalar:
+    """Partition values are text, as in the log (a snapshot listing's typed values are
+    turned back into text by ``_partition_texts``)."""
+    if value is None or value == "":
+        return null_value(data_type)
+    if isinstance(value, bytes) or pa.types.is_binary(data_type):
+        return text_value(value, pa.binary())
+    if pa.types.is_timestamp(data_type):
+        # Delta writes '2024-01-01 10:00:00[.ffffff]' (UTC for a timestamp column) or
+        # ISO-8601 with a zone.
+        value = value.replace(" ", "T")
+        if data_type.tz is not None and not _ZONE.search(value):
+            value += "Z"
+    return parsed_value(value, data_type)
+
+
+def _mapped(mapping: ColumnMapping, column: pa.Array, field: pa.Field, task: FileTask) -> pa.Array:
+    try:
+        return mapping.read_as(column, field.type, field.name)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as error:
+        raise _unreadable_as(column, field, task, error) from error
+
+
+def _cast(column: pa.Array, field: pa.Field, task: FileTask) -> pa.Array:
+    if not field.nullable and column.null_count:  # Spark would fail on it, without a word
+        raise source_error(
+            "SCHEMA_MISMATCH",
+            f"Column '{field.name}' of data file '{task.path}' (version {task.version}) holds "
+            f"{column.null_count} NULL value(s), but the change feed declares it NOT NULL: the "
+            "writer broke the table's schema. Restore or rewrite that commit's file, or read "
+            "from a later version.",
+            column=field.name,
+            file=task.path,
+            version=task.version,
+        )
+    if column.type == field.type:
+        return column
+    try:
+        return column.cast(field.type)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as error:
+        raise _unreadable_as(column, field, task, error) from error
+
+
+def _unreadable_as(
+    column: pa.Array, field: pa.Field, task: FileTask, error: Exception
+) -> Exception:
+    return source_error(
+        "SCHEMA_MISMATCH",
+        f"Column '{field.name}' of data file '{task.path}' (version {task.version}) is "
+        f"{column.type}, which cannot be read as {field.type}: {error}",
+        column=field.name,
+        file=task.path,
+        version=task.version,
+    )
+
+
+def check_no_reserved_columns(schema: StructType) -> None:
+    clash = [f.name for f in schema.fields if f.name in METADATA_COLUMNS]
+    if clash:
+        raise source_error(
+            "RESERVED_COLUMN",
+            f"The table has column(s) {', '.join(clash)}, which the change feed adds itself; "
+            "rename them before reading the table's changes.",
+            columns=", ".join(clash),
+        )

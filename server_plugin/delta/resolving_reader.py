@@ -1,0 +1,155 @@
+"""Reading whole commits with their row-level passes resolved in the source
+(``FileGroup.resolve``): a commit's rows, or its hash bucket's when the commit is split over
+tasks, gathered into one table (spilled to local disk in parts when asked), resolved by
+``row_level.rules.resolve`` and handed on with the commit's version, timestamp and labels.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql.types import StructType
+from spark_cdc.server_plugin.arrow_types import arrow_schema, from_numpy, int64_value
+from spark_cdc.server_plugin.delta.column_mapping import ColumnMapping
+from spark_cdc.server_plugin.delta.file_reader import BATCH_VALUES, commit_timestamp, read_task
+from spark_cdc.server_plugin.delta.file_tasks import FileGroup, FileTask, by_commit
+from spark_cdc.server_plugin.delta.log import DeltaLog
+from spark_cdc.server_plugin.row_level.rules import RowLevelRules, buckets_of, labels, resolve
+from spark_cdc.server_plugin.vocabulary import (
+    CHANGE_TYPE,
+    COMMIT_TIMESTAMP,
+    COMMIT_VERSION,
+    METADATA_COLUMNS,
+)
+
+
+def read_resolved(
+    delta_log: DeltaLog,
+    schema: StructType,
+    group: FileGroup,
+    fail_on_data_loss: bool,
+    mapping: ColumnMapping | None,
+    rules: RowLevelRules,
+    strict: StructType,
+) -> Iterator[pa.RecordBatch]:
+    """The group's commits one by one, each with its row-level passes resolved: a commit's
+    rows (its bucket's, when split) are gathered, resolved as one table and handed on.
+
+    Files are read as ``strict`` (the table's own nullability, so a NULL where the table
+    says NOT NULL fails as in a raw read) and handed on as ``schema``, which may declare
+    more columns nullable (``nullableSchema``, computeUpdates' ``_change_type``). A check
+    task reads only the row id's columns and hands on nothing.
+    """
+    strict_target, declared = arrow_schema(strict), arrow_schema(schema)
+    target = _resolving_schema(strict_target, rules.key_names if group.check_only else None)
+    rows = max(1024, BATCH_VALUES // max(1, len(declared)))
+    for commit in by_commit(group.files):
+        batches = _bucket_batches(
+            delta_log, target, group, commit, fail_on_data_loss, mapping, rules
+        )
+        for part in _spilled(batches, target, group.spill):
+            resolved = resolve(part, rules, commit[0].version)
+            del part
+            if group.check_only:
+                continue
+            resolved = _as_changelog(resolved, commit[0], strict_target)
+            if declared != strict_target:  # nullability only: no data is converted
+                resolved = resolved.cast(declared)
+            yield from resolved.combine_chunks().to_batches(max_chunksize=rows)
+
+
+def _resolving_schema(schema: pa.Schema, only: set[str] | None) -> pa.Schema:
+    """What a resolving task reads of a commit: the data columns (a check's, the row id's
+    only) and the change types as codes. The commit's version and timestamp and the change
+    types' labels are made for the rows it keeps only: built for every row of a 1M-row,
+    5-column commit, they took 26 MB of the task's 104 MB peak and 17 ms."""
+    data = [f for f in schema if f.name not in METADATA_COLUMNS]
+    if only is not None:
+        data = [f for f in data if f.name in only]
+    return pa.schema([*data, schema.field(CHANGE_TYPE).with_type(pa.int8())])
+
+
+def _as_changelog(resolved: pa.Table, commit: FileTask, schema: pa.Schema) -> pa.Table:
+    """A commit's resolved rows in ``schema``: labels for their codes, the commit's version
+    and timestamp."""
+    count = resolved.num_rows
+    made = {
+        CHANGE_TYPE: labels(resolved.column(CHANGE_TYPE)),
+        COMMIT_VERSION: pa.repeat(int64_value(commit.version), count),
+        COMMIT_TIMESTAMP: pa.repeat(commit_timestamp(commit), count),
+    }
+    columns = [made[f.name] if f.name in made else resolved.column(f.name) for f in schema]
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _bucket_batches(
+    delta_log: DeltaLog,
+    target: pa.Schema,
+    group: FileGroup,
+    commit: list[FileTask],
+    fail_on_data_loss: bool,
+    mapping: ColumnMapping | None,
+    rules: RowLevelRules,
+) -> Iterator[tuple[pa.RecordBatch, np.ndarray | None]]:
+    """The commit's rows that fall into the group's bucket, batch by batch, each with the
+    spill part of its rows (ascending: the rows come ordered by part) when it spills. One
+    hash and one gather per batch serve both splits."""
+    slots = group.buckets * group.spill
+    for task in commit:
+        for batch in read_task(delta_log, target, task, fail_on_data_loss, mapping):
+            if slots == 1:
+                yield batch, None
+                continue
+            slot = buckets_of(batch, rules.row_id, slots)
+            chosen = np.flatnonzero(slot % group.buckets == group.bucket)
+            part = slot[chosen] // group.buckets
+            if group.spill > 1:
+                order = np.argsort(part, kind="stable")
+                chosen, part = chosen[order], part[order]
+            if len(chosen):
+                yield batch.take(from_numpy(chosen)), part
+
+
+def _spilled(
+    batches: Iterator[tuple[pa.RecordBatch, np.ndarray | None]], target: pa.Schema, parts: int
+) -> Iterator[pa.Table]:
+    """The batches as one table, or, split into their ``parts`` written to local disk, as
+    one table per part: a task then holds one part at a time.
+
+    Parts are uncompressed Arrow IPC read back through a memory map, without a copy: a
+    125 MB share of the 50-column benchmark commit spilled in two parts took 1.00 s to
+    read and resolve, against 1.19 s with lz4 and 0.87 s unspilled."""
+    if parts <= 1:
+        collected = [batch for batch, _ in batches]
+        if collected:
+            yield pa.Table.from_batches(collected, schema=target)
+        return
+    with tempfile.TemporaryDirectory(prefix="delta_changelog_", dir=_local_dir()) as folder:
+        paths = [os.path.join(folder, f"part-{i}.arrow") for i in range(parts)]
+        writers = [pa.ipc.new_file(path, target) for path in paths]
+        try:
+            for batch, part in batches:
+                ends = np.searchsorted(part, np.arange(1, parts + 1))
+                for index, (start, end) in enumerate(zip([0, *ends[:-1]], ends, strict=True)):
+                    if end > start:
+                        writers[index].write_batch(batch.slice(start, end - start))
+        finally:
+            for writer in writers:
+                writer.close()
+        for path in paths:
+            with pa.memory_map(path) as source:
+                table = pa.ipc.open_file(source).read_all()
+            if table.num_rows:
+                yield table
+            del table
+            os.remove(path)
+
+
+def _local_dir() -> str | None:
+    """Spark's local directories (set for its Python workers), else the system's."""
+    found = os.environ.get("SPARK_LOCAL_DIRS", "").split(",")[0].strip()
+    return found if found and os.path.isdir(found) else None

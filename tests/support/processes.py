@@ -1,0 +1,92 @@
+"""Processes a test starts as a user would: ``python -m spark_cdc ...`` with its output
+collected line by line, what every process on the machine shows on its command line, and an
+environment whose Python lacks a package."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+
+class Command:
+    """``python -m spark_cdc ...`` with its output collected line by line."""
+
+    def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
+        self.lines: list[str] = []
+        # A token in a --remote URL (the container harness's) must never be printed.
+        self.secrets = [m for a in args for m in re.findall(r";token=([^;/]+)", a)]
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "spark_cdc", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={**os.environ, **(env or {})},
+            start_new_session=True,
+            # As from a terminal: a runner that starts us in the background (SIGINT ignored,
+            # which children inherit) must not make Ctrl-C a no-op for the command.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    @property
+    def output(self) -> str:
+        return "\n".join(self.lines)
+
+    def wait_for(self, text: str, timeout: float = 240) -> None:
+        deadline = time.monotonic() + timeout
+        while text not in self.output:
+            if self.process.poll() is not None and not self._reader.is_alive():
+                raise AssertionError(
+                    f"exited {self.process.returncode} before {text!r}:\n{self.output}"
+                )
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no {text!r} within {timeout}s:\n{self.output}")
+            time.sleep(0.2)
+
+    def interrupt(self, timeout: float = 120) -> int:
+        """Ctrl-C, as a terminal sends it."""
+        os.killpg(self.process.pid, signal.SIGINT)
+        return self.finish(timeout)
+
+    def finish(self, timeout: float = 300) -> int:
+        code = self.process.wait(timeout)
+        self._reader.join(10)
+        for secret in self.secrets:
+            assert secret not in self.output, "the command printed its token"
+        return code
+
+
+def command_lines_holding(secret: str) -> list[str]:
+    """The command line of every process on this machine that shows ``secret``."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            text = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:  # the process ended meanwhile
+            continue
+        if secret in text:
+            found.append(text)
+    return found
+
+
+def without(package: str, folder: Path) -> dict[str, str]:
+    """An environment whose Python cannot import ``package``: a folder ahead of
+    site-packages holds a module of that name that fails as a missing one does."""
+    shadow = folder / package
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text(
+        f"raise ModuleNotFoundError(\"No module named '{package}'\", name='{package}')\n"
+    )
+    return {"PYTHONPATH": os.pathsep.join([str(folder), os.environ.get("PYTHONPATH", "")])}

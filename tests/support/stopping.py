@@ -1,0 +1,77 @@
+"""Stopping a command by signal and checking it stopped cleanly: exit 0, no traceback, none
+of the Spark Connect servers it started still running, no temporary folder left behind."""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from tests.support.processes import Command
+
+SIGNALS = {"SIGINT": signal.SIGINT, "SIGTERM": signal.SIGTERM, "SIGHUP": signal.SIGHUP}
+EXIT_BOUND_S = 90  # two 20 s deadlines (stream, session) and the server's stop, with margin
+
+
+def servers_of(command: Command) -> set[int]:
+    """The Spark Connect server processes ``command`` started: the launcher runs
+    spark-submit, which becomes the server's JVM, as a child of the command."""
+    found = set()
+    for status in glob.glob("/proc/[0-9]*/status"):
+        try:
+            text = Path(status).read_text()
+            args = Path(status).with_name("cmdline").read_bytes()
+        except OSError:
+            continue
+        parent = next(
+            (line.split()[1] for line in text.splitlines() if line.startswith("PPid:")), ""
+        )
+        if parent == str(command.process.pid) and b"SparkConnectServer" in args:
+            found.add(int(status.split("/")[2]))
+    return found
+
+
+def alive(pids: set[int]) -> set[int]:
+    return {pid for pid in pids if Path(f"/proc/{pid}").exists()}
+
+
+def leftovers() -> set[str]:
+    """The commands' temporary folders (server logs of this suite's own servers aside)."""
+    return {p for p in glob.glob("/tmp/spark-cdc-*") if "spark-cdc-server-" not in p}
+
+
+def stop(command: Command, signum: int) -> tuple[int, float]:
+    """Send ``signum`` to the command's process group, as a terminal or supervisor does."""
+    started = time.monotonic()
+    with contextlib.suppress(ProcessLookupError):  # it may have finished already
+        os.killpg(command.process.pid, signum)
+    try:
+        code = command.process.wait(EXIT_BOUND_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(command.process.pid, signal.SIGKILL)
+        raise AssertionError(f"no exit {EXIT_BOUND_S}s after {signum}:\n{command.output}") from None
+    command._reader.join(10)
+    return code, time.monotonic() - started
+
+
+def assert_clean(command: Command, code: int, servers: set[int]) -> None:
+    """Exit 0, no traceback, and none of ``servers`` (the ones it started) still running."""
+    assert code == 0, command.output
+    assert "Traceback" not in command.output, command.output
+    assert "Exception ignored" not in command.output, command.output
+    deadline = time.monotonic() + 30  # a killed JVM may take a moment to be reaped
+    while (left := alive(servers)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not left, f"servers left running: {left}"
+
+
+def started_server(command: Command, timeout: float = 120) -> set[int]:
+    deadline = time.monotonic() + timeout
+    while not (servers := servers_of(command)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert servers, f"no server seen starting:\n{command.output}"
+    return servers

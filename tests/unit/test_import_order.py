@@ -1,0 +1,39 @@
+"""The package's PySpark patches are in place after any first import, in a fresh interpreter
+each time: the Update/Complete output-mode guard (tests/server/test_output_mode_guard.py
+tests what it refuses) and the conversion of our server errors."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.slow  # a fresh interpreter per case: about 1 s each, idle
+
+
+@pytest.mark.parametrize(
+    "first_import",
+    [
+        "from spark_cdc.rewrite import post_process",
+        "import spark_cdc.rewrite.options",
+        "from spark_cdc import ChangelogReader",
+        "import spark_cdc",
+        "import pyspark.sql.connect.dataframe; import spark_cdc",
+    ],
+)
+def test_any_first_import_works_and_installs_the_guard(first_import: str) -> None:
+    """A fresh interpreter: no earlier import may hide a cycle, and the guard and the
+    server-error conversion are in place whether PySpark's Connect client loads before or
+    after the package."""
+    check = (
+        f"{first_import}\n"
+        "from pyspark.sql.connect.streaming.readwriter import DataStreamWriter\n"
+        "import pyspark.sql.connect.client.core as core\n"
+        "from pyspark.sql.connect.streaming.query import StreamingQuery\n"
+        "assert DataStreamWriter._start_internal._spark_cdc_guarded\n"
+        "assert core.convert_exception._spark_cdc_converted\n"
+        "assert StreamingQuery.exception._spark_cdc_converted\n"
+    )
+    done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
