@@ -58,12 +58,11 @@ class ChangelogSourceError(Exception):
     """An error of ours raised inside the server: a condition of the registry
     (``spark_cdc.server_plugin.conditions``) and its parameters, in the wire form above."""
 
-    def __init__(self, condition: str, _legacy: str | None = None, /, **parameters: object) -> None:
+    def __init__(self, condition: str, /, **parameters: object) -> None:
         self.condition = condition
         # One line each: the wire form is a line of text and a line of JSON.
         self.parameters = {k: str(v).replace("\n", " ") for k, v in parameters.items()}
-        # TRANSITIONAL (issue 28): a message of its own, until the split modules use error().
-        self.message = _legacy or format_message(condition, self.parameters)
+        self.message = format_message(condition, self.parameters)
         super().__init__(error_text(condition, self.message, self.parameters))
 
     def __reduce__(self) -> tuple[object, ...]:  # pickled back from Spark's Python workers
@@ -102,13 +101,3 @@ def internal_errors(
             file=file,
             problem=f"{type(problem).__name__}: {problem}",
         ) from problem
-
-
-# TRANSITIONAL (issue 28): the sites in modules being split still call these; removed once
-# they raise through error().
-def source_error(kind: str, message: str, **parameters: object) -> ChangelogSourceError:
-    return ChangelogSourceError(f"DELTA_CHANGELOG.{kind}", message, **parameters)
-
-
-def option_error(kind: str, message: str, **parameters: object) -> ChangelogSourceError:
-    return ChangelogSourceError(f"INVALID_CDC_OPTION.{kind}", message, **parameters)

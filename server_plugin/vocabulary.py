@@ -27,19 +27,12 @@ UPDATE_PREIMAGE = "update_preimage"
 UPDATE_POSTIMAGE = "update_postimage"
 CHANGE_TYPES = (INSERT, DELETE, UPDATE_PREIMAGE, UPDATE_POSTIMAGE)
 
-# The start of UNEXPECTED_MULTIPLE_CHANGES_PER_ROW_VERSION's sentence, which every place that
-# raises it (the client's plans, its net changes operator, a source) continues alike.
-MULTIPLE_CHANGES_SENTENCE = "A row id has more than one delete or insert in commit version "
-
-# The error condition families this package raises; the client turns a server error that
-# carries one of them back into an exception with that condition (spark_cdc.compat.server_errors).
-DELTA_CHANGELOG = "DELTA_CHANGELOG"
-INVALID_CDC_OPTION = "INVALID_CDC_OPTION"
-CONTRACT_VIOLATION = "CHANGELOG_CONTRACT_VIOLATION"
-INVALID_CHANGELOG_SCHEMA = "INVALID_CHANGELOG_SCHEMA"
+# The condition families a server raises (``spark_cdc.server_plugin.conditions`` holds each
+# condition); the client turns a server error that carries one of them back into an
+# exception with that condition (spark_cdc.compat.server_errors).
 SERVER_CONDITIONS = (
-    DELTA_CHANGELOG,
-    INVALID_CDC_OPTION,
-    CONTRACT_VIOLATION,
-    INVALID_CHANGELOG_SCHEMA,
+    "DELTA_CHANGELOG",
+    "INVALID_CDC_OPTION",
+    "CHANGELOG_CONTRACT_VIOLATION",
+    "INVALID_CHANGELOG_SCHEMA",
 )

@@ -27,7 +27,7 @@ def _require_server_parts(needed_by: str) -> None:
     try:
         check_full_pyspark()
     except ServerStartError as error:
-        raise CliError(str(error)) from None
+        raise CliError.of(error) from None
     require_deltalake(needed_by)
 
 
@@ -41,7 +41,7 @@ def require_deltalake(needed_by: str) -> None:
         error = missing_dependency(
             DELTALAKE, problem, needed_by, python="This Python", then="then run it again"
         )
-        raise CliError(str(error).splitlines()[0])
+        raise CliError.of(error)
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -53,7 +53,7 @@ def serve(args: argparse.Namespace) -> int:
             port=args.port, host=args.host, token=args.token, log_path=scratch() / "server.log"
         )
     except ServerStartError as error:
-        raise CliError(str(error).splitlines()[0]) from None
+        raise CliError.of(error) from None
     url = f"sc://localhost:{server.port}"
     shown = f"{url}/;token=<your token>" if args.token else url
     print(f"Spark Connect server with the delta_changelog source on {args.host}:{server.port}")
@@ -62,7 +62,7 @@ def serve(args: argparse.Namespace) -> int:
         while server.alive():
             time.sleep(0.5)
         raise CliError(
-            f"The server exited with code {server.process.returncode}; see {server.log_path}."
+            "SPARK_CDC_CLI.SERVER_EXITED", code=server.process.returncode, log=server.log_path
         )
     except (Stopped, KeyboardInterrupt):
         print("\nStopping the server ...", file=sys.stderr, flush=True)
@@ -90,7 +90,7 @@ def session(remote: str | None, token: str | None) -> Iterator[Any]:
                 conf={"spark.sql.shuffle.partitions": "4"}, log_path=scratch() / "server.log"
             )
         except ServerStartError as error:
-            raise CliError(str(error).splitlines()[0]) from None
+            raise CliError.of(error) from None
     try:
         spark = connect(remote or server.url, token=token if remote else None)  # type: ignore[union-attr]
         try:
@@ -184,8 +184,10 @@ def _user_columns(spark: Any, table: str, row_id: Any) -> list[str]:
     missing = [c for c in row_id if c.split(".")[0] not in columns]
     if missing:
         raise CliError(
-            f"--row-id names {', '.join(missing)}, which the table {table} does not have; "
-            f"its columns are: {', '.join(table_columns)}."
+            "SPARK_CDC_CLI.UNKNOWN_ROW_ID_COLUMN",
+            missing=", ".join(missing),
+            table=table,
+            columns=", ".join(table_columns),
         )
     return [*row_id, *(c for c in table_columns if c not in row_id)]
 

@@ -24,12 +24,23 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from spark_cdc.server_plugin.conditions import ConditionError
+
 STOP_DEADLINE_S = 20.0  # for the stream's stop, then again for the session's
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
-class CliError(Exception):
-    """Ends the command with this one sentence."""
+class CliError(ConditionError):
+    """Ends the command with this one sentence: a condition of the registry
+    (``spark_cdc.server_plugin.conditions``)."""
+
+    @classmethod
+    def of(cls, error: Any) -> CliError:
+        """Another error of ours (``condition``, ``parameters``), ending the command with the
+        first line of its message."""
+        made = cls(error.condition, **error.parameters)
+        made.args = (str(made).splitlines()[0],)
+        return made
 
 
 class Stopped(BaseException):

@@ -75,14 +75,11 @@ def _token(args: argparse.Namespace) -> str | None:
         text = sys.stdin.read() if str(args.token_file) == "-" else args.token_file.read_text()
     except OSError as error:
         raise CliError(
-            f"Cannot read the token file {args.token_file}: {error.strerror}; "
-            "give a readable file, or '-' for standard input."
+            "SPARK_CDC_CLI.TOKEN_FILE_UNREADABLE", file=args.token_file, reason=error.strerror
         ) from None
     token = text.splitlines()[0].strip() if text.strip() else ""
     if not token:
-        raise CliError(
-            f"The token file {args.token_file} is empty; put the token on its first line."
-        )
+        raise CliError("SPARK_CDC_CLI.TOKEN_FILE_EMPTY", file=args.token_file)
     return token
 
 

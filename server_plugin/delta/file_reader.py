@@ -33,7 +33,7 @@ from spark_cdc.server_plugin.delta.deletion_vectors import (
 )
 from spark_cdc.server_plugin.delta.file_tasks import FileGroup, FileTask, RowSet
 from spark_cdc.server_plugin.delta.log import DeltaLog
-from spark_cdc.server_plugin.errors import source_error
+from spark_cdc.server_plugin.errors import error
 from spark_cdc.server_plugin.row_level.rules import are_codes, change_kinds
 from spark_cdc.server_plugin.vocabulary import (
     CHANGE_TYPE,
@@ -101,29 +101,20 @@ def read_task(
     by name (missing ones NULL), partition columns from the log, then the changelog
     columns ``target`` holds: a resolving read's (``resolving_reader._resolving_schema``)
     holds only ``_change_type``, as codes."""
-    gone = f"Data file '{task.path}'"
+    lost = "DELTA_CHANGELOG.DATA_LOSS_DATA_FILE"
     try:
         parquet = pq.ParquetFile(
             delta_log.open(task.path),
             pre_buffer=_pre_buffer(delta_log),
             coerce_int96_timestamp_unit="us",  # Spark's default encoding, any year it reads
         )
-        gone = f"The deletion vector file of data file '{task.path}'"
+        lost = "DELTA_CHANGELOG.DATA_LOSS_DELETION_VECTOR_FILE"
         selected = _selected_rows(delta_log, task, parquet.metadata.num_rows)
-    except FileNotFoundError as error:
-        message = (
-            f"{gone} of version {task.version} of '{delta_log.uri}' is gone "
-            f"(VACUUM or manual deletion)"
-        )
+    except FileNotFoundError as problem:
+        gone = error(lost, file=task.path, version=task.version, path=delta_log.uri)
         if fail_on_data_loss:
-            raise source_error(
-                "DATA_LOSS",
-                f"{message}. Start from a later version, or set failOnDataLoss=false to skip "
-                "missing files.",
-                version=task.version,
-                file=task.path,
-            ) from error
-        log.warning("%s; skipped because failOnDataLoss=false.", message)
+            raise gone from problem
+        log.warning("%s Skipped because failOnDataLoss=false.", gone.message)
         return
     partition = dict(task.partition_values)
     data_fields = [f for f in target if f.name not in METADATA_COLUMNS]
@@ -210,15 +201,15 @@ def _positions(delta_log: DeltaLog, task: FileTask, rows: RowSet, num_rows: int)
             raise DeletionVectorError(
                 f"it marks row {int(positions.max())} but the file has {num_rows} rows"
             )
-    except DeletionVectorError as error:
-        raise source_error(
-            "UNREADABLE_DELETION_VECTOR",
-            f"The deletion vector ({rows.describe()}) of data file '{task.path}' in version "
-            f"{task.version} of '{delta_log.uri}' cannot be read: {error}; restore the file "
-            "from a backup or replica of the table, or read from a later version.",
-            version=task.version,
+    except DeletionVectorError as problem:
+        raise error(
+            "DELTA_CHANGELOG.UNREADABLE_DELETION_VECTOR",
+            deletionVector=rows.describe(),
             file=task.path,
-        ) from error
+            version=task.version,
+            path=delta_log.uri,
+            problem=problem,
+        ) from problem
     return positions.astype(np.intp)
 
 
@@ -259,49 +250,42 @@ def _partition_value(value: str | bytes | None, data_type: pa.DataType) -> pa.Sc
 def _mapped(mapping: ColumnMapping, column: pa.Array, field: pa.Field, task: FileTask) -> pa.Array:
     try:
         return mapping.read_as(column, field.type, field.name)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as error:
-        raise _unreadable_as(column, field, task, error) from error
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as problem:
+        raise _unreadable_as(column, field, task, problem) from problem
 
 
 def _cast(column: pa.Array, field: pa.Field, task: FileTask) -> pa.Array:
     if not field.nullable and column.null_count:  # Spark would fail on it, without a word
-        raise source_error(
-            "SCHEMA_MISMATCH",
-            f"Column '{field.name}' of data file '{task.path}' (version {task.version}) holds "
-            f"{column.null_count} NULL value(s), but the change feed declares it NOT NULL: the "
-            "writer broke the table's schema. Restore or rewrite that commit's file, or read "
-            "from a later version.",
+        raise error(
+            "DELTA_CHANGELOG.NULL_IN_NOT_NULL_COLUMN",
             column=field.name,
             file=task.path,
             version=task.version,
+            nullCount=column.null_count,
         )
     if column.type == field.type:
         return column
     try:
         return column.cast(field.type)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as error:
-        raise _unreadable_as(column, field, task, error) from error
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as problem:
+        raise _unreadable_as(column, field, task, problem) from problem
 
 
 def _unreadable_as(
-    column: pa.Array, field: pa.Field, task: FileTask, error: Exception
+    column: pa.Array, field: pa.Field, task: FileTask, problem: Exception
 ) -> Exception:
-    return source_error(
-        "SCHEMA_MISMATCH",
-        f"Column '{field.name}' of data file '{task.path}' (version {task.version}) is "
-        f"{column.type}, which cannot be read as {field.type}: {error}",
+    return error(
+        "DELTA_CHANGELOG.SCHEMA_MISMATCH",
         column=field.name,
         file=task.path,
         version=task.version,
+        foundType=column.type,
+        readType=field.type,
+        problem=problem,
     )
 
 
 def check_no_reserved_columns(schema: StructType) -> None:
     clash = [f.name for f in schema.fields if f.name in METADATA_COLUMNS]
     if clash:
-        raise source_error(
-            "RESERVED_COLUMN",
-            f"The table has column(s) {', '.join(clash)}, which the change feed adds itself; "
-            "rename them before reading the table's changes.",
-            columns=", ".join(clash),
-        )
+        raise error("DELTA_CHANGELOG.RESERVED_COLUMN", columns=", ".join(clash))

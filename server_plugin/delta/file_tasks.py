@@ -27,7 +27,7 @@ from pyspark.sql.datasource import InputPartition
 from spark_cdc.server_plugin.arrow_types import to_numpy
 from spark_cdc.server_plugin.delta.deletion_vectors import DeletionVector, RowPositions
 from spark_cdc.server_plugin.delta.log import Commit, FileAction
-from spark_cdc.server_plugin.errors import source_error
+from spark_cdc.server_plugin.errors import error
 from spark_cdc.server_plugin.vocabulary import DELETE, INSERT
 
 RowSet = DeletionVector | RowPositions
@@ -139,12 +139,7 @@ def _snapshot_deletions(table: Any, paths: list[str]) -> dict[str, RowPositions]
         location = unquote(urlparse(uri).path)
         path = by_location.get(location.removeprefix(root + "/"), by_location.get(uri))
         if path is None:
-            raise source_error(
-                "UNREADABLE_DELETION_VECTOR",
-                f"delta-rs reports a deletion vector for '{uri}', which is not a file of the "
-                "snapshot; read the table from a later version.",
-                file=uri,
-            )
+            raise error("DELTA_CHANGELOG.DELETION_VECTOR_OF_UNKNOWN_FILE", file=uri)
         keep = to_numpy(selections[index].values)
         found[path] = RowPositions(np.flatnonzero(~keep).astype("<u8").tobytes())
     return found

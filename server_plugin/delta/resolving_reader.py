@@ -133,6 +133,7 @@ def _spilled(
         writers = [pa.ipc.new_file(path, target) for path in paths]
         try:
             for batch, part in batches:
+                assert part is not None  # with parts > 1 every batch comes split
                 ends = np.searchsorted(part, np.arange(1, parts + 1))
                 for index, (start, end) in enumerate(zip([0, *ends[:-1]], ends, strict=True)):
                     if end > start:

@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from spark_cdc.server_plugin.arrow_types import from_numpy, text_array, to_numpy
-from spark_cdc.server_plugin.errors import ChangelogSourceError
+from spark_cdc.server_plugin.errors import error
 from spark_cdc.server_plugin.row_level.arrays import array, fixed_values, integer_width
 from spark_cdc.server_plugin.row_level.equality import rows_equal
 from spark_cdc.server_plugin.row_level.hashing import mix, rows_hash
@@ -34,11 +34,9 @@ from spark_cdc.server_plugin.vocabulary import (
     CHANGE_TYPE,
     CHANGE_TYPES,
     COMMIT_VERSION,
-    CONTRACT_VIOLATION,
     DELETE,
     INSERT,
     METADATA_COLUMNS,
-    MULTIPLE_CHANGES_SENTENCE,
     UPDATE_POSTIMAGE,
     UPDATE_PREIMAGE,
 )
@@ -142,11 +140,8 @@ def change_kinds(change_type: pa.ChunkedArray | pa.Array) -> np.ndarray:
     kinds = pc.index_in(change_type, value_set=_CODES)
     if kinds.null_count:
         bad = pc.filter(change_type, pc.is_null(kinds))[0].as_py()
-        shown = "NULL" if bad is None else f"'{bad}'"
-        raise ChangelogSourceError(
-            f"{CONTRACT_VIOLATION}.UNEXPECTED_CHANGE_TYPE",
-            f"_change_type {shown} is not one of {', '.join(CHANGE_TYPES)}: fix the source "
-            "of the change feed.",
+        raise error(
+            "CHANGELOG_CONTRACT_VIOLATION.UNEXPECTED_CHANGE_TYPE",
             changeType="NULL" if bad is None else bad,
         )
     return to_numpy(kinds).astype(np.int8)
@@ -205,8 +200,8 @@ def group_rows(
     if exact is not None:
         _, first, ids = np.unique(exact, return_index=True, return_inverse=True)
         return Groups(ids.astype(np.int64).reshape(-1), len(first), first.astype(np.int64))
-    hashed = rows_hash(keys if hashed is None else [keys[i] for i in hashed], mode, seed)
-    _, first, ids = np.unique(hashed, return_index=True, return_inverse=True)
+    hashes = rows_hash(keys if hashed is None else [keys[i] for i in hashed], mode, seed)
+    _, first, ids = np.unique(hashes, return_index=True, return_inverse=True)
     ids = ids.astype(np.int64).reshape(-1)
     first = first.astype(np.int64)
     rows = np.arange(n, dtype=np.int64)
@@ -274,10 +269,8 @@ def _refuse_multiple_changes(
     if versions is not None:
         version = versions[int(groups.first[group])].as_py()
     count_d, count_i = int(deletes[group]), int(inserts[group])
-    raise ChangelogSourceError(
-        f"{CONTRACT_VIOLATION}.UNEXPECTED_MULTIPLE_CHANGES_PER_ROW_VERSION",
-        f"{MULTIPLE_CHANGES_SENTENCE}{version} ({count_d} deletes, {count_i} inserts); a "
-        "changelog may hold at most one of each per row id and commit.",
+    raise error(
+        "CHANGELOG_CONTRACT_VIOLATION.UNEXPECTED_MULTIPLE_CHANGES_PER_ROW_VERSION",
         version=version,
         deletes=count_d,
         inserts=count_i,

@@ -921,7 +921,7 @@ def _two_inserts_of_one_id(path: str) -> None:
         ),
         pytest.param(  # the source declares _change_type NOT NULL: it refuses the file
             _unlabelled,
-            "DELTA_CHANGELOG.SCHEMA_MISMATCH",
+            "DELTA_CHANGELOG.NULL_IN_NOT_NULL_COLUMN",
             ("'_change_type'", "version 2", "NOT NULL"),
             id="NULL change type",
         ),

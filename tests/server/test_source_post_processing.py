@@ -334,7 +334,8 @@ def test_a_row_id_the_table_lacks_or_a_reserved_column_fails_alike(
     # Read directly, the source names the row id it cannot find.
     direct = spark.read.format("delta_changelog").options(rowId="nope", computeUpdates="true")
     condition, parameters = _condition(lambda: direct.load(path).collect())
-    assert (condition, parameters["option"]) == ("INVALID_CDC_OPTION.UNKNOWN_ROW_ID_COLUMN", "rowId")
+    expected = ("INVALID_CDC_OPTION.UNKNOWN_ROW_ID_COLUMN", "rowId")
+    assert (condition, parameters["option"]) == expected
 
 
 def test_post_processing_option_is_checked(spark: SparkSession) -> None:

@@ -33,9 +33,9 @@ def test_storage_options_pass_through_and_typos_fail() -> None:
     assert options.storage == {"AWS_REGION": "eu-west-1"}
     with pytest.raises(ChangelogSourceError, match=r"UNKNOWN_OPTION.*'startVersion'"):
         parse_source_options({"path": "/t", "startVersion": "1"})
-    with pytest.raises(ChangelogSourceError, match="INVALID_CDC_OPTION.MISSING_PATH"):
+    with pytest.raises(ChangelogSourceError, match=r"INVALID_CDC_OPTION\.MISSING_PATH"):
         parse_source_options({})
-    with pytest.raises(ChangelogSourceError, match="INVALID_CDC_OPTION.INVALID_NUMBER"):
+    with pytest.raises(ChangelogSourceError, match=r"INVALID_CDC_OPTION\.INVALID_NUMBER"):
         parse_source_options({"path": "/t", "maxFilesPerTrigger": "0"})
 
 
