@@ -307,7 +307,9 @@ class ChangelogReaderBase:
             else:
                 raise self._unknown_option(key)
         named = str(cdc.get("startingVersion", "")).strip().lower()
-        if self._streaming and named == "latest":
+        if named == "latest":  # the source's own refusal in a batch read, said here first
+            if not self._streaming:
+                raise cdc_error("INVALID_CDC_OPTION.LATEST_IN_BATCH")
             source["startingVersion"] = "latest"
             del cdc["startingVersion"]
         if named == "earliest":  # only the source knows which version that is
