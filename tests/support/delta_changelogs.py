@@ -19,6 +19,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tests.support.delta_tables import write_commit
 from tests.support.feeds import commit_time
 
 DATA_SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string()), ("d", pa.float64())])
@@ -117,7 +118,7 @@ def _remove(add: dict[str, Any]) -> dict[str, Any]:
 def _commit(root: Path, version: int, actions: list[dict[str, Any]]) -> None:
     info = {"commitInfo": {"timestamp": _millis(version), "operation": "WRITE"}}
     lines = [json.dumps(a) for a in [info, *actions]]
-    (root / "_delta_log" / f"{version:020d}.json").write_text("\n".join(lines) + "\n")
+    write_commit(root / "_delta_log" / f"{version:020d}.json", lines)
 
 
 def _millis(version: int) -> int:

@@ -12,6 +12,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tests.support.delta_tables import write_commit
+
 PROTOCOL = {"minReaderVersion": 2, "minWriterVersion": 5}
 PHYSICAL = "delta.columnMapping.physicalName"
 FIELD_ID = "delta.columnMapping.id"
@@ -71,7 +73,7 @@ class CmTable:
         info = {"commitInfo": {"timestamp": self.clock, "operation": "MANUAL"}}
         lines = [json.dumps(a) for a in [info, *actions]]
         name = self.path / "_delta_log" / f"{self.version:020d}.json"
-        name.write_text("\n".join(lines) + "\n")
+        write_commit(name, lines)
         return self.version
 
     def rename(self, old: str, new: str) -> int:

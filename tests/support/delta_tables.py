@@ -4,6 +4,8 @@ checked against: the table's own snapshots, version by version."""
 from __future__ import annotations
 
 import json
+import os
+import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -161,6 +163,14 @@ def commit_file(path: str, version: int) -> Path:
     return Path(path) / "_delta_log" / f"{version:020d}.json"
 
 
+def write_commit(file: Path, lines: list[str]) -> None:
+    """A hand-written commit appears whole, as Delta's writers make it appear (put-if-absent
+    or rename): a stream polling the log must never read one half-written."""
+    temp = file.with_name(f".{file.name}.{uuid.uuid4().hex}.tmp")
+    temp.write_text("\n".join(lines) + "\n")
+    os.replace(temp, file)
+
+
 def append_commit(
     path: str, actions: list[dict[str, Any]], info: dict[str, Any] | None = None
 ) -> int:
@@ -168,7 +178,7 @@ def append_commit(
     version = latest_version(path) + 1
     info = {"commitInfo": info or {"timestamp": 1_800_000_000_000, "operation": "MANUAL"}}
     lines = [json.dumps(a) for a in [info, *actions]]
-    commit_file(path, version).write_text("\n".join(lines) + "\n")
+    write_commit(commit_file(path, version), lines)
     return version
 
 
