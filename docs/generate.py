@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import shutil
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -26,8 +25,6 @@ if str(ROOT) not in sys.path:  # run as a script: tests.bench lives in the check
     sys.path.insert(0, str(ROOT))
 
 RESULTS = ROOT / "tests" / "bench" / "results" / "results.json"
-CHART = ROOT / "tests" / "bench" / "results" / "chart.png"
-CHART_COPY = ROOT / "docs" / "img" / "bench-chart.png"  # MkDocs serves only docs/; git ignores it
 
 NONE = "\u2013"  # an en dash: a cell with nothing in it
 
@@ -202,12 +199,6 @@ def regenerate(text: str) -> str:
     return BLOCK.sub(render, text)
 
 
-def copy_chart() -> None:
-    if CHART.exists():
-        CHART_COPY.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(CHART, CHART_COPY)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="report stale blocks, write nothing")
@@ -224,7 +215,6 @@ def main(argv: list[str] | None = None) -> int:
         if stale:
             print(f"generated blocks are stale in: {', '.join(stale)} (run ./dev docs)")
         return 1 if stale else 0
-    copy_chart()
     print(f"docs: regenerated {', '.join(stale) or 'nothing (all blocks current)'}")
     return 0
 

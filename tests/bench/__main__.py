@@ -1,7 +1,9 @@
 """``python -m tests.bench`` (``make bench``): run the benchmarks on a local Spark Connect
-server, write ``results.json`` and ``chart.png``, print the table the README shows.
+server, write ``results.json`` and the chart (``docs/img/bench-chart.png``, committed so that
+the page shows it on GitHub as in the site), print the table docs/benchmarks.md shows.
 
     python -m tests.bench [--only streaming,batch,...] [--quick] [--reps N] [--out DIR]
+        [--chart PNG]
 """
 
 from __future__ import annotations
@@ -34,10 +36,12 @@ BENCHMARKS = (
     "net_changes",
 )
 
-# The server settings the benchmarks run with, recorded with the results (README,
+# The server settings the benchmarks run with, recorded with the results (docs/benchmarks.md,
 # "Benchmarks"). One shuffle partition per core: each is a state store that every
 # micro-batch loads and commits. The throughput collector: a streaming aggregate that
 # buffers whole rows makes garbage at the rate it reads.
+CHART = Path(__file__).resolve().parents[2] / "docs" / "img" / "bench-chart.png"
+
 SERVER_CONF = {
     "spark.sql.shuffle.partitions": str(os.cpu_count() or 2),
     "spark.driver.extraJavaOptions": "-XX:+UseParallelGC",
@@ -50,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run")
     parser.add_argument("--reps", type=int, default=3, help="repetitions per side (median)")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    parser.add_argument("--chart", type=Path, default=CHART, help="where the PNG chart goes")
     parser.add_argument("--work", type=Path, help="folder for tables (kept between runs)")
     args = parser.parse_args(argv)
     names = [n.strip() for n in args.only.split(",") if n.strip()]
@@ -98,9 +103,10 @@ def main(argv: list[str] | None = None) -> int:
         "figures": [f.as_json() for f in figures],
     }
     (args.out / "results.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
-    draw_chart(figures, args.out / "chart.png")
+    args.chart.parent.mkdir(parents=True, exist_ok=True)
+    draw_chart(figures, args.chart)
     print(table(figures))
-    print(f"wrote {args.out / 'results.json'} and {args.out / 'chart.png'}")
+    print(f"wrote {args.out / 'results.json'} and {args.chart}")
     return 0
 
 

@@ -25,7 +25,7 @@ Batch: the same three post-processed sides, as batch reads of the whole range.
 
 The headline figures are ours ÷ native, rows per second of wall time (input changelog
 rows), medians over interleaved repetitions after a discarded warm-up pass on a small
-table. Streaming results differ slightly by design (README, "Net changes": Spark's
+table. Streaming results differ slightly by design (docs/post-processing.md, "Net changes": Spark's
 processor holds an id until a later commit moves the watermark past it, ours releases it
 when the watermark reaches its commit), so the sides do the same work but do not emit the
 same rows; the tests compare our results with the model, not this benchmark.

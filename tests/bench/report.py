@@ -1,5 +1,6 @@
-"""The results as a Markdown table (README) and a PNG chart: one panel per benchmark, a bar
-per case, its run-to-run spread as a whisker, the target drawn as a dashed line."""
+"""The results as a Markdown table (docs/benchmarks.md) and a PNG chart: one panel per
+benchmark, a bar per case, its run-to-run spread as a whisker, the target drawn as a dashed
+line."""
 
 from __future__ import annotations
 

@@ -18,8 +18,9 @@ therefore looks at every micro-batch.
 (b) What building the plan costs for 10, 100 and 1000 columns: ``post_process`` over a feed
 that only declares its schema (building it costs no round trip either), timed on the
 client (median of repeated builds, milliseconds), and the gRPC calls made while building,
-counted by wrapping the session's stub as ``tests/test_plan.py`` does. The README promises
-none; the first build of a session pays pyspark's own one-time config fetch and is left out.
+counted by wrapping the session's stub as ``tests/server/test_plan.py`` does.
+docs/benchmarks.md promises none; the first build of a session pays pyspark's own one-time
+config fetch and is left out.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ second micro-batch is the first on the other worker; per-task profiles of the 1M
 against 0.11-0.15 s for the later ones, the difference in parquet decoding; (b)'s
 second micro-batch took 300-500 ms, its later ones about 250 ms at the median against
 (a)'s 290 ms. Those slow first tasks are mostly a worker's first after other work, which
-the fixed order of the sides gives (b) and not (a); the README has the measurements.
+the fixed order of the sides gives (b) and not (a); docs/benchmarks.md has the measurements.
 """
 
 from __future__ import annotations

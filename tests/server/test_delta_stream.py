@@ -96,7 +96,8 @@ def test_post_processed_stream_equals_batch_and_drops_nothing(
     progress = list(query.recentProgress)
     query.stop()
     assert collect_rows(spark.table(query_name)) == collect_rows(expected)
-    # Streaming output columns are nullable (README: limits); names and types are equal.
+    # Streaming output columns are nullable (docs/delta-source.md, "Where post-processing
+    # happens"); names and types are equal.
     assert _fields(spark.table(query_name)) == _fields(expected)
     dropped = [
         op.get("numRowsDroppedByWatermark", 0)

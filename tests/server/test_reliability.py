@@ -181,7 +181,8 @@ def _assert_same_changes(
 
 def _pinned_snapshot(checkpoint: str) -> tuple[int, int] | None:
     """(version, commit time in ms) of the snapshot a stream's first micro-batch pinned, from
-    the end offset of batch 0 (README: the next version to read and the timestamp chain)."""
+    the end offset of batch 0 (docs/delta-source.md, "Streams": the next version to read and
+    the timestamp chain)."""
     first = Path(checkpoint) / "offsets" / "0"
     if not first.exists():
         return None
@@ -379,9 +380,10 @@ def test_three_streams_over_one_table_being_written_each_get_their_own_result(
     """Three queries read one table while it is written: post-processed with updates,
     the raw source, net changes. Each has its own source instance, offsets, state and
     watermark; nothing may leak from one to another. The first two equal their batch
-    reads. Streaming net changes differ from batch by design (README: an id touched again
-    after its emission opens a new window) but must rebuild the same table: replayed, it
-    equals the table's last snapshot, as the batch net changes do."""
+    reads. Streaming net changes differ from batch by design (docs/post-processing.md, "Net
+    changes": an id touched again after its emission opens a new window) but must rebuild
+    the same table: replayed, it equals the table's last snapshot, as the batch net changes
+    do."""
     path = str(tmp_path / "orders")
     writer = TableWriter(path, seed, pause=(0.05, 0.3)).create()
     streams = {

@@ -66,7 +66,8 @@ def test_the_last_commit_is_emitted_when_input_ends(spark: SparkSession, query_n
 @pytest.mark.skipif(
     not ADMISSION_CONTROL,
     reason="Python sources get SupportsTriggerAvailableNow in Spark 4.2; before that "
-    "availableNow runs no final batch and the last commit stays in state (README: limits)",
+    "availableNow runs no final batch and the last commit stays in state "
+    "(docs/post-processing.md, Streaming guarantees)",
 )
 def test_available_now_emits_the_last_commit(spark: SparkSession, query_name: str) -> None:
     changes = _history(3)

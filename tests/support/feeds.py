@@ -234,7 +234,7 @@ def model_streaming_net_changes(
     *,
     compute_updates: bool,
 ) -> list[dict[str, Any]]:
-    """Streaming net changes, micro-batch by micro-batch, as documented in the README.
+    """Streaming net changes, micro-batch by micro-batch, as docs/post-processing.md documents them.
 
     A row id's window takes every event until a micro-batch whose watermark (the largest
     commit time of the micro-batches before it) has reached the id's last commit time and

@@ -1,4 +1,4 @@
-"""The benchmark report: every figure reaches the README table and the chart (no server:
+"""The benchmark report: every figure reaches the docs/benchmarks.md table and the chart (no server:
 the benchmarks themselves run with ``make bench``, never in the test suite)."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Option errors (client-side, before any RPC), contract violations and schema problems on
 generic feeds. Every invalid option, one case each, and every bad input with its
-no-partial-output guarantee: test_bad_input.py."""
+no-partial-output guarantee: test_refusals.py."""
 
 from __future__ import annotations
 
