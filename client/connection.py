@@ -44,7 +44,17 @@ _RETRIES_EXCEEDED: tuple[type, ...] = tuple(
 class ConnectionProblem(SparkConnectGrpcException):
     """The server could not be reached or refused the session. A
     ``SparkConnectGrpcException``, as PySpark raises for these, so existing ``except``
-    clauses keep working; with a condition of ours and one sentence with the fix."""
+    clauses keep working; with a condition of ours and one sentence with the fix.
+
+    Examples
+    --------
+    >>> import spark_cdc
+    >>> try:
+    ...     spark = spark_cdc.connect("sc://localhost:15999")
+    ... except spark_cdc.ConnectionProblem as e:
+    ...     print(e.getCondition())  # doctest: +SKIP
+    SPARK_CDC_CONNECTION.UNREACHABLE
+    """
 
     def __init__(self, condition: str, /, **parameters: object) -> None:
         values = {name: str(value) for name, value in parameters.items()}

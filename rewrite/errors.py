@@ -17,7 +17,21 @@ from spark_cdc.server_plugin.errors import ChangelogSourceError
 
 
 class CdcAnalysisException(AnalysisException):
-    """A CDC request refused on the client, before anything reaches the server."""
+    """A CDC request refused on the client, before anything reaches the server.
+
+    An ``AnalysisException``, as Spark raises for a bad query, so existing ``except``
+    clauses keep working; ``getCondition()`` and ``getMessageParameters()`` say what was
+    refused.
+
+    Examples
+    --------
+    >>> import spark_cdc
+    >>> try:
+    ...     spark_cdc.read(spark).option("startingVersion", "latest").load("/data/orders")
+    ... except spark_cdc.CdcAnalysisException as e:
+    ...     print(e.getCondition())
+    INVALID_CDC_OPTION.LATEST_IN_BATCH
+    """
 
     def __init__(self, condition: str, /, **parameters: object) -> None:
         values = {name: str(value) for name, value in parameters.items()}
