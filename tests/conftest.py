@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -138,6 +139,7 @@ def commands() -> Iterator[list[Command]]:
         if command.process.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(command.process.pid, signal.SIGKILL)
+        shutil.rmtree(command.tmp, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

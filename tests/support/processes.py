@@ -9,16 +9,20 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
 
 
 class Command:
-    """``python -m spark_cdc ...`` with its output collected line by line."""
+    """``python -m spark_cdc ...`` with its output collected line by line, and its own
+    ``TMPDIR`` (``tmp``), so that what it leaves there is its own and not another process's
+    on the same machine."""
 
     def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
         self.lines: list[str] = []
+        self.tmp = Path(tempfile.mkdtemp(prefix="cdc-command-"))
         # A token in a --remote URL (the container harness's) must never be printed.
         self.secrets = [m for a in args for m in re.findall(r";token=([^;/]+)", a)]
         self.process = subprocess.Popen(
@@ -26,7 +30,7 @@ class Command:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
-            env={**os.environ, **(env or {})},
+            env={**os.environ, "TMPDIR": str(self.tmp), **(env or {})},
             start_new_session=True,
             # As from a terminal: a runner that starts us in the background (SIGINT ignored,
             # which children inherit) must not make Ctrl-C a no-op for the command.

@@ -39,9 +39,10 @@ def alive(pids: set[int]) -> set[int]:
     return {pid for pid in pids if Path(f"/proc/{pid}").exists()}
 
 
-def leftovers() -> set[str]:
-    """The commands' temporary folders (server logs of this suite's own servers aside)."""
-    return {p for p in glob.glob("/tmp/spark-cdc-*") if "spark-cdc-server-" not in p}
+def leftovers(command: Command) -> set[str]:
+    """The temporary folders ``command`` left in its own ``TMPDIR`` (the log folder of a
+    server it started aside: kept on purpose)."""
+    return {p.name for p in command.tmp.glob("spark-cdc-*") if "spark-cdc-server-" not in p.name}
 
 
 def stop(command: Command, signum: int) -> tuple[int, float]:

@@ -28,14 +28,13 @@ def test_serve_stops_its_server_on_each_signal(name: str, commands: list[Command
 @pytest.mark.local_process
 @pytest.mark.parametrize("name", SIGNALS)
 def test_demo_with_its_own_server_stops_on_each_signal(name: str, commands: list[Command]) -> None:
-    before = leftovers()
     demo = Command("demo", "--seconds", "60")
     commands.append(demo)
     demo.wait_for("commit 1 ")
     servers = started_server(demo)
     code, _ = stop(demo, SIGNALS[name])
     assert_clean(demo, code, servers)
-    assert leftovers() <= before, "the demo's table or spool folder was left behind"
+    assert leftovers(demo) == set(), "the demo's table or spool folder was left behind"
 
 
 @pytest.mark.local_process
