@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -139,7 +138,6 @@ def commands() -> Iterator[list[Command]]:
         if command.process.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(command.process.pid, signal.SIGKILL)
-        shutil.rmtree(command.tmp, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

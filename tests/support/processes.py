@@ -22,7 +22,9 @@ class Command:
 
     def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
         self.lines: list[str] = []
-        self.tmp = Path(tempfile.mkdtemp(prefix="cdc-command-"))
+        # Removed with this object (or at exit), whether or not a fixture tracks the command.
+        self._tmp = tempfile.TemporaryDirectory(prefix="cdc-command-", ignore_cleanup_errors=True)
+        self.tmp = Path(self._tmp.name)
         # A token in a --remote URL (the container harness's) must never be printed.
         self.secrets = [m for a in args for m in re.findall(r";token=([^;/]+)", a)]
         self.process = subprocess.Popen(
