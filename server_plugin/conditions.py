@@ -6,6 +6,7 @@ raise is a name and the parameters' values, never a sentence of its own. So one 
 the same wherever it is found (the client, a plan running on the server, a source, the net
 changes operator), and a message cannot drift from its parameters. The families:
 
+- ``APPLY_CHANGES``: ``apply_changes``' parameters, feeds and targets.
 - ``INVALID_CDC_OPTION``: an option's name or value (Spark's own family for its CDC options;
   ours and the sources' options join it, so a bad option is one family everywhere).
 - ``INVALID_CHANGELOG_SCHEMA``: what a changelog declares (Spark's family).
@@ -46,6 +47,67 @@ class Condition(NamedTuple):
 _OPTION_LIST = "The options are <options>."
 
 CONDITIONS: dict[str, Condition] = {
+    "APPLY_CHANGES.APPEND_ONLY_TARGET": Condition(
+        "'<path>' is an append-only Delta table (delta.appendOnly=true), and applying changes "
+        "deletes and rewrites rows: apply them to another target, or unset delta.appendOnly."
+    ),
+    "APPLY_CHANGES.CONCURRENT_WRITE": Condition(
+        "Another writer committed to '<path>' while this batch was being applied (<problem>); "
+        "nothing of the batch was written to it. Stop the other writer (one apply_changes per "
+        "target), then restart: the batch is applied again from where it stopped."
+    ),
+    "APPLY_CHANGES.CONFLICTING_PARAMETERS": Condition(
+        "<first> and <second> cannot be given together: give one of them."
+    ),
+    "APPLY_CHANGES.DUPLICATE_SEQUENCE": Condition(
+        "Two different changes of key <key> have the same sequence <sequence>, so which one "
+        "is the later is undefined: make sequence_by unique per key and change (add a column "
+        "that breaks the tie), or remove the duplicate from the feed."
+    ),
+    "APPLY_CHANGES.INTERNAL_ERROR": Condition(
+        "Applying changes to '<path>' failed: <problem>. This is a bug in spark-cdc-connect, "
+        "not in your feed or target: please report it with this message."
+    ),
+    "APPLY_CHANGES.INVALID_PARAMETER": Condition("<parameter> <problem>: <fix>."),
+    "APPLY_CHANGES.MISSING_CHECKPOINT_LOCATION": Condition(
+        "A streaming feed is applied with a checkpoint, where the stream records its "
+        "progress: pass checkpoint_location (a folder the server can write, one per target)."
+    ),
+    "APPLY_CHANGES.NEW_COLUMNS": Condition(
+        "The feed has column(s) <columns> that '<path>' does not: pass schema_evolution=True "
+        "to add them to the target, or leave them out with except_column_list."
+    ),
+    "APPLY_CHANGES.NON_ORDERABLE_SEQUENCE": Condition(
+        "sequence_by column <column> is of type <dataType>, which has no order: sequence "
+        "changes by numbers, strings, dates, timestamps or decimals (several columns are "
+        "compared in order)."
+    ),
+    "APPLY_CHANGES.NULL_KEY": Condition(
+        "The batch has change(s) whose key is NULL (<counts>), which cannot be applied to "
+        "'<path>': filter them out of the feed or give them a key; nothing of this batch "
+        "was applied."
+    ),
+    "APPLY_CHANGES.NULL_SEQUENCE": Condition(
+        "<count> change(s) of the batch have a NULL sequence, which cannot be ordered: give "
+        "every change a sequence_by value; nothing of this batch was applied to '<path>'."
+    ),
+    "APPLY_CHANGES.RESERVED_COLUMN": Condition(
+        "The feed's column <column> has a name apply_changes writes itself: rename it, or "
+        "leave it out with except_column_list."
+    ),
+    "APPLY_CHANGES.TARGET_SCHEMA_MISMATCH": Condition(
+        "The <role> table '<path>' does not fit the feed: <problem>. Apply the feed to a new "
+        "target, or select the target's columns with column_list."
+    ),
+    "APPLY_CHANGES.UNKNOWN_COLUMN": Condition(
+        "<parameter> names column <column>, which the feed does not have; its columns are "
+        "<columns>."
+    ),
+    "APPLY_CHANGES.UNSUPPORTED_TARGET_FEATURE": Condition(
+        "'<path>' uses Delta table feature(s) <features>, which delta-rs (the writer "
+        "apply_changes uses) cannot write: apply the changes to a new target, or drop the "
+        "feature from this one."
+    ),
     "CHANGELOG_CONTRACT_VIOLATION.NULL_COMMIT_TIMESTAMP": Condition(
         "A change row has a NULL _commit_timestamp; streaming CDC post-processing needs "
         "every row's commit timestamp. Fix the source of the change feed."

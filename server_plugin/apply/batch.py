@@ -1,0 +1,141 @@
+"""Applying one batch of prepared changes to the target: the batch checked, resolved with
+the state's changes of its keys (``history``), then committed, the target first and the
+state second, each commit marked with the batch's number.
+
+Why that order is safe: a batch that reaches the target but not the state (the process
+stopped between the two commits) is found applied to the target when it runs again, so
+only the state is written then, from the same state as the first time, which the target
+commit had not changed. A batch found applied to both is skipped.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from spark_cdc.server_plugin.apply import tables
+from spark_cdc.server_plugin.apply.history import APPLIED_AT, HASH, NEW, resolve
+from spark_cdc.server_plugin.apply.spec import DELETE, END_AT, OP, START_AT, TRUNCATE, ApplySpec
+from spark_cdc.server_plugin.arrow_types import from_numpy, to_numpy
+from spark_cdc.server_plugin.errors import error
+from spark_cdc.server_plugin.row_level.arrays import array
+from spark_cdc.server_plugin.row_level.hashing import rows_hash
+
+APPLIED_AT_TYPE = pa.timestamp("us", "UTC")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one batch did, as the status row reports it."""
+
+    changes: int
+    keys: int
+    rows: int
+    skipped: bool
+
+
+def apply_batch(spec: ApplySpec, batch: pa.Table, version: int) -> Outcome:
+    """Apply ``batch`` (the client's prepared feed) as this writer's ``version``."""
+    batch = _checked(spec, batch)
+    target = tables.opened(spec.target, _target_schema(spec, batch.schema), spec, "target")
+    state = tables.opened(spec.state, _state_schema(spec, batch.schema), spec, "state")
+    target_done = tables.applied(target, spec, version)
+    if target_done and tables.applied(state, spec, version):
+        return Outcome(batch.num_rows, 0, 0, skipped=True)
+    ops = to_numpy(batch.column(OP))
+    truncating = bool((ops == TRUNCATE).any())
+    old = tables.read_state(state, spec, batch.select(list(spec.keys)), everything=truncating)
+    now = pa.scalar(int(time.time() * 1_000_000), pa.int64()).cast(APPLIED_AT_TYPE)
+    resolution = resolve(_changes(spec, batch, old), spec, now)
+    kept = resolution.kept if resolution.truncated else None
+    if not target_done:
+        tables.replace_rows(
+            target, spec.target, spec, version, resolution.replaced, resolution.rows, kept
+        )
+    if spec.scd_type == 2:
+        tables.append_rows(state, spec.state, spec, version, resolution.state)
+    elif resolution.truncated:
+        tables.overwrite_rows(state, spec.state, spec, version, resolution.state)
+    else:
+        state_keys = resolution.replaced
+        tables.replace_rows(state, spec.state, spec, version, state_keys, resolution.state)
+    if spec.tombstone_retention_ms is not None:
+        _forget_tombstones(state, spec, now)
+    return Outcome(batch.num_rows, resolution.replaced.num_rows, resolution.rows.num_rows, False)
+
+
+def _checked(spec: ApplySpec, batch: pa.Table) -> pa.Table:
+    """The batch with Delta's types, refused whole when a change has no sequence or a key
+    part is NULL (Spark's AUTO CDC refuses both), with each change's identity."""
+    batch = batch.cast(tables.delta_schema(batch.schema))
+    missing = sum(batch.column(c).null_count for c in spec.sequence)
+    if missing:
+        raise error("APPLY_CHANGES.NULL_SEQUENCE", path=spec.target, count=missing)
+    keyed = pc.not_equal(batch.column(OP), TRUNCATE)
+    nulls = {k: pc.sum(pc.and_(keyed, pc.is_null(batch.column(k)))).as_py() or 0 for k in spec.keys}
+    if any(nulls.values()):
+        counts = ", ".join(f"{k}={n}" for k, n in nulls.items() if n)
+        raise error("APPLY_CHANGES.NULL_KEY", path=spec.target, counts=counts)
+    return batch
+
+
+def _identities(spec: ApplySpec, batch: pa.Table) -> np.ndarray:
+    """A hash of what each change sets (a delete sets nothing: every delete of a key at
+    one sequence is the same change)."""
+    values = [array(batch.column(c)) for c in spec.values]
+    if not values or not batch.num_rows:
+        return np.zeros(batch.num_rows, np.int64)
+    hashed = rows_hash(values, "image").view(np.int64)
+    return np.where(to_numpy(batch.column(OP)) == DELETE, 0, hashed)
+
+
+def _changes(spec: ApplySpec, batch: pa.Table, old: pa.Table) -> pa.Table:
+    """The batch's changes and the state's in one table of the batch's columns (the
+    state lacks the values when it does not keep them)."""
+    fresh = batch.select([*spec.columns, *spec.sequence, OP])
+    fresh = fresh.append_column(HASH, from_numpy(_identities(spec, batch)))
+    fresh = fresh.append_column(NEW, pa.repeat(pa.scalar(True), batch.num_rows))
+    fresh = fresh.append_column(APPLIED_AT, pa.nulls(batch.num_rows, APPLIED_AT_TYPE))
+    columns: dict[str, Any] = {}
+    for field in fresh.schema:
+        if field.name == NEW:
+            columns[field.name] = pa.repeat(pa.scalar(False), old.num_rows)
+        elif field.name in old.column_names:
+            columns[field.name] = old.column(field.name).cast(field.type)
+        else:
+            columns[field.name] = pa.nulls(old.num_rows, field.type)
+    return pa.concat_tables([fresh, pa.table(columns, schema=fresh.schema)])
+
+
+def _target_schema(spec: ApplySpec, schema: pa.Schema) -> pa.Schema:
+    fields = [schema.field(c) for c in spec.columns]
+    if spec.scd_type == 2:
+        parts = [schema.field(c).type for c in spec.sequence]
+        if len(parts) == 1:
+            sequence = parts[0]
+        else:
+            sequence = pa.struct(list(zip(spec.sequence_names, parts, strict=True)))
+        fields += [pa.field(START_AT, sequence), pa.field(END_AT, sequence)]
+    return tables.delta_schema(pa.schema(fields))
+
+
+def _state_schema(spec: ApplySpec, schema: pa.Schema) -> pa.Schema:
+    names = spec.columns if spec.state_keeps_values else spec.keys
+    fields = [schema.field(c) for c in (*names, *spec.sequence, OP)]
+    fields += [pa.field(HASH, pa.int64()), pa.field(APPLIED_AT, APPLIED_AT_TYPE)]
+    return tables.delta_schema(pa.schema(fields))
+
+
+def _forget_tombstones(state: Any, spec: ApplySpec, now: pa.Scalar) -> None:
+    """Deletes older than the retention leave the state (a commit of their own, without
+    a marker: forgetting twice is forgetting once)."""
+    retention = spec.tombstone_retention_ms or 0
+    cutoff = now.value - retention * 1000
+    cutoff_text = pc.strftime(
+        pa.scalar(cutoff, pa.int64()).cast(APPLIED_AT_TYPE), "%Y-%m-%dT%H:%M:%S"
+    )
+    state.delete(f"`{OP}` = {DELETE} AND `{APPLIED_AT}` < '{cutoff_text.as_py()}Z'")

@@ -1,0 +1,303 @@
+"""What a target holds for each key, computed from the key's changes in sequence order: the
+one rule of both SCD types, so neither the order changes arrive in nor how a feed is split
+into batches can change a target (the model in tests/support/apply_model.py says the same in
+plain Python).
+
+A key's changes, sorted by sequence, are runs of upserts split by deletes. Inside a run,
+with ``ignore_null_updates``, a NULL keeps the value the key had just before (the last
+non-NULL value of that column in the run). Type 2 opens a version at each upsert whose
+tracked columns differ from the version before it (or that starts a run), keeps in each
+version the values of its last upsert, and closes it at the sequence of the next change of
+the key (an upsert opening a version, or a delete); type 1 keeps only the key's last
+change, present when it is an upsert. A truncate deletes every key at its sequence: every
+change at or below it is dropped.
+
+Everything is vectorized: sequences become dense integer ranks (one sort), keys exact
+group ids (``row_level.rules.group_rows``), and the runs, fills and versions numpy
+arithmetic over the sorted changes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from spark_cdc.server_plugin.apply.spec import (
+    DELETE,
+    END_AT,
+    OP,
+    START_AT,
+    TRUNCATE,
+    UPSERT,
+    ApplySpec,
+)
+from spark_cdc.server_plugin.arrow_types import from_numpy, to_numpy
+from spark_cdc.server_plugin.errors import error
+from spark_cdc.server_plugin.row_level.arrays import array, valid
+from spark_cdc.server_plugin.row_level.equality import values_equal
+from spark_cdc.server_plugin.row_level.rules import group_rows
+
+# Columns the changes carry besides the prepared feed's: an identity of the change (a hash
+# of what it sets, so a change seen twice is one change), whether it comes from the batch
+# being applied (else from the state), and when it was applied (tombstones expire by it).
+HASH = "__spark_cdc_hash"
+NEW = "__spark_cdc_new"
+APPLIED_AT = "__spark_cdc_applied_at"
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """What a batch changes. The target rows of the keys in ``replaced`` are replaced by
+    ``rows`` (their rows after the batch: type 1 the live ones, type 2 every version), and
+    the state's by ``state`` (type 2 appends them: the batch's new changes). After a new
+    truncate (``truncated``) the target keeps, besides ``rows``, only the rows of the keys
+    in ``kept`` (alive after it and unchanged), and ``state`` replaces the whole state."""
+
+    replaced: pa.Table
+    rows: pa.Table
+    state: pa.Table
+    truncated: bool
+    kept: pa.Table
+
+
+def sequence_ranks(table: pa.Table, names: tuple[str, ...]) -> np.ndarray:
+    """Each row's sequence as a dense integer rank: equal sequences rank alike, and ranks
+    order as the sequences do (their parts compared in order)."""
+    count = table.num_rows
+    if count == 0:
+        return np.zeros(0, np.int64)
+    order = pc.sort_indices(table.select(list(names)), [(n, "ascending") for n in names])
+    same = np.ones(count - 1, bool)
+    for name in names:
+        part = array(table.column(name)).take(order)
+        same &= to_numpy(pc.equal(part[1:], part[:-1]).fill_null(False))
+    dense = np.concatenate([np.zeros(1, np.int64), np.cumsum(~same)])
+    ranks = np.empty(count, np.int64)
+    ranks[to_numpy(order)] = dense
+    return ranks
+
+
+def resolve(changes: pa.Table, spec: ApplySpec, now: pa.Scalar) -> Resolution:
+    """``changes``: the batch's changes (``NEW``) and the state's of the same keys (all of
+    the state when the batch holds a truncate), the state's truncate included. ``now``
+    stamps the changes the state keeps from this batch."""
+    ranks = sequence_ranks(changes, spec.sequence)
+    op = to_numpy(changes.column(OP)).astype(np.int8)
+    new = to_numpy(changes.column(NEW))
+    truncate_rank, truncated = _truncate(ranks, op, new)
+    live = np.flatnonzero((op != TRUNCATE) & (ranks > truncate_rank))
+    order, group = _distinct_changes(changes, spec, live, ranks[live], op[live], new[live])
+    runs = _Runs(changes, spec, order, group, op[order])
+    fresh = new[order]
+    if spec.scd_type == 2:
+        changed = runs.keys_with(fresh)
+        rows, kept = runs.versions(changed), np.zeros(0, np.int64)
+        state = order[fresh]
+    else:
+        keep = runs.kept_changes()
+        changed = runs.keys_with(fresh & keep)
+        rows = runs.current(changed)
+        if truncated:  # the whole state was read: it is rewritten, the newest truncate kept
+            kept = np.flatnonzero(runs.alive & ~changed)
+            newest = np.flatnonzero((op == TRUNCATE) & (ranks == truncate_rank))[:1]
+            state = np.concatenate([order[keep], newest])
+        else:
+            kept = np.zeros(0, np.int64)
+            state = order[keep & changed[runs.key]]
+    return Resolution(
+        replaced=runs.key_table(np.flatnonzero(changed)),
+        rows=rows,
+        state=_state_rows(changes, spec, state, now),
+        truncated=truncated,
+        kept=runs.key_table(kept),
+    )
+
+
+def _truncate(ranks: np.ndarray, op: np.ndarray, new: np.ndarray) -> tuple[int, bool]:
+    """The newest truncate's rank (-1 without one), and whether the batch brings it."""
+    truncates = op == TRUNCATE
+    if not truncates.any():
+        return -1, False
+    newest = int(ranks[truncates].max())
+    old = ranks[truncates & ~new]
+    return newest, not len(old) or newest > int(old.max())
+
+
+def _distinct_changes(
+    changes: pa.Table,
+    spec: ApplySpec,
+    live: np.ndarray,
+    ranks: np.ndarray,
+    op: np.ndarray,
+    new: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The positions of the distinct changes among ``live``, sorted by key and sequence,
+    and their key groups: a change seen twice (same key, sequence, kind and values; the
+    state's copy is kept) counts once, the delete half of a changelog's update is dropped,
+    and two different changes of one key at one sequence are refused by name."""
+    if not len(live):
+        return live, live
+    keys = [array(changes.column(k)).take(from_numpy(live)) for k in spec.keys]
+    group = group_rows(keys, "key").ids
+    identity = to_numpy(changes.column(HASH)).take(live)
+    order = np.lexsort((new, identity, op, ranks, group))
+    group, ranks, op, identity = group[order], ranks[order], op[order], identity[order]
+    slot_start = np.ones(len(order), bool)
+    slot_start[1:] = (group[1:] != group[:-1]) | (ranks[1:] != ranks[:-1])
+    slot = np.cumsum(slot_start) - 1
+    keep = np.ones(len(order), bool)
+    keep[1:] = slot_start[1:] | (op[1:] != op[:-1]) | (identity[1:] != identity[:-1])
+    if spec.changelog_pairs:
+        upserts = np.bincount(slot, weights=op == UPSERT, minlength=slot[-1] + 1)
+        keep &= ~((op == DELETE) & (upserts[slot] > 0))
+    counts = np.bincount(slot[keep], minlength=slot[-1] + 1)
+    if (counts > 1).any():
+        first = order[np.flatnonzero(keep & (counts[slot] > 1))[0]]
+        _refuse_conflict(changes, spec, int(live[first]))
+    return live[order[keep]], group[keep]
+
+
+def _refuse_conflict(changes: pa.Table, spec: ApplySpec, row: int) -> None:
+    one = changes.slice(row, 1).to_pylist()[0]
+    parts = zip(spec.sequence_names, spec.sequence, strict=True)
+    raise error(
+        "APPLY_CHANGES.DUPLICATE_SEQUENCE",
+        key=", ".join(f"{k}={one[k]!r}" for k in spec.keys),
+        sequence=", ".join(f"{name}={one[c]!r}" for name, c in parts),
+    )
+
+
+class _Runs:
+    """The distinct changes of each key in sequence order (rows ``order`` of ``changes``,
+    ``group`` their keys), as runs of upserts split by deletes."""
+
+    def __init__(
+        self,
+        changes: pa.Table,
+        spec: ApplySpec,
+        order: np.ndarray,
+        group: np.ndarray,
+        op: np.ndarray,
+    ) -> None:
+        self.changes, self.spec, self.order = changes, spec, order
+        count = len(order)
+        self.positions = np.arange(count, dtype=np.int64)
+        key_start = np.ones(count, bool)
+        key_start[1:] = group[1:] != group[:-1]
+        self.key_start = key_start
+        self.key = np.cumsum(key_start) - 1  # each change's key, numbered in order
+        self.key_count = int(self.key[-1]) + 1 if count else 0
+        self.last = np.flatnonzero(np.append(key_start[1:], True)) if count else self.positions
+        self.is_upsert = op == UPSERT
+        self.alive = self.is_upsert[self.last]
+        run_start = key_start.copy()
+        run_start[1:] |= op[:-1] == DELETE
+        self.run_start = run_start
+        self.run_first = np.maximum.accumulate(np.where(run_start, self.positions, 0))
+        rows = from_numpy(order)
+        self.taken = {c: array(changes.column(c)).take(rows) for c in spec.columns}
+        self.authors: dict[str, np.ndarray] = {}
+        self.values = {c: self._filled(c) for c in spec.columns}
+
+    def _filled(self, column: str) -> pa.Array:
+        """The column's value at each change: with ``ignore_null_updates``, the last
+        non-NULL value of the run up to it (NULL when the run has none)."""
+        taken = self.taken[column]
+        if not self.spec.ignore_null_updates or column in self.spec.keys:
+            return taken
+        authored = np.where(valid(taken) & self.is_upsert, self.positions, -1)
+        author = np.maximum.accumulate(authored) if len(authored) else authored
+        author = np.where(author >= self.run_first, author, -1)
+        self.authors[column] = author
+        return _take(taken, author)
+
+    def keys_with(self, flags: np.ndarray) -> np.ndarray:
+        """Per key: whether any of its changes is flagged."""
+        return np.bincount(self.key, weights=flags, minlength=self.key_count) > 0
+
+    def key_table(self, keys: np.ndarray) -> pa.Table:
+        rows = from_numpy(self.last[keys])
+        return pa.table({k: self.taken[k].take(rows) for k in self.spec.keys})
+
+    def kept_changes(self) -> np.ndarray:
+        """Type 1: which changes the state must keep for later changes to resolve as if
+        every change were kept: each key's last change and, when it is an upsert with
+        ``ignore_null_updates``, the delete its run follows and the change that set each
+        column. The others are shadowed for good: a later change can only end the run."""
+        keep = np.zeros(len(self.order), bool)
+        keep[self.last] = True
+        if self.spec.ignore_null_updates:
+            last = self.last[self.alive]
+            first = self.run_first[last]
+            keep[first[~self.key_start[first]] - 1] = True
+            for author in self.authors.values():
+                found = author[last]
+                keep[found[found >= 0]] = True
+        return keep
+
+    def current(self, changed: np.ndarray) -> pa.Table:
+        """Type 1: the rows of the changed keys that are alive, as their last change left them."""
+        rows = from_numpy(self.last[changed & self.alive])
+        return pa.table({c: self.values[c].take(rows) for c in self.spec.columns})
+
+    def versions(self, changed: np.ndarray) -> pa.Table:
+        """Type 2: every version of the changed keys. An upsert opens a version when it
+        starts a run or changes a tracked column; the version ends at the key's next
+        change after its last upsert (NULL: it is current)."""
+        count = len(self.order)
+        same = np.zeros(count, bool)
+        if count > 1:
+            same[1:] = True
+            for column in self.spec.tracked:
+                values = self.values[column]
+                same[1:] &= values_equal(values[1:], values[:-1], "image")
+        opens = self.is_upsert & (self.run_start | ~same)
+        continues = np.zeros(count, bool)
+        continues[:-1] = self.is_upsert[1:] & ~opens[1:] & ~self.key_start[1:]
+        tails = np.flatnonzero(self.is_upsert & ~continues & changed[self.key])
+        heads = np.maximum.accumulate(np.where(opens, self.positions, 0))[tails]
+        after = tails + 1
+        ends = np.where(np.append(self.key_start[1:], True)[tails], -1, after)
+        rows = from_numpy(tails)
+        table = {c: self.values[c].take(rows) for c in self.spec.columns}
+        table[START_AT] = self._sequence(heads)
+        table[END_AT] = self._sequence(ends)
+        return pa.table(table)
+
+    def _sequence(self, positions: np.ndarray) -> pa.Array:
+        """The sequence at ``positions`` (-1: NULL), a struct of its parts when several."""
+        parts = [
+            _take(array(self.changes.column(c)).take(from_numpy(self.order)), positions)
+            for c in self.spec.sequence
+        ]
+        if len(parts) == 1:
+            return parts[0]
+        return pa.StructArray.from_arrays(
+            parts, names=list(self.spec.sequence_names), mask=from_numpy(positions < 0)
+        )
+
+
+def _take(values: pa.Array, positions: np.ndarray) -> pa.Array:
+    """``values`` at ``positions``, NULL where a position is -1."""
+    missing = positions < 0
+    if not missing.any():
+        return values.take(from_numpy(positions))
+    bits = pa.py_buffer(np.packbits(~missing, bitorder="little"))
+    indices = pa.Array.from_buffers(
+        pa.int64(), len(positions), [bits, pa.py_buffer(np.where(missing, 0, positions))]
+    )
+    return values.take(indices)
+
+
+def _state_rows(changes: pa.Table, spec: ApplySpec, rows: np.ndarray, now: pa.Scalar) -> pa.Table:
+    """The state's rows for the changes at ``rows``: what it keeps of each (the keys, the
+    values when it needs them, the sequence, the kind, the identity) and when it was
+    applied (``now`` for the batch's own)."""
+    names = list(spec.columns if spec.state_keeps_values else spec.keys)
+    names += [*spec.sequence, OP, HASH]
+    table = changes.select(names).take(from_numpy(rows))
+    new = changes.column(NEW).take(from_numpy(rows))
+    applied = pc.if_else(new, now, changes.column(APPLIED_AT).take(from_numpy(rows)))
+    return table.append_column(APPLIED_AT, applied)

@@ -1,0 +1,72 @@
+"""What one ``apply_changes`` call asks of the server, fixed on the client and shipped with
+the function that applies each batch (pickled with it), and the names of the columns the
+client's plan hands over.
+
+The client's plan reduces any feed to one shape, so the server never sees the user's
+expressions: the target's columns (keys included, in the target's order), the sequence as
+``SEQUENCE_PREFIX<i>`` columns compared in order, and ``OP`` saying what each row is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+SEQUENCE_PREFIX = "__spark_cdc_seq_"
+OP = "__spark_cdc_op"
+
+# What a row of the prepared feed is (``OP``'s values).
+UPSERT, DELETE, TRUNCATE = 0, 1, 2
+
+# Type 2's columns, after the target's own (Spark's and Databricks' names).
+START_AT, END_AT = "__START_AT", "__END_AT"
+
+
+def sequence_column(position: int) -> str:
+    return f"{SEQUENCE_PREFIX}{position}"
+
+
+@dataclass(frozen=True)
+class ApplySpec:
+    """One target and how changes land in it.
+
+    ``columns`` are the target's columns in order, ``keys`` among them; ``sequence_names``
+    the user's names of the sequence's parts (type 2's ``__START_AT``/``__END_AT`` are a
+    struct of them when there are several); ``tracked`` the columns whose change opens a
+    new type 2 version. ``changelog_pairs``: the feed is a changelog, so a delete and an
+    upsert of one key with one sequence value are the two halves of an update, not two
+    changes in conflict. ``app_id`` names the writer in the tables' idempotency markers:
+    a stream's is derived from its checkpoint location, so a restarted stream finds what
+    it already committed. ``tombstone_retention_ms``: how long a deleted key's sequence is
+    remembered (None: for ever).
+    """
+
+    target: str
+    state: str
+    keys: tuple[str, ...]
+    columns: tuple[str, ...]
+    sequence_names: tuple[str, ...]
+    scd_type: int
+    tracked: tuple[str, ...]
+    ignore_null_updates: bool
+    changelog_pairs: bool
+    schema_evolution: bool
+    app_id: str
+    tombstone_retention_ms: int | None = None
+    storage_options: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def sequence(self) -> tuple[str, ...]:
+        return tuple(sequence_column(i) for i in range(len(self.sequence_names)))
+
+    @property
+    def values(self) -> tuple[str, ...]:
+        """The columns a change sets: every target column but the keys."""
+        return tuple(c for c in self.columns if c not in self.keys)
+
+    @property
+    def state_keeps_values(self) -> bool:
+        """Whether the state keeps changes' values, not only their sequences: type 2
+        recomputes a key's history from every change, and ``ignore_null_updates`` needs
+        the change that last set each column. Type 1 otherwise needs only the winning
+        change's sequence: its values are the target row's."""
+        return self.scd_type == 2 or self.ignore_null_updates

@@ -1,0 +1,268 @@
+"""The target and the state table as delta-rs writes them: created when missing, checked
+before anything is written, and changed one commit per batch, each carrying the writer's
+idempotency marker (Delta's ``txn`` action), so a batch applied again is found and skipped.
+
+delta-rs refuses a table feature it cannot write only when it commits, after writing data
+files, and takes a time zone other than ``UTC`` for no timestamp: both are settled here
+first, so a refusal comes before any write and names the table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from spark_cdc.server_plugin.apply.spec import OP, TRUNCATE, ApplySpec
+from spark_cdc.server_plugin.delta.log import DeltaLog
+from spark_cdc.server_plugin.errors import error
+
+# Writer features delta-rs 1.x writes correctly; any other one (row tracking, in-commit
+# timestamps, domain metadata, clustering, identity columns, type widening...) it refuses.
+WRITABLE_FEATURES = frozenset(
+    {
+        "appendOnly",
+        "invariants",
+        "checkConstraints",
+        "changeDataFeed",
+        "generatedColumns",
+        "columnMapping",
+        "deletionVectors",
+        "timestampNtz",
+        "v2Checkpoint",
+        "variantType",
+        "variantType-preview",
+    }
+)
+_MARK = "__spark_cdc_key_"  # the merge source's copy of a key, on rows that delete
+_DROP = "__spark_cdc_drop"
+
+
+def delta_type(data_type: pa.DataType) -> pa.DataType:
+    """``data_type`` as Delta stores it: timestamps with a time zone in UTC (Spark hands
+    the session's zone), nested types field by field."""
+    if pa.types.is_timestamp(data_type) and data_type.tz is not None:
+        return pa.timestamp("us", "UTC")
+    if pa.types.is_struct(data_type):
+        return pa.struct([f.with_type(delta_type(f.type)) for f in data_type])
+    if pa.types.is_large_list(data_type) or pa.types.is_list(data_type):
+        return pa.list_(data_type.value_field.with_type(delta_type(data_type.value_type)))
+    if pa.types.is_map(data_type):
+        return pa.map_(delta_type(data_type.key_type), delta_type(data_type.item_type))
+    return data_type
+
+
+def delta_schema(schema: pa.Schema) -> pa.Schema:
+    """Every column nullable: a NOT NULL column makes delta-rs' schema merge fail."""
+    return pa.schema([pa.field(f.name, delta_type(f.type)) for f in schema])
+
+
+def storage(spec: ApplySpec) -> dict[str, str] | None:
+    return dict(spec.storage_options) or None
+
+
+@contextmanager
+def refusing_races(path: str) -> Iterator[None]:
+    """A commit that lost a race with another writer, refused: nothing of it was written."""
+    from deltalake.exceptions import CommitFailedError
+
+    try:
+        yield
+    except CommitFailedError as lost:
+        raise error("APPLY_CHANGES.CONCURRENT_WRITE", path=path, problem=str(lost)) from lost
+
+
+def opened(path: str, schema: pa.Schema, spec: ApplySpec, role: str) -> Any:
+    """The table at ``path``, created with ``schema`` when missing, checked against it."""
+    from deltalake import DeltaTable
+
+    options = storage(spec)
+    if not DeltaTable.is_deltatable(path, storage_options=options):
+        with refusing_races(path):
+            DeltaTable.create(path, schema, mode="ignore", storage_options=options)
+    table = DeltaTable(path, storage_options=options)
+    _check_protocol(table, path)
+    _check_schema(table, path, schema, spec, role)
+    return table
+
+
+def _check_protocol(table: Any, path: str) -> None:
+    protocol = table.protocol()
+    features = set(protocol.writer_features or ())
+    refused = sorted(features - WRITABLE_FEATURES)
+    if protocol.min_writer_version == 6 and not protocol.writer_features:
+        refused.append("identityColumns")
+    if protocol.min_writer_version > 7:
+        refused.append(f"writer version {protocol.min_writer_version}")
+    if refused:
+        raise error(
+            "APPLY_CHANGES.UNSUPPORTED_TARGET_FEATURE", path=path, features=", ".join(refused)
+        )
+    if table.metadata().configuration.get("delta.appendOnly", "false").lower() == "true":
+        raise error("APPLY_CHANGES.APPEND_ONLY_TARGET", path=path)
+
+
+def _check_schema(table: Any, path: str, schema: pa.Schema, spec: ApplySpec, role: str) -> None:
+    """The table holds exactly ``schema``'s columns, of the same Delta types; columns the
+    feed brings that the table lacks are added only with ``schema_evolution``."""
+    from deltalake import Schema
+
+    have = {f.name: f.type for f in table.schema().fields}
+    want = {f.name: f.type for f in Schema.from_arrow(schema).fields}
+    missing = [n for n in have if n not in want]
+    retyped = [
+        f"{n} ({have[n]} in the table, {want[n]} in the feed)"
+        for n in want
+        if n in have and have[n] != want[n]
+    ]
+    if missing or retyped:
+        problem = "; ".join(
+            ([f"columns not in the feed: {', '.join(missing)}"] if missing else [])
+            + ([f"columns of another type: {', '.join(retyped)}"] if retyped else [])
+        )
+        raise error("APPLY_CHANGES.TARGET_SCHEMA_MISMATCH", path=path, role=role, problem=problem)
+    added = [n for n in want if n not in have]
+    if added and not spec.schema_evolution:
+        raise error("APPLY_CHANGES.NEW_COLUMNS", path=path, columns=", ".join(added))
+
+
+def read_state(table: Any, spec: ApplySpec, keys: pa.Table, everything: bool) -> pa.Table:
+    """The state's changes of ``keys`` (a superset: each key column's values are matched
+    alone, and a change of another key resolves to no change) and its truncate; all of it
+    when ``everything``. Read with Arrow's filesystem (Parquet statistics skip row groups):
+    delta-rs' own dataset leaves a thread that aborts the process at exit."""
+    import pyarrow.dataset as pads
+
+    log = DeltaLog(spec.state, storage(spec))
+    actions = pa.RecordBatchReader.from_stream(table.get_add_actions(flatten=False)).read_all()
+    files = [log.location(f) for f in actions.column("path").to_pylist()]
+    schema = pa.schema(table.schema().to_arrow())
+    dataset = pads.dataset(files, schema=schema, format="parquet", filesystem=log.fs)
+    truncates = pc.field(OP) == TRUNCATE
+    if everything:
+        return dataset.to_table()
+    if not keys.num_rows:
+        return dataset.to_table(filter=truncates)
+    wanted = truncates
+    matched = None
+    for name in spec.keys:
+        one = pc.field(name).isin(pc.unique(keys.column(name)))
+        matched = one if matched is None else matched & one
+    return dataset.to_table(filter=wanted | matched)
+
+
+def _commit_properties(spec: ApplySpec, version: int) -> Any:
+    from deltalake import CommitProperties, Transaction
+
+    return CommitProperties(app_transactions=[Transaction(spec.app_id, version)])
+
+
+def applied(table: Any, spec: ApplySpec, version: int) -> bool:
+    """Whether this writer already committed ``version`` (its batch) to the table."""
+    done = table.transaction_version(spec.app_id)
+    return done is not None and done >= version
+
+
+def replace_rows(
+    table: Any,
+    path: str,
+    spec: ApplySpec,
+    version: int,
+    replaced: pa.Table,
+    rows: pa.Table,
+    kept: pa.Table | None = None,
+) -> None:
+    """One commit: every row of the keys in ``replaced`` deleted, ``rows`` inserted and,
+    when ``kept`` is given (a truncate), every row of a key not in ``kept`` deleted too."""
+    schema = pa.schema(table.schema().to_arrow())
+    source = _replacing_source(schema, spec.keys, replaced, rows, kept)
+    if source.num_rows or kept is not None:
+        match = " AND ".join(f"t.`{k}` = s.`{_MARK}{i}`" for i, k in enumerate(spec.keys))
+        with refusing_races(path):
+            merger = table.merge(
+                source,
+                match,
+                source_alias="s",
+                target_alias="t",
+                streamed_exec=False,  # prunes the target's files by the source's keys
+                merge_schema=spec.schema_evolution,
+                commit_properties=_commit_properties(spec, version),
+            )
+            merger = merger.when_matched_delete(predicate=f"s.`{_DROP}`")
+            merger = merger.when_not_matched_insert(
+                {f"`{c}`": f"s.`{c}`" for c in rows.column_names},
+                predicate=f"s.`{_MARK}0` IS NULL",
+            )
+            if kept is not None:
+                merger = merger.when_not_matched_by_source_delete()
+            merger.execute()
+    if not applied(table, spec, version):  # nothing changed, so nothing was committed
+        append_rows(table, path, spec, version, rows.slice(0, 0))
+
+
+def _replacing_source(
+    schema: pa.Schema,
+    keys: tuple[str, ...],
+    replaced: pa.Table,
+    rows: pa.Table,
+    kept: pa.Table | None,
+) -> pa.Table:
+    """The merge's source: a row per key to delete (its key copied to ``_MARK`` columns,
+    ``_DROP`` true), a row per key to keep (``_DROP`` false), and the rows to insert
+    (no ``_MARK``: they match nothing)."""
+    names = rows.column_names
+    types = {n: rows.schema.field(n).type for n in names}
+    types.update({f.name: f.type for f in schema if f.name in names})
+
+    def markers(of: pa.Table, drop: bool) -> pa.Table:
+        columns = {n: pa.nulls(of.num_rows, types[n]) for n in names}
+        for i, key in enumerate(keys):
+            columns[f"{_MARK}{i}"] = of.column(key).cast(types[key])
+        columns[_DROP] = pa.repeat(pa.scalar(drop), of.num_rows)
+        return pa.table(columns)
+
+    inserted = {n: rows.column(n).cast(types[n]) for n in names}
+    for i, key in enumerate(keys):
+        inserted[f"{_MARK}{i}"] = pa.nulls(rows.num_rows, types[key])
+    inserted[_DROP] = pa.nulls(rows.num_rows, pa.bool_())
+    parts = [markers(replaced, True), pa.table(inserted)]
+    if kept is not None:
+        parts.append(markers(kept, False))
+    return pa.concat_tables(parts)
+
+
+def append_rows(table: Any, path: str, spec: ApplySpec, version: int, rows: pa.Table) -> None:
+    from deltalake import write_deltalake
+
+    with refusing_races(path):
+        write_deltalake(
+            table,
+            aligned(rows, pa.schema(table.schema().to_arrow())),
+            mode="append",
+            schema_mode="merge" if spec.schema_evolution else None,
+            commit_properties=_commit_properties(spec, version),
+        )
+
+
+def aligned(rows: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``rows`` with the table's column types (and order), columns it lacks last."""
+    names = [n for n in schema.names if n in rows.column_names]
+    names += [n for n in rows.column_names if n not in schema.names]
+    fields = [schema.field(n) if n in schema.names else rows.schema.field(n) for n in names]
+    return rows.select(names).cast(pa.schema(fields))
+
+
+def overwrite_rows(table: Any, path: str, spec: ApplySpec, version: int, rows: pa.Table) -> None:
+    from deltalake import write_deltalake
+
+    schema = pa.schema(table.schema().to_arrow())
+    with refusing_races(path):
+        write_deltalake(
+            table,
+            aligned(rows, schema),
+            mode="overwrite",
+            schema_mode="merge" if spec.schema_evolution else None,
+            commit_properties=_commit_properties(spec, version),
+        )

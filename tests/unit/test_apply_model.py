@@ -1,0 +1,206 @@
+"""The server's apply step against the plain-Python model (tests/support/apply_model.py):
+random feeds (late changes, deletes, truncates, duplicates, NULL updates), applied in random
+order and random batches to real Delta tables, make the target the model makes of the whole
+feed: whole rows and the schema. Applying a batch again changes nothing."""
+
+from __future__ import annotations
+
+import itertools
+import tempfile
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from spark_cdc.server_plugin.apply.batch import apply_batch
+from spark_cdc.server_plugin.apply.spec import (
+    DELETE,
+    END_AT,
+    OP,
+    START_AT,
+    TRUNCATE,
+    UPSERT,
+    ApplySpec,
+    sequence_column,
+)
+from spark_cdc.server_plugin.errors import ChangelogSourceError
+
+from tests.support.apply_model import Change, scd1, scd2
+from tests.support.apply_targets import read_table, sorted_rows
+
+KINDS = {"upsert": UPSERT, "delete": DELETE, "truncate": TRUNCATE}
+VALUES = ("a", "b")
+
+
+def prepared(changes: list[Change]) -> pa.Table:
+    """Changes as the client's plan hands them to the server."""
+    return pa.table(
+        {
+            "id": pa.array([c.key[0] for c in changes], pa.int64()),
+            "a": pa.array([c.values.get("a") for c in changes], pa.int64()),
+            "b": pa.array([c.values.get("b") for c in changes], pa.string()),
+            sequence_column(0): pa.array([c.sequence[0] for c in changes], pa.int64()),
+            OP: pa.array([KINDS[c.kind] for c in changes], pa.int8()),
+        }
+    )
+
+
+def spec_for(folder: str, scd_type: int, **rules: Any) -> ApplySpec:
+    return ApplySpec(
+        target=f"{folder}/target",
+        state=f"{folder}/target__apply_changes_state",
+        keys=("id",),
+        columns=("id", *VALUES),
+        sequence_names=("seq",),
+        scd_type=scd_type,
+        tracked=rules.pop("tracked", VALUES),
+        ignore_null_updates=rules.pop("ignore_null_updates", False),
+        changelog_pairs=rules.pop("changelog_pairs", False),
+        schema_evolution=False,
+        app_id=rules.pop("app_id", "test-writer"),
+    )
+
+
+def expected(changes: list[Change], spec: ApplySpec) -> list[dict[str, Any]]:
+    rules = {
+        "ignore_null_updates": spec.ignore_null_updates,
+        "changelog_pairs": spec.changelog_pairs,
+    }
+    if spec.scd_type == 1:
+        rows = [{"id": k[0], **v} for k, v in scd1(changes, **rules).items()]
+    else:
+        rows = [
+            {
+                "id": k[0],
+                **v.values,
+                START_AT: v.start[0],
+                END_AT: None if v.end is None else v.end[0],
+            }
+            for k, versions in scd2(changes, list(spec.tracked), **rules).items()
+            for v in versions
+        ]
+    return sorted_rows(pa.Table.from_pylist(rows)) if rows else []
+
+
+def target_schema(spec: ApplySpec) -> list[tuple[str, pa.DataType]]:
+    fields = [("id", pa.int64()), ("a", pa.int64()), ("b", pa.string())]
+    if spec.scd_type == 2:
+        fields += [(START_AT, pa.int64()), (END_AT, pa.int64())]
+    return fields
+
+
+@st.composite
+def feeds(draw: st.DrawFn, truncates: bool) -> list[Change]:
+    """Changes of a few keys, each key's sequences distinct, some delivered twice."""
+    changes = []
+    for key in range(draw(st.integers(1, 4))):
+        sequences = draw(st.lists(st.integers(0, 15), min_size=1, max_size=6, unique=True))
+        for sequence in sequences:
+            kind = draw(st.sampled_from(["upsert", "upsert", "upsert", "delete"]))
+            values = {
+                "a": draw(st.one_of(st.none(), st.integers(0, 3))),
+                "b": draw(st.one_of(st.none(), st.sampled_from(["x", "y"]))),
+            }
+            changes.append(Change((key,), (sequence,), kind, values))
+    if truncates and draw(st.booleans()):
+        at = draw(st.one_of(st.integers(0, 15), st.sampled_from([c.sequence[0] for c in changes])))
+        changes.append(Change((None,), (at,), "truncate"))
+    duplicates = draw(st.lists(st.sampled_from(changes), max_size=3))
+    return changes + duplicates
+
+
+@st.composite
+def batches(draw: st.DrawFn, changes: list[Change]) -> list[list[Change]]:
+    """The feed in a random order, cut into 1 to 4 batches."""
+    ordered = draw(st.permutations(changes))
+    cuts = sorted(draw(st.lists(st.integers(0, len(ordered)), max_size=3)))
+    bounds = [0, *cuts, len(ordered)]
+    return [ordered[a:b] for a, b in itertools.pairwise(bounds) if b > a]
+
+
+def apply_all(spec: ApplySpec, parts: list[list[Change]]) -> list[dict[str, Any]]:
+    for version, part in enumerate(parts):
+        apply_batch(spec, prepared(part), version)
+    table = read_table(spec.target)
+    assert [(f.name, f.type) for f in table.schema] == target_schema(spec)
+    return sorted_rows(table)
+
+
+MODEL = settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+
+@MODEL
+@given(data=st.data(), scd_type=st.sampled_from([1, 2]), ignore_nulls=st.booleans())
+def test_target_equals_the_model_of_the_whole_feed(
+    data: st.DataObject, scd_type: int, ignore_nulls: bool
+) -> None:
+    changes = data.draw(feeds(truncates=scd_type == 1))
+    parts = data.draw(batches(changes))
+    tracked = data.draw(st.sampled_from([VALUES, ("a",), ("b",)]))
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(folder, scd_type, ignore_null_updates=ignore_nulls, tracked=tracked)
+        assert apply_all(spec, parts) == expected(changes, spec)
+
+
+@MODEL
+@given(data=st.data(), scd_type=st.sampled_from([1, 2]))
+def test_a_batch_applied_again_changes_nothing(data: st.DataObject, scd_type: int) -> None:
+    """Again under its own marker (a restarted stream: skipped) or under another writer's
+    (the same changes seen twice: each is one change)."""
+    changes = data.draw(feeds(truncates=False))
+    parts = data.draw(batches(changes))
+    again = data.draw(st.integers(0, len(parts) - 1))
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(folder, scd_type)
+        before = apply_all(spec, parts)
+        assert apply_batch(spec, prepared(parts[again]), again).skipped
+        other = spec_for(folder, scd_type, app_id="another-writer")
+        assert not apply_batch(other, prepared(parts[again]), 0).skipped
+        assert sorted_rows(read_table(spec.target)) == before == expected(changes, spec)
+
+
+@MODEL
+@given(data=st.data(), scd_type=st.sampled_from([1, 2]))
+def test_a_changelog_update_is_its_delete_and_insert(data: st.DataObject, scd_type: int) -> None:
+    """A feed without update detection holds an update as a delete and an insert of one
+    key at one commit version: applied as the update, in any order and batches."""
+    changes = data.draw(feeds(truncates=False))
+    halves = [Change(c.key, c.sequence, "delete") for c in changes if c.kind == "upsert"]
+    chosen = data.draw(st.lists(st.sampled_from(halves), max_size=4)) if halves else []
+    feed = changes + chosen
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(folder, scd_type, changelog_pairs=True)
+        assert apply_all(spec, data.draw(batches(feed))) == expected(feed, spec)
+
+
+@pytest.mark.parametrize("scd_type", [1, 2])
+@pytest.mark.parametrize("split", [False, True])
+def test_two_changes_of_a_key_at_one_sequence_are_refused(scd_type: int, split: bool) -> None:
+    first = Change((1,), (5,), "upsert", {"a": 1, "b": "x"})
+    second = Change((1,), (5,), "upsert", {"a": 2, "b": "x"})
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(folder, scd_type)
+        parts = [[first], [second]] if split else [[first, second]]
+        with pytest.raises(ChangelogSourceError) as refused:
+            apply_all(spec, parts)
+    assert refused.value.condition == "APPLY_CHANGES.DUPLICATE_SEQUENCE"
+    assert refused.value.parameters == {"key": "id=1", "sequence": "seq=5"}
+
+
+def test_a_late_change_before_a_delete_does_not_fill_the_nulls_after_it() -> None:
+    """With ignore_null_updates, a NULL keeps the value the key had just before: after a
+    delete, none, also when a change older than the delete arrives later."""
+    first = [
+        Change((1,), (10,), "delete"),
+        Change((1,), (20,), "upsert", {"a": None, "b": "x"}),
+    ]
+    late = [Change((1,), (5,), "upsert", {"a": 3, "b": "y"})]
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(folder, 1, ignore_null_updates=True)
+        assert apply_all(spec, [first, late]) == [{"id": 1, "a": None, "b": "x"}]
+        assert expected(first + late, spec) == [{"id": 1, "a": None, "b": "x"}]
