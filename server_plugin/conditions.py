@@ -99,6 +99,10 @@ CONDITIONS: dict[str, Condition] = {
         "The <role> table '<path>' does not fit the feed: <problem>. Apply the feed to a new "
         "target, or select the target's columns with column_list."
     ),
+    "APPLY_CHANGES.TARGET_WRITE_FAILED": Condition(
+        "Writing to '<path>' failed: <problem>. Nothing of the batch was committed: fix "
+        "what the message names (storage, permissions), then apply the changes again."
+    ),
     "APPLY_CHANGES.UNKNOWN_COLUMN": Condition(
         "<parameter> names column <column>, which the feed does not have; its columns are "
         "<columns>."

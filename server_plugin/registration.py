@@ -1,6 +1,6 @@
-"""Registering this package's data sources from a client session, for servers that do not
-have it installed: the classes travel by value, so the server needs only their imports
-(pyspark, pyarrow and, for ``delta_changelog``, deltalake)."""
+"""Shipping this package's code from a client session, for servers that do not have it
+installed: data sources and ``apply_changes``' functions travel by value, so the server
+needs only their imports (pyspark, pyarrow and deltalake)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,19 @@ import sys
 from typing import Any
 
 
+def ship_by_value() -> None:
+    """This package's functions and classes, pickled for the server, carry their code."""
+    from pyspark import cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[__package__])
+
+
 def register_by_value(spark: Any, source: type) -> None:
     """Spark 4.1+ lets a session's registration shadow an installed source; 4.0 refuses,
     and then the server's installed copy is the one used."""
-    from pyspark import cloudpickle
     from pyspark.errors import AnalysisException
 
-    cloudpickle.register_pickle_by_value(sys.modules[__package__])
+    ship_by_value()
     try:
         spark.dataSource.register(source)
     except AnalysisException as error:

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-SEQUENCE_PREFIX = "__spark_cdc_seq_"
-OP = "__spark_cdc_op"
+RESERVED_PREFIX = "__spark_cdc_"  # no feed column may start with it
+SEQUENCE_PREFIX = RESERVED_PREFIX + "seq_"
+OP = RESERVED_PREFIX + "op"
 
 # What a row of the prepared feed is (``OP``'s values).
 UPSERT, DELETE, TRUNCATE = 0, 1, 2
