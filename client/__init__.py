@@ -29,7 +29,7 @@ from spark_cdc.compat.hooks import when_imported
 from spark_cdc.server_plugin.conditions import ConditionError
 
 if TYPE_CHECKING:
-    from spark_cdc.apply_changes import AppliedChanges, apply_changes
+    from spark_cdc.apply import AppliedChanges, apply_changes
     from spark_cdc.changelog_reader import (
         ChangelogReader,
         ChangelogStreamReader,
@@ -54,8 +54,8 @@ _EXPORTS = {
     "DeduplicationMode": "spark_cdc.rewrite.options",
     "CdcAnalysisException": "spark_cdc.rewrite.errors",
     "register_delta_changelog": "spark_cdc.sources",
-    "apply_changes": "spark_cdc.apply_changes",
-    "AppliedChanges": "spark_cdc.apply_changes",
+    "apply_changes": "spark_cdc.apply",
+    "AppliedChanges": "spark_cdc.apply",
     "connect": "spark_cdc.connection",
     "ConnectionProblem": "spark_cdc.connection",
 }

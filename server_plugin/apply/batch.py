@@ -69,9 +69,14 @@ def apply_batch(spec: ApplySpec, batch: pa.Table, version: int) -> Outcome:
 
 
 def _checked(spec: ApplySpec, batch: pa.Table) -> pa.Table:
-    """The batch with Delta's types, refused whole when a change has no sequence or a key
-    part is NULL (Spark's AUTO CDC refuses both), with each change's identity."""
+    """The batch with Delta's types, refused whole when its sequence has no order (a
+    nested type: Arrow sorts none), a change has no sequence or a key part is NULL (Spark's
+    AUTO CDC refuses all three)."""
     batch = batch.cast(tables.delta_schema(batch.schema))
+    for name, part in zip(spec.sequence_names, spec.sequence, strict=True):
+        data_type = batch.schema.field(part).type
+        if pa.types.is_nested(data_type) or pa.types.is_null(data_type):
+            raise error("APPLY_CHANGES.NON_ORDERABLE_SEQUENCE", column=name, dataType=data_type)
     missing = sum(batch.column(c).null_count for c in spec.sequence)
     if missing:
         raise error("APPLY_CHANGES.NULL_SEQUENCE", path=spec.target, count=missing)

@@ -204,3 +204,12 @@ def test_a_late_change_before_a_delete_does_not_fill_the_nulls_after_it() -> Non
         spec = spec_for(folder, 1, ignore_null_updates=True)
         assert apply_all(spec, [first, late]) == [{"id": 1, "a": None, "b": "x"}]
         assert expected(first + late, spec) == [{"id": 1, "a": None, "b": "x"}]
+
+
+def test_a_sequence_without_an_order_is_refused() -> None:
+    batch = prepared([Change((1,), (5,), "upsert", {"a": 1, "b": "x"})])
+    batch = batch.set_column(3, sequence_column(0), pa.array([[5]], pa.list_(pa.int64())))
+    with tempfile.TemporaryDirectory() as folder, pytest.raises(ChangelogSourceError) as refused:
+        apply_batch(spec_for(folder, 1), batch, 0)
+    assert refused.value.condition == "APPLY_CHANGES.NON_ORDERABLE_SEQUENCE"
+    assert refused.value.parameters == {"column": "seq", "dataType": "list<item: int64>"}

@@ -34,9 +34,8 @@ from spark_cdc.server_plugin.registration import ship_by_value
 from spark_cdc.server_plugin.vocabulary import CHANGE_TYPE, METADATA_COLUMNS
 
 if TYPE_CHECKING:
-    from pyspark.sql.connect.column import Column
-    from pyspark.sql.connect.dataframe import DataFrame
-    from pyspark.sql.connect.streaming.query import StreamingQuery
+    from pyspark.sql import Column, DataFrame
+    from pyspark.sql.streaming.query import StreamingQuery
 
 STATE_SUFFIX = "__apply_changes_state"
 

@@ -1,0 +1,428 @@
+"""apply_changes on a Spark Connect server: Spark's own AUTO CDC cases (its SCD1 and SCD2
+foreachBatch handler suites, ported to this API), a Delta table's change feed followed by a
+stream into both SCD types (the target equals the model of the whole feed, across a
+restart), and the refusals, each by its condition."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+from pyspark.errors import PySparkException
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+from spark_cdc import AppliedChanges, apply_changes, read, readStream
+
+from tests.support.apply_model import Change, scd1, scd2
+from tests.support.apply_targets import read_table, sorted_rows
+
+SCHEMA = "id long, value string, seq long, is_delete boolean"
+Event = tuple[int, str | None, int, bool]
+
+
+def U(key: int, value: str, seq: int) -> Event:
+    return (key, value, seq, False)
+
+
+def D(key: int, seq: int) -> Event:
+    return (key, None, seq, True)
+
+
+def _apply_batches(
+    spark: SparkSession, target: str, batches: list[list[Event]], scd_type: int, **more: Any
+) -> list[dict[str, Any]]:
+    for events in batches:
+        feed = spark.createDataFrame(events, SCHEMA)
+        done = apply_changes(
+            feed,
+            target,
+            keys=["id"],
+            sequence_by="seq",
+            apply_as_deletes="is_delete",
+            except_column_list=["seq", "is_delete"],
+            stored_as_scd_type=scd_type,
+            **more,
+        )
+        assert isinstance(done, AppliedChanges)
+    return sorted_rows(read_table(target))
+
+
+def _versions(*rows: tuple[int, str, int, int | None]) -> list[dict[str, Any]]:
+    return sorted_rows(
+        pa.Table.from_pylist(
+            [{"id": i, "value": v, "__START_AT": s, "__END_AT": e} for i, v, s, e in rows]
+        )
+    )
+
+
+# Scd2ForeachBatchHandlerSuite's cases: batches of events -> the target's versions.
+SCD2_CASES = {
+    "late upsert closed by an earlier tombstone": (
+        [[D(1, 20)], [U(1, "x", 10)]],
+        [(1, "x", 10, 20)],
+    ),
+    "first upsert": ([[U(1, "a", 10)]], [(1, "a", 10, None)]),
+    "two upserts in a batch": (
+        [[U(1, "a", 10), U(1, "b", 20)]],
+        [(1, "a", 10, 20), (1, "b", 20, None)],
+    ),
+    "upsert then delete": ([[U(1, "a", 10), D(1, 20)]], [(1, "a", 10, 20)]),
+    "gap for a deletion": (
+        [[U(1, "a", 10), U(1, "b", 20), D(1, 30), U(1, "c", 40)]],
+        [(1, "a", 10, 20), (1, "b", 20, 30), (1, "c", 40, None)],
+    ),
+    "no change coalesces": ([[U(1, "a", 10), U(1, "a", 20)]], [(1, "a", 10, None)]),
+    "delete of an unknown key": ([[D(1, 5)]], []),
+    "update closes current": (
+        [[U(1, "a", 10)], [U(1, "b", 20)]],
+        [(1, "a", 10, 20), (1, "b", 20, None)],
+    ),
+    "delete closes current": ([[U(1, "a", 10)], [D(1, 20)]], [(1, "a", 10, 20)]),
+    "late older upsert": ([[U(1, "a", 10)], [U(1, "b", 5)]], [(1, "b", 5, 10), (1, "a", 10, None)]),
+    "late upsert inside a version": (
+        [[U(1, "a", 10), U(1, "c", 20)], [U(1, "b", 15)]],
+        [(1, "a", 10, 15), (1, "b", 15, 20), (1, "c", 20, None)],
+    ),
+    "late delete inside a version": (
+        [[U(1, "a", 10), U(1, "b", 30)], [D(1, 20)]],
+        [(1, "a", 10, 20), (1, "b", 30, None)],
+    ),
+    "two late upserts in one batch": (
+        [[U(1, "a", 1), U(1, "b", 5), U(1, "c", 10), U(1, "d", 20)], [U(1, "x", 7), U(1, "y", 15)]],
+        [
+            (1, "a", 1, 5),
+            (1, "b", 5, 7),
+            (1, "x", 7, 10),
+            (1, "c", 10, 15),
+            (1, "y", 15, 20),
+            (1, "d", 20, None),
+        ],
+    ),
+    "upsert after a held tombstone": ([[D(1, 20)], [U(1, "x", 30)]], [(1, "x", 30, None)]),
+    "batch by batch": (
+        [[U(1, "a", 10)], [U(1, "a", 20)], [U(1, "b", 30)]],
+        [(1, "a", 10, 30), (1, "b", 30, None)],
+    ),
+    "late change splits a run": (
+        [
+            [U(1, "Alice", 5), U(1, "Alice", 10), U(1, "Alice", 15)],
+            [U(1, "Charlie", 20)],
+            [U(1, "Bob", 12)],
+        ],
+        [(1, "Alice", 5, 12), (1, "Bob", 12, 15), (1, "Alice", 15, 20), (1, "Charlie", 20, None)],
+    ),
+    "identical duplicates in a batch": ([[U(1, "a", 10), U(1, "a", 10)]], [(1, "a", 10, None)]),
+    "identical duplicate in a later batch": (
+        [[U(1, "a", 10)], [U(1, "a", 10)]],
+        [(1, "a", 10, None)],
+    ),
+    "mixed keys": (
+        [[U(1, "a", 10), U(2, "p", 10)], [U(1, "b", 20), D(2, 20), U(3, "z", 20)]],
+        [(1, "a", 10, 20), (1, "b", 20, None), (2, "p", 10, 20), (3, "z", 20, None)],
+    ),
+    "several keys in a batch": (
+        [[U(1, "a", 10), U(2, "p", 10), U(1, "b", 20), U(2, "p", 20)]],
+        [(1, "a", 10, 20), (1, "b", 20, None), (2, "p", 10, None)],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SCD2_CASES))
+def test_spark_scd2_cases(spark: SparkSession, tmp_path: Path, case: str) -> None:
+    batches, versions = SCD2_CASES[case]
+    target = str(tmp_path / "target")
+    assert _apply_batches(spark, target, batches, 2) == _versions(*versions)
+
+
+# Scd1ForeachBatchHandlerSuite's cases: batches of events -> the target's rows.
+SCD1_CASES = {
+    "stale upsert after a tombstone": (
+        [[D(1, 10)], [U(1, "stale", 5), U(2, "fresh", 20)]],
+        [(2, "fresh")],
+    ),
+    "delete removes the row": ([[U(1, "old", 10)], [D(1, 20)]], []),
+    "newest upsert of a batch wins": (
+        [[U(1, "old", 10)], [U(1, "older", 15), U(1, "newer", 20)]],
+        [(1, "newer")],
+    ),
+    "six batches": (
+        [
+            [U(1, "alice", 1), U(1, "bob", 3)],
+            [U(1, "carol", 2)],
+            [U(1, "dave", 4)],
+            [D(1, 2)],
+            [D(1, 5)],
+            [U(1, "ghost", 4)],
+        ],
+        [],
+    ),
+    "later upsert replaces": ([[U(1, "alice", 1)], [U(1, "bob", 2)]], [(1, "bob")]),
+    "tombstone of an unknown key": ([[D(99, 1)], [U(99, "late", 0)]], []),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SCD1_CASES))
+def test_spark_scd1_cases(spark: SparkSession, tmp_path: Path, case: str) -> None:
+    batches, rows = SCD1_CASES[case]
+    target = str(tmp_path / "target")
+    expected = (
+        sorted_rows(pa.Table.from_pylist([{"id": i, "value": v} for i, v in rows])) if rows else []
+    )
+    assert _apply_batches(spark, target, batches, 1) == expected
+
+
+def test_untracked_columns_update_the_current_version(spark: SparkSession, tmp_path: Path) -> None:
+    """Spark's track_history_column_list cases: a change of an untracked column updates
+    the current version in place; of a tracked one opens a version."""
+    target = str(tmp_path / "target")
+    schema = "id long, name string, score long, seq long"
+    for events in (
+        [(1, "alice", 100, 10), (1, "alice", 200, 20)],
+        [(1, "alice", 300, 30)],
+        [(1, "bob", 300, 40)],
+    ):
+        apply_changes(
+            spark.createDataFrame(events, schema),
+            target,
+            keys=["id"],
+            sequence_by="seq",
+            except_column_list=["seq"],
+            stored_as_scd_type=2,
+            track_history_column_list=["name"],
+        )
+    table = read_table(target)
+    assert table.schema.names == ["id", "name", "score", "__START_AT", "__END_AT"]
+    assert sorted_rows(table) == sorted_rows(
+        pa.Table.from_pylist(
+            [
+                {"id": 1, "name": "alice", "score": 300, "__START_AT": 10, "__END_AT": 40},
+                {"id": 1, "name": "bob", "score": 300, "__START_AT": 40, "__END_AT": None},
+            ]
+        )
+    )
+
+
+def test_composite_keys_and_sequences(spark: SparkSession, tmp_path: Path) -> None:
+    """Keys of several columns are independent histories; a sequence of several columns is
+    compared in order, and type 2's bounds are a struct of it."""
+    target = str(tmp_path / "target")
+    schema = "country string, city string, pop long, major long, minor long"
+    feed = spark.createDataFrame(
+        [
+            ("US", "Springfield", 1, 1, 5),
+            ("US", "Springfield", 2, 2, 0),
+            ("CA", "Springfield", 3, 1, 9),
+        ],
+        schema,
+    )
+    apply_changes(
+        feed,
+        target,
+        keys=["country", "city"],
+        sequence_by=["major", "minor"],
+        except_column_list=["major", "minor"],
+        stored_as_scd_type=2,
+    )
+    rows = sorted_rows(read_table(target))
+    assert rows == sorted_rows(
+        pa.Table.from_pylist(
+            [
+                {
+                    "country": "CA",
+                    "city": "Springfield",
+                    "pop": 3,
+                    "__START_AT": {"major": 1, "minor": 9},
+                    "__END_AT": None,
+                },
+                {
+                    "country": "US",
+                    "city": "Springfield",
+                    "pop": 1,
+                    "__START_AT": {"major": 1, "minor": 5},
+                    "__END_AT": {"major": 2, "minor": 0},
+                },
+                {
+                    "country": "US",
+                    "city": "Springfield",
+                    "pop": 2,
+                    "__START_AT": {"major": 2, "minor": 0},
+                    "__END_AT": None,
+                },
+            ]
+        )
+    )
+
+
+def _feed_changes(spark: SparkSession, source: str) -> list[Change]:
+    """The source's whole change feed, read in batch, as the model's changes."""
+    feed = read(spark).option("rowId", "id").option("computeUpdates", True).load(source)
+    changes = []
+    for row in feed.collect():
+        kind = {"delete": "delete", "update_preimage": None}.get(row["_change_type"], "upsert")
+        if kind is not None:
+            values = {"id": row["id"], "v": row["v"]}
+            changes.append(Change((row["id"],), (row["_commit_version"],), kind, values))
+    return changes
+
+
+def _commit(source: str, step: int) -> None:
+    table = DeltaTable(source)
+    updates = pa.table({"id": [step % 5, 10 + step], "v": [f"u{step}", f"n{step}"]})
+    table.merge(
+        updates, "t.id = s.id", source_alias="s", target_alias="t"
+    ).when_matched_update_all().when_not_matched_insert_all().execute()
+    if step % 3 == 0:
+        table.delete(f"id = {(step + 2) % 5}")
+
+
+@pytest.mark.parametrize("scd_type", [1, 2])
+def test_a_stream_follows_a_delta_table_across_a_restart(
+    spark: SparkSession, tmp_path: Path, scd_type: int
+) -> None:
+    source, target = str(tmp_path / "source"), str(tmp_path / "target")
+    checkpoint = str(tmp_path / "checkpoint")
+    write_deltalake(source, pa.table({"id": list(range(5)), "v": [f"v{i}" for i in range(5)]}))
+
+    def started() -> Any:
+        reader = readStream(spark).option("rowId", "id").option("computeUpdates", True)
+        feed = reader.option("startingVersion", 0).load(source)  # what the model reads
+        return apply_changes(
+            feed,
+            target,
+            keys=["id"],
+            sequence_by="_commit_version",
+            stored_as_scd_type=scd_type,
+            checkpoint_location=checkpoint,
+        )
+
+    query = started()
+    try:
+        for step in range(1, 4):
+            _commit(source, step)
+            query.processAllAvailable()
+    finally:
+        query.stop()
+    for step in range(4, 7):  # committed while no stream runs
+        _commit(source, step)
+    query = started()
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    changes = _feed_changes(spark, source)
+    table = read_table(target)
+    if scd_type == 1:
+        model = [{"id": k[0], **v} for k, v in scd1(changes, changelog_pairs=True).items()]
+        assert table.schema.names == ["id", "v"]
+    else:
+        model = [
+            {**v.values, "__START_AT": v.start[0], "__END_AT": None if v.end is None else v.end[0]}
+            for versions in scd2(changes, ["v"], changelog_pairs=True).values()
+            for v in versions
+        ]
+        assert table.schema.names == ["id", "v", "__START_AT", "__END_AT"]
+    assert sorted_rows(table) == sorted_rows(pa.Table.from_pylist(model))
+
+
+def _condition(error: BaseException) -> str | None:
+    return error.getCondition() if isinstance(error, PySparkException) else None
+
+
+def test_two_changes_at_one_sequence_are_refused_by_name(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    target = str(tmp_path / "target")
+    with pytest.raises(PySparkException) as refused:
+        _apply_batches(spark, target, [[U(1, "a", 5), U(1, "b", 5)]], 1)
+    assert _condition(refused.value) == "APPLY_CHANGES.DUPLICATE_SEQUENCE"
+    assert "id=1" in str(refused.value) and "seq=5" in str(refused.value)
+
+
+def test_a_null_sequence_is_refused_before_anything_is_written(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    target = str(tmp_path / "target")
+    _apply_batches(spark, target, [[U(1, "a", 5)]], 1)
+    before = read_table(target)
+    feed = spark.createDataFrame([(2, "b", None, False)], SCHEMA)
+    with pytest.raises(PySparkException) as refused:
+        apply_changes(
+            feed, target, keys=["id"], sequence_by="seq", except_column_list=["seq", "is_delete"]
+        )
+    assert _condition(refused.value) == "APPLY_CHANGES.NULL_SEQUENCE"
+    assert read_table(target).equals(before)
+
+
+def test_new_columns_are_refused_unless_the_schema_evolves(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    target = str(tmp_path / "target")
+    _apply_batches(spark, target, [[U(1, "a", 5)]], 1)
+    wider = spark.createDataFrame([(2, "b", 6, False, 7)], SCHEMA + ", extra long")
+    arguments: dict[str, Any] = {
+        "keys": ["id"],
+        "sequence_by": "seq",
+        "apply_as_deletes": "is_delete",
+        "except_column_list": ["seq", "is_delete"],
+    }
+    with pytest.raises(PySparkException) as refused:
+        apply_changes(wider, target, **arguments)
+    assert _condition(refused.value) == "APPLY_CHANGES.NEW_COLUMNS"
+    apply_changes(wider, target, schema_evolution=True, **arguments)
+    assert sorted_rows(read_table(target)) == [
+        {"id": 1, "value": "a", "extra": None},
+        {"id": 2, "value": "b", "extra": 7},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "condition"),
+    [
+        ({"keys": ["nope"]}, "APPLY_CHANGES.UNKNOWN_COLUMN"),
+        ({"sequence_by": "nope"}, "APPLY_CHANGES.UNKNOWN_COLUMN"),
+        (
+            {"column_list": ["id"], "except_column_list": ["seq"]},
+            "APPLY_CHANGES.CONFLICTING_PARAMETERS",
+        ),
+        ({"stored_as_scd_type": 3}, "APPLY_CHANGES.INVALID_PARAMETER"),
+        ({"track_history_column_list": ["value"]}, "APPLY_CHANGES.INVALID_PARAMETER"),
+        (
+            {"apply_as_truncates": "false", "stored_as_scd_type": 2},
+            "APPLY_CHANGES.INVALID_PARAMETER",
+        ),
+        ({"column_list": ["value", "seq"]}, "APPLY_CHANGES.INVALID_PARAMETER"),
+        ({"keys": []}, "APPLY_CHANGES.INVALID_PARAMETER"),
+    ],
+)
+def test_parameters_are_refused_on_the_client(
+    spark: SparkSession, tmp_path: Path, arguments: dict[str, Any], condition: str
+) -> None:
+    feed = spark.createDataFrame([U(1, "a", 5)], SCHEMA)
+    given = {"keys": ["id"], "sequence_by": "seq", **arguments}
+    with pytest.raises(PySparkException) as refused:
+        apply_changes(feed, str(tmp_path / "target"), **given)
+    assert _condition(refused.value) == condition
+    assert not (tmp_path / "target").exists()
+
+
+def test_a_stream_needs_a_checkpoint_location(spark: SparkSession, tmp_path: Path) -> None:
+    source = str(tmp_path / "source")
+    write_deltalake(source, pa.table({"id": [1], "v": ["a"]}))
+    feed = readStream(spark).option("rowId", "id").load(source)
+    with pytest.raises(PySparkException) as refused:
+        apply_changes(feed, str(tmp_path / "target"), keys=["id"], sequence_by="_commit_version")
+    assert _condition(refused.value) == "APPLY_CHANGES.MISSING_CHECKPOINT_LOCATION"
+
+
+def test_a_feed_column_with_a_reserved_name_is_refused(spark: SparkSession, tmp_path: Path) -> None:
+    feed = spark.createDataFrame([U(1, "a", 5)], SCHEMA).withColumn("__START_AT", F.lit(1))
+    with pytest.raises(PySparkException) as refused:
+        apply_changes(
+            feed, str(tmp_path / "t"), keys=["id"], sequence_by="seq", stored_as_scd_type=2
+        )
+    assert _condition(refused.value) == "APPLY_CHANGES.RESERVED_COLUMN"
+    shutil.rmtree(tmp_path / "t", ignore_errors=True)
