@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -153,6 +154,14 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     (built,) = out.glob("spark_cdc_connect-*.whl")
     return built
+
+
+@pytest.fixture
+def seed() -> int:
+    """A random seed for tests that make random choices, printed so a failure replays."""
+    value = int(os.environ.get("RELIABILITY_SEED") or random.randrange(2**32))
+    print(f"reliability seed: {value} (RELIABILITY_SEED={value} replays the same choices)")
+    return value
 
 
 @pytest.fixture

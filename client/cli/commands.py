@@ -1,4 +1,4 @@
-"""What ``spark-cdc serve`` and ``spark-cdc tail`` do, and what the demo shares with
+"""What ``spark-cdc serve``, ``tail`` and ``apply`` do, and what the demo shares with
 ``tail``: a session on a given or a local server (``session``), a table's change feed
 followed to the terminal (``follow``), and the checks that refuse before any JVM starts.
 
@@ -204,3 +204,59 @@ def tail(args: argparse.Namespace) -> int:
     except (Stopped, KeyboardInterrupt):
         print("Stopped.", file=sys.stderr, flush=True)
     return 0
+
+
+def apply(args: argparse.Namespace) -> int:
+    """Follow a Delta table into a target with ``apply_changes`` until stopped, a line per
+    micro-batch applied. The checkpoint (by default beside the target) stays: running the
+    command again continues where it stopped, neither losing nor repeating a change."""
+    from spark_cdc import AppliedChanges, apply_changes, readStream, register_delta_changelog
+    from spark_cdc.cli.live_feed import finished_within
+
+    keys = [k.strip() for k in args.keys.split(",") if k.strip()]
+    options: dict[str, Any] = {"rowId": ",".join(keys), "computeUpdates": True}
+    if args.starting_version is not None:
+        options["startingVersion"] = args.starting_version
+    checkpoint = args.checkpoint or args.target.rstrip("/") + "__apply_changes_checkpoint"
+    try:
+        with session(args.remote, args.token) as spark:
+            register_delta_changelog(spark)
+            feed = readStream(spark).options(**options).load(args.source)
+            query = apply_changes(
+                feed,
+                args.target,
+                keys=keys,
+                sequence_by="_commit_version",
+                stored_as_scd_type=args.scd,
+                checkpoint_location=checkpoint,
+            )
+            assert not isinstance(query, AppliedChanges)  # a stream starts a query
+            print(
+                f"Applying the changes of {args.source} to {args.target} (SCD type "
+                f"{args.scd}, checkpoint {checkpoint}); Ctrl-C stops.",
+                file=sys.stderr,
+                flush=True,
+            )
+            try:
+                _report_batches(query)
+            finally:
+                if not finished_within(STOP_DEADLINE_S, query.stop):
+                    print("spark-cdc: the stream did not stop in time.", file=sys.stderr)
+    except (Stopped, KeyboardInterrupt):
+        print("Stopped.", file=sys.stderr, flush=True)
+    return 0
+
+
+def _report_batches(query: Any) -> None:
+    """A line per micro-batch as it completes, until the query fails or a stop signal."""
+    shown = -1
+    while True:
+        if (error := query.exception()) is not None:
+            raise error
+        for progress in query.recentProgress:
+            batch = int(progress["batchId"])
+            if batch > shown:
+                shown = batch
+                rows = int(progress.get("numInputRows", 0))
+                print(f"batch {batch}: {rows} change{'s' if rows != 1 else ''} applied", flush=True)
+        time.sleep(0.5)

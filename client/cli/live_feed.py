@@ -238,13 +238,16 @@ def render(commit: CommitChanges, columns: list[str], nets_changes: bool = False
     raw = f"{commit.raw_changes} raw change{'s' if commit.raw_changes != 1 else ''}"
     lines = [f"commit {commit.version} at {commit.timestamp}: {raw}, {taken}, {outcome}"]
     if commit.rows:
-        names = ["_change_type", *columns]
-        cells = [[_text(r[c]) for c in names] for r in commit.rows]
-        widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(names)]
-        lines.append("  " + "  ".join(c.ljust(w) for c, w in zip(names, widths, strict=True)))
-        lines += [
-            "  " + "  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) for r in cells
-        ]
+        lines.append(text_table(["_change_type", *columns], commit.rows))
+    return "\n".join(lines)
+
+
+def text_table(names: list[str], rows: list[Any]) -> str:
+    """``rows`` (mappings or Rows) as a plain text table of the columns ``names``, indented."""
+    cells = [[_text(r[c]) for c in names] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(names)]
+    lines = ["  " + "  ".join(c.ljust(w) for c, w in zip(names, widths, strict=True))]
+    lines += ["  " + "  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) for r in cells]
     return "\n".join(lines)
 
 

@@ -3,6 +3,7 @@
     spark-cdc serve [--port N] [--token-file F] a local Spark Connect server with the plugin
     spark-cdc demo [--remote URL]               the main job, end to end
     spark-cdc tail TABLE --row-id COLS [...]    follow a table's change feed until stopped
+    spark-cdc apply TABLE --target T --keys COLS [--scd 2]   apply it to a target until stopped
 
 Errors end in one sentence and a non-zero exit, never a stack trace, and never show a token.
 Every command stops the same way on Ctrl-C, SIGTERM and SIGHUP (``lifecycle``); what
@@ -210,6 +211,37 @@ def _parser() -> argparse.ArgumentParser:
     with_remote(tail)
     with_token(tail)
     tail.set_defaults(run=commands.tail)
+
+    apply = subcommands.add_parser(
+        "apply",
+        help="apply a Delta table's changes to a target table",
+        description="Follow a Delta table's change feed into a target Delta table, as a "
+        "mirror (SCD type 1) or a history (SCD type 2, with __START_AT/__END_AT), exactly "
+        "once, until stopped; run again, it continues where it stopped.",
+    )
+    apply.add_argument("source", help="the source table's path or URI, as the server sees it")
+    apply.add_argument("--target", required=True, help="the target table's path or URI")
+    apply.add_argument(
+        "--keys", required=True, metavar="COLS", help="the column(s) identifying a row"
+    )
+    apply.add_argument(
+        "--scd", type=int, choices=(1, 2), default=1, help="SCD type (default %(default)s)"
+    )
+    apply.add_argument(
+        "--checkpoint",
+        metavar="DIR",
+        help="the stream's checkpoint (default: beside the target, "
+        "TARGET__apply_changes_checkpoint)",
+    )
+    apply.add_argument(
+        "--starting-version",
+        metavar="V",
+        help="a version number or 'earliest' (default: the table as it is now, then every "
+        "later commit)",
+    )
+    with_remote(apply)
+    with_token(apply)
+    apply.set_defaults(run=commands.apply)
 
     demo = subcommands.add_parser(
         "demo",

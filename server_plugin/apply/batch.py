@@ -18,7 +18,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from spark_cdc.server_plugin.apply import tables
-from spark_cdc.server_plugin.apply.history import APPLIED_AT, HASH, NEW, resolve
+from spark_cdc.server_plugin.apply.history import (
+    ALIVE,
+    APPLIED_AT,
+    HASH,
+    NEW,
+    Resolution,
+    compacted,
+    resolve,
+)
 from spark_cdc.server_plugin.apply.spec import DELETE, END_AT, OP, START_AT, TRUNCATE, ApplySpec
 from spark_cdc.server_plugin.arrow_types import from_numpy, to_numpy
 from spark_cdc.server_plugin.errors import error
@@ -51,21 +59,36 @@ def apply_batch(spec: ApplySpec, batch: pa.Table, version: int) -> Outcome:
     old = tables.read_state(state, spec, batch.select(list(spec.keys)), everything=truncating)
     now = pa.scalar(int(time.time() * 1_000_000), pa.int64()).cast(APPLIED_AT_TYPE)
     resolution = resolve(_changes(spec, batch, old), spec, now)
-    kept = resolution.kept if resolution.truncated else None
     if not target_done:
-        tables.replace_rows(
-            target, spec.target, spec, version, resolution.replaced, resolution.rows, kept
-        )
-    if spec.scd_type == 2:
-        tables.append_rows(state, spec.state, spec, version, resolution.state)
-    elif resolution.truncated:
-        tables.overwrite_rows(state, spec.state, spec, version, resolution.state)
+        _write_target(target, spec, version, resolution)
+    if resolution.truncated:
+        tables.overwrite_rows(state, spec, version, resolution.state)
     else:
-        state_keys = resolution.replaced
-        tables.replace_rows(state, spec.state, spec, version, state_keys, resolution.state)
-    if spec.tombstone_retention_ms is not None:
-        _forget_tombstones(state, spec, now)
+        tables.append_rows(state, spec, version, resolution.state)
+    if spec.scd_type == 1 and tables.file_count(state) > spec.compact_after_files:
+        _compact(state, spec, batch, now)
     return Outcome(batch.num_rows, resolution.replaced.num_rows, resolution.rows.num_rows, False)
+
+
+def _write_target(target: Any, spec: ApplySpec, version: int, resolution: Resolution) -> None:
+    if spec.scd_type == 2:
+        tables.replace_rows(target, spec, version, resolution.replaced, resolution.rows)
+    elif resolution.truncated:
+        alive = resolution.rows.filter(resolution.rows.column(ALIVE)).drop_columns([ALIVE])
+        tables.replace_rows(target, spec, version, resolution.replaced, alive, kept=resolution.kept)
+    else:
+        tables.upsert_rows(target, spec, version, resolution.rows)
+
+
+def _compact(state: Any, spec: ApplySpec, batch: pa.Table, now: pa.Scalar) -> None:
+    """Type 1's state grows by appends; past ``compact_after_files`` files it is rewritten
+    with what it must keep, expired tombstones dropped (a commit without a marker:
+    compacting twice keeps the same changes)."""
+    whole = _changes(spec, batch.slice(0, 0), tables.read_state(state, spec, None, everything=True))
+    retention = spec.tombstone_retention_ms
+    cutoff = None if retention is None else pa.scalar(now.value - retention * 1000, pa.int64())
+    forget_before = None if cutoff is None else cutoff.cast(APPLIED_AT_TYPE)
+    tables.overwrite_rows(state, spec, None, compacted(whole, spec, now, forget_before))
 
 
 def _checked(spec: ApplySpec, batch: pa.Table) -> pa.Table:
@@ -133,14 +156,3 @@ def _state_schema(spec: ApplySpec, schema: pa.Schema) -> pa.Schema:
     fields = [schema.field(c) for c in (*names, *spec.sequence, OP)]
     fields += [pa.field(HASH, pa.int64()), pa.field(APPLIED_AT, APPLIED_AT_TYPE)]
     return tables.delta_schema(pa.schema(fields))
-
-
-def _forget_tombstones(state: Any, spec: ApplySpec, now: pa.Scalar) -> None:
-    """Deletes older than the retention leave the state (a commit of their own, without
-    a marker: forgetting twice is forgetting once)."""
-    retention = spec.tombstone_retention_ms or 0
-    cutoff = now.value - retention * 1000
-    cutoff_text = pc.strftime(
-        pa.scalar(cutoff, pa.int64()).cast(APPLIED_AT_TYPE), "%Y-%m-%dT%H:%M:%S"
-    )
-    state.delete(f"`{OP}` = {DELETE} AND `{APPLIED_AT}` < '{cutoff_text.as_py()}Z'")

@@ -49,17 +49,23 @@ APPLIED_AT = "__spark_cdc_applied_at"
 
 @dataclass(frozen=True)
 class Resolution:
-    """What a batch changes. The target rows of the keys in ``replaced`` are replaced by
-    ``rows`` (their rows after the batch: type 1 the live ones, type 2 every version), and
-    the state's by ``state`` (type 2 appends them: the batch's new changes). After a new
-    truncate (``truncated``) the target keeps, besides ``rows``, only the rows of the keys
-    in ``kept`` (alive after it and unchanged), and ``state`` replaces the whole state."""
+    """What a batch changes.
+
+    Type 2 replaces the target rows of the keys in ``replaced`` by ``rows`` (their
+    versions). Type 1 writes ``rows``, each changed key's row after the batch, ``ALIVE``
+    saying whether it is there (else it is deleted); after a new truncate (``truncated``)
+    the target keeps, besides the live ``rows``, only the rows of the keys in ``kept``
+    (alive after it and unchanged). ``state`` is appended to the state, or replaces it
+    whole when ``truncated``."""
 
     replaced: pa.Table
     rows: pa.Table
     state: pa.Table
     truncated: bool
     kept: pa.Table
+
+
+ALIVE = "__spark_cdc_alive"
 
 
 def sequence_ranks(table: pa.Table, names: tuple[str, ...]) -> np.ndarray:
@@ -87,25 +93,20 @@ def resolve(changes: pa.Table, spec: ApplySpec, now: pa.Scalar) -> Resolution:
     op = to_numpy(changes.column(OP)).astype(np.int8)
     new = to_numpy(changes.column(NEW))
     truncate_rank, truncated = _truncate(ranks, op, new)
-    live = np.flatnonzero((op != TRUNCATE) & (ranks > truncate_rank))
-    order, group = _distinct_changes(changes, spec, live, ranks[live], op[live], new[live])
-    runs = _Runs(changes, spec, order, group, op[order])
-    fresh = new[order]
+    runs = _runs(changes, spec, ranks, op, new, truncate_rank)
+    fresh = new[runs.order]
+    nothing = np.zeros(0, np.int64)
     if spec.scd_type == 2:
         changed = runs.keys_with(fresh)
-        rows, kept = runs.versions(changed), np.zeros(0, np.int64)
-        state = order[fresh]
+        rows, kept, state = runs.versions(changed), nothing, runs.order[fresh]
     else:
         keep = runs.kept_changes()
         changed = runs.keys_with(fresh & keep)
         rows = runs.current(changed)
+        kept, state = nothing, runs.order[keep & fresh]
         if truncated:  # the whole state was read: it is rewritten, the newest truncate kept
             kept = np.flatnonzero(runs.alive & ~changed)
-            newest = np.flatnonzero((op == TRUNCATE) & (ranks == truncate_rank))[:1]
-            state = np.concatenate([order[keep], newest])
-        else:
-            kept = np.zeros(0, np.int64)
-            state = order[keep & changed[runs.key]]
+            state = np.concatenate([runs.order[keep], _newest_truncate(op, ranks, truncate_rank)])
     return Resolution(
         replaced=runs.key_table(np.flatnonzero(changed)),
         rows=rows,
@@ -113,6 +114,43 @@ def resolve(changes: pa.Table, spec: ApplySpec, now: pa.Scalar) -> Resolution:
         truncated=truncated,
         kept=runs.key_table(kept),
     )
+
+
+def compacted(
+    changes: pa.Table, spec: ApplySpec, now: pa.Scalar, forget_before: pa.Scalar | None
+) -> pa.Table:
+    """Type 1: the whole state (``changes``, none ``NEW``) reduced to the changes it must
+    keep, without the keys only a delete applied before ``forget_before`` keeps (an
+    expired tombstone)."""
+    ranks = sequence_ranks(changes, spec.sequence)
+    op = to_numpy(changes.column(OP)).astype(np.int8)
+    new = np.zeros(changes.num_rows, bool)
+    truncate_rank, _ = _truncate(ranks, op, new)
+    runs = _runs(changes, spec, ranks, op, new, truncate_rank)
+    keep = runs.kept_changes()
+    if forget_before is not None and len(runs.order):
+        applied = changes.column(APPLIED_AT).take(from_numpy(runs.order[runs.last]))
+        expired = to_numpy(pc.fill_null(pc.less(applied, forget_before), False))
+        keep &= ~(~runs.alive & expired)[runs.key]
+    rows = np.concatenate([runs.order[keep], _newest_truncate(op, ranks, truncate_rank)])
+    return _state_rows(changes, spec, rows, now)
+
+
+def _runs(
+    changes: pa.Table,
+    spec: ApplySpec,
+    ranks: np.ndarray,
+    op: np.ndarray,
+    new: np.ndarray,
+    truncate_rank: int,
+) -> _Runs:
+    live = np.flatnonzero((op != TRUNCATE) & (ranks > truncate_rank))
+    order, group = _distinct_changes(changes, spec, live, ranks[live], op[live], new[live])
+    return _Runs(changes, spec, order, group, op[order])
+
+
+def _newest_truncate(op: np.ndarray, ranks: np.ndarray, truncate_rank: int) -> np.ndarray:
+    return np.flatnonzero((op == TRUNCATE) & (ranks == truncate_rank))[:1]
 
 
 def _truncate(ranks: np.ndarray, op: np.ndarray, new: np.ndarray) -> tuple[int, bool]:
@@ -238,9 +276,12 @@ class _Runs:
         return keep
 
     def current(self, changed: np.ndarray) -> pa.Table:
-        """Type 1: the rows of the changed keys that are alive, as their last change left them."""
-        rows = from_numpy(self.last[changed & self.alive])
-        return pa.table({c: self.values[c].take(rows) for c in self.spec.columns})
+        """Type 1: each changed key's row as its last change left it, and whether it is
+        there (``ALIVE``: the last change is an upsert)."""
+        rows = from_numpy(self.last[changed])
+        table = {c: self.values[c].take(rows) for c in self.spec.columns}
+        table[ALIVE] = from_numpy(self.alive[changed])
+        return pa.table(table)
 
     def versions(self, changed: np.ndarray) -> pa.Table:
         """Type 2: every version of the changed keys. An upsert opens a version when it

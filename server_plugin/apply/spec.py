@@ -54,6 +54,9 @@ class ApplySpec:
     app_id: str
     tombstone_retention_ms: int | None = None
     storage_options: tuple[tuple[str, str], ...] = ()
+    # Type 1's state is appended to; past this many files it is compacted (each key's
+    # changes rewritten to those that still decide it), so reading it stays bounded.
+    compact_after_files: int = 64
 
     @property
     def sequence(self) -> tuple[str, ...]:

@@ -15,6 +15,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from spark_cdc.server_plugin.apply.history import ALIVE
 from spark_cdc.server_plugin.apply.spec import OP, TRUNCATE, ApplySpec
 from spark_cdc.server_plugin.delta.log import DeltaLog
 from spark_cdc.server_plugin.errors import error
@@ -128,7 +129,7 @@ def _check_schema(table: Any, path: str, schema: pa.Schema, spec: ApplySpec, rol
         raise error("APPLY_CHANGES.NEW_COLUMNS", path=path, columns=", ".join(added))
 
 
-def read_state(table: Any, spec: ApplySpec, keys: pa.Table, everything: bool) -> pa.Table:
+def read_state(table: Any, spec: ApplySpec, keys: pa.Table | None, everything: bool) -> pa.Table:
     """The state's changes of ``keys`` (a superset: each key column's values are matched
     alone, and a change of another key resolves to no change) and its truncate; all of it
     when ``everything``. Read with Arrow's filesystem (Parquet statistics skip row groups):
@@ -143,7 +144,7 @@ def read_state(table: Any, spec: ApplySpec, keys: pa.Table, everything: bool) ->
     truncates = pc.field(OP) == TRUNCATE
     if everything:
         return dataset.to_table()
-    if not keys.num_rows:
+    if keys is None or not keys.num_rows:
         return dataset.to_table(filter=truncates)
     wanted = truncates
     matched = None
@@ -153,9 +154,11 @@ def read_state(table: Any, spec: ApplySpec, keys: pa.Table, everything: bool) ->
     return dataset.to_table(filter=wanted | matched)
 
 
-def _commit_properties(spec: ApplySpec, version: int) -> Any:
+def _commit_properties(spec: ApplySpec, version: int | None) -> Any:
     from deltalake import CommitProperties, Transaction
 
+    if version is None:
+        return None
     return CommitProperties(app_transactions=[Transaction(spec.app_id, version)])
 
 
@@ -165,9 +168,40 @@ def applied(table: Any, spec: ApplySpec, version: int) -> bool:
     return done is not None and done >= version
 
 
+def file_count(table: Any) -> int:
+    return len(table.file_uris())
+
+
+def upsert_rows(table: Any, spec: ApplySpec, version: int, rows: pa.Table) -> None:
+    """One commit: each key of ``rows`` updated or inserted when ``ALIVE``, else deleted."""
+    schema = pa.schema(table.schema().to_arrow())
+    match = " AND ".join(f"t.`{k}` = s.`{k}`" for k in spec.keys)
+    names = [n for n in rows.column_names if n != ALIVE]
+    values = [n for n in names if n not in spec.keys]
+    if rows.num_rows:
+        with refusing_races(table.table_uri):
+            merger = table.merge(
+                aligned(rows, schema),
+                match,
+                source_alias="s",
+                target_alias="t",
+                streamed_exec=False,  # prunes the target's files by the source's keys
+                merge_schema=spec.schema_evolution,
+                commit_properties=_commit_properties(spec, version),
+            )
+            merger = merger.when_matched_delete(predicate=f"NOT s.`{ALIVE}`")
+            if values:
+                merger = merger.when_matched_update({f"`{c}`": f"s.`{c}`" for c in values})
+            merger = merger.when_not_matched_insert(
+                {f"`{c}`": f"s.`{c}`" for c in names}, predicate=f"s.`{ALIVE}`"
+            )
+            merger.execute()
+    if not applied(table, spec, version):  # nothing changed, so nothing was committed
+        append_rows(table, spec, version, rows.slice(0, 0).drop_columns([ALIVE]))
+
+
 def replace_rows(
     table: Any,
-    path: str,
     spec: ApplySpec,
     version: int,
     replaced: pa.Table,
@@ -180,7 +214,7 @@ def replace_rows(
     source = _replacing_source(schema, spec.keys, replaced, rows, kept)
     if source.num_rows or kept is not None:
         match = " AND ".join(f"t.`{k}` = s.`{_MARK}{i}`" for i, k in enumerate(spec.keys))
-        with refusing_races(path):
+        with refusing_races(table.table_uri):
             merger = table.merge(
                 source,
                 match,
@@ -199,7 +233,7 @@ def replace_rows(
                 merger = merger.when_not_matched_by_source_delete()
             merger.execute()
     if not applied(table, spec, version):  # nothing changed, so nothing was committed
-        append_rows(table, path, spec, version, rows.slice(0, 0))
+        append_rows(table, spec, version, rows.slice(0, 0))
 
 
 def _replacing_source(
@@ -233,10 +267,11 @@ def _replacing_source(
     return pa.concat_tables(parts)
 
 
-def append_rows(table: Any, path: str, spec: ApplySpec, version: int, rows: pa.Table) -> None:
+def append_rows(table: Any, spec: ApplySpec, version: int, rows: pa.Table) -> None:
+    """One commit (even of no rows: it carries the marker)."""
     from deltalake import write_deltalake
 
-    with refusing_races(path):
+    with refusing_races(table.table_uri):
         write_deltalake(
             table,
             aligned(rows, pa.schema(table.schema().to_arrow())),
@@ -254,11 +289,11 @@ def aligned(rows: pa.Table, schema: pa.Schema) -> pa.Table:
     return rows.select(names).cast(pa.schema(fields))
 
 
-def overwrite_rows(table: Any, path: str, spec: ApplySpec, version: int, rows: pa.Table) -> None:
+def overwrite_rows(table: Any, spec: ApplySpec, version: int | None, rows: pa.Table) -> None:
     from deltalake import write_deltalake
 
     schema = pa.schema(table.schema().to_arrow())
-    with refusing_races(path):
+    with refusing_races(table.table_uri):
         write_deltalake(
             table,
             aligned(rows, schema),

@@ -6,19 +6,21 @@ restart), and the refusals, each by its condition."""
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
+from deltalake.exceptions import TableNotFoundError
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
-from spark_cdc import AppliedChanges, apply_changes, read, readStream
+from spark_cdc import AppliedChanges, apply_changes, readStream
 
-from tests.support.apply_model import Change, scd1, scd2
-from tests.support.apply_targets import read_table, sorted_rows
+from tests.support.apply_targets import feed_changes, model_rows, read_table, sorted_rows
+from tests.support.processes import Command
 
 SCHEMA = "id long, value string, seq long, is_delete boolean"
 Event = tuple[int, str | None, int, bool]
@@ -257,18 +259,6 @@ def test_composite_keys_and_sequences(spark: SparkSession, tmp_path: Path) -> No
     )
 
 
-def _feed_changes(spark: SparkSession, source: str) -> list[Change]:
-    """The source's whole change feed, read in batch, as the model's changes."""
-    feed = read(spark).option("rowId", "id").option("computeUpdates", True).load(source)
-    changes = []
-    for row in feed.collect():
-        kind = {"delete": "delete", "update_preimage": None}.get(row["_change_type"], "upsert")
-        if kind is not None:
-            values = {"id": row["id"], "v": row["v"]}
-            changes.append(Change((row["id"],), (row["_commit_version"],), kind, values))
-    return changes
-
-
 def _commit(source: str, step: int) -> None:
     table = DeltaTable(source)
     updates = pa.table({"id": [step % 5, 10 + step], "v": [f"u{step}", f"n{step}"]})
@@ -313,19 +303,48 @@ def test_a_stream_follows_a_delta_table_across_a_restart(
         query.processAllAvailable()
     finally:
         query.stop()
-    changes = _feed_changes(spark, source)
     table = read_table(target)
-    if scd_type == 1:
-        model = [{"id": k[0], **v} for k, v in scd1(changes, changelog_pairs=True).items()]
-        assert table.schema.names == ["id", "v"]
-    else:
-        model = [
-            {**v.values, "__START_AT": v.start[0], "__END_AT": None if v.end is None else v.end[0]}
-            for versions in scd2(changes, ["v"], changelog_pairs=True).values()
-            for v in versions
-        ]
-        assert table.schema.names == ["id", "v", "__START_AT", "__END_AT"]
-    assert sorted_rows(table) == sorted_rows(pa.Table.from_pylist(model))
+    names = ["id", "v"] if scd_type == 1 else ["id", "v", "__START_AT", "__END_AT"]
+    assert table.schema.names == names
+    assert sorted_rows(table) == model_rows(feed_changes(spark, source), scd_type)
+
+
+def _until_equal(read: Any, expected: list[dict[str, Any]], command: Command) -> None:
+    deadline = time.monotonic() + 180
+    while True:
+        try:
+            if read() == expected:
+                return
+        except TableNotFoundError:  # not created yet
+            pass
+        assert time.monotonic() < deadline, command.output
+        assert command.process.poll() is None, command.output
+        time.sleep(0.5)
+
+
+@pytest.mark.parametrize("scd_type", [1, 2])
+def test_the_command_line_follows_a_table_into_a_target(
+    spark: SparkSession, spark_remote: str, tmp_path: Path, scd_type: int
+) -> None:
+    """``spark-cdc apply`` until Ctrl-C, twice: the second run continues where the first
+    stopped (its checkpoint beside the target), and the target is the model of the feed."""
+    source, target = str(tmp_path / "source"), str(tmp_path / "target")
+    write_deltalake(source, pa.table({"id": list(range(5)), "v": [f"v{i}" for i in range(5)]}))
+    arguments = ["apply", source, "--target", target, "--keys", "id", "--scd", str(scd_type)]
+    for run, steps in enumerate([range(1, 3), range(3, 6)]):
+        start = ["--starting-version", "0"] if run == 0 else []
+        command = Command(*arguments, *start, "--remote", spark_remote)
+        try:
+            command.wait_for("batch 0:" if run == 0 else "Applying")
+            for step in steps:
+                _commit(source, step)
+            expected = model_rows(feed_changes(spark, source), scd_type)
+            _until_equal(lambda: sorted_rows(read_table(target)), expected, command)
+        finally:
+            code = command.interrupt()
+        assert code == 0, command.output
+        assert "Stopped." in command.output and "Traceback" not in command.output
+    assert Path(target + "__apply_changes_checkpoint").is_dir()
 
 
 def _condition(error: BaseException) -> str | None:

@@ -28,7 +28,6 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -46,18 +45,11 @@ from spark_cdc.stream_guard import DEFAULT_STATE_STORE, STATE_STORE_PROVIDER
 
 from tests.support.delta_tables import apply_changes, latest_version, snapshot
 from tests.support.feeds import as_tuples, collect_rows, model_post_process
-from tests.support.harness import Server, dedicated_server
+from tests.support.harness import dedicated_session
 from tests.support.writer import TableWriter
 
 PROCESSED = {"rowId": "id", "computeUpdates": True}
 CHANGE_TYPES = {"insert", "delete", "update_preimage", "update_postimage"}
-
-
-@pytest.fixture
-def seed() -> int:
-    value = int(os.environ.get("RELIABILITY_SEED") or random.randrange(2**32))
-    print(f"reliability seed: {value} (RELIABILITY_SEED={value} replays the same choices)")
-    return value
 
 
 @pytest.fixture
@@ -288,23 +280,6 @@ def test_stream_stopped_at_random_points_loses_and_duplicates_nothing(
 # ----------------------------------------------------------------------------------------
 
 
-@contextmanager
-def _dedicated_server(tmp_path: Path, name: str) -> Iterator[tuple[Server, SparkSession]]:
-    """A server of our own (a container when the harness runs one) and a session on it,
-    both always ended. A session whose server is gone is dropped without ReleaseSession:
-    pyspark retries an unreachable server for minutes, and there is nothing left to
-    release."""
-    session: SparkSession | None = None
-    with dedicated_server(tmp_path, name) as server:
-        try:
-            session = SparkSession.builder.remote(server.url).create()
-            yield server, session
-        finally:
-            if session is not None:
-                session.release_session_on_close = server.alive()
-                session.stop()
-
-
 def _wait_until_in_flight(
     stream: Supervised, checkpoint: str, out: str, committed: int, timeout: float = 300
 ) -> None:
@@ -339,7 +314,7 @@ def test_server_killed_mid_batch_resumes_on_a_new_server_without_loss_or_duplica
     kill_points: list[str] = []
     with TableWriter(path, seed, pause=(0.1, 0.5)) as writer:
         for life in range(kills):
-            with _dedicated_server(tmp_path, f"server-{life}") as (server, session):
+            with dedicated_session(tmp_path, f"server-{life}") as (server, session):
                 stream = _stream(session, path, maxFilesPerTrigger=rng.choice([1, 2, 4]))
                 before = _batch_log(checkpoint, out)
                 supervised = Supervised(lambda df=stream: _start(df, out, checkpoint))
@@ -348,7 +323,7 @@ def test_server_killed_mid_batch_resumes_on_a_new_server_without_loss_or_duplica
                 server.kill()  # SIGKILL: the process group, or the container's PID 1
                 assert not server.alive()
                 kill_points.append(_stop_point(before, _batch_log(checkpoint, out)))
-        with _dedicated_server(tmp_path, "server-last") as (server, session):
+        with dedicated_session(tmp_path, "server-last") as (server, session):
             last = Supervised(lambda: _start(_stream(session, path), out, checkpoint))
             writer.wait_for_commits(writer.stats.commits + 5)  # commits after the restart too
             writer.stop()

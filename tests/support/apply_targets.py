@@ -1,6 +1,7 @@
-"""Reading what ``apply_changes`` wrote, as delta-rs' query engine reads it (deletion vectors
-and column mapping applied; its pyarrow dataset can abort the process at exit), with
-Arrow's plain types (the engine answers strings as string views)."""
+"""What ``apply_changes`` wrote, read as delta-rs' query engine reads it (deletion vectors
+and column mapping applied; its pyarrow dataset can abort the process at exit) with Arrow's
+plain types (the engine answers strings as string views), and what it should have written:
+the model (tests/support/apply_model.py) of a Delta table's whole change feed."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from typing import Any
 
 import pyarrow as pa
 from deltalake import DeltaTable, QueryBuilder
+
+from tests.support.apply_model import Change, scd1, scd2
 
 
 def _plain(data_type: pa.DataType) -> pa.DataType:
@@ -29,3 +32,34 @@ def read_table(path: str) -> pa.Table:
 def sorted_rows(table: pa.Table) -> list[dict[str, Any]]:
     """Whole rows in one order: by every column's text (NULLs first)."""
     return sorted(table.to_pylist(), key=lambda r: [(v is not None, str(v)) for v in r.values()])
+
+
+def feed_changes(spark: Any, source: str, row_id: str = "id") -> list[Change]:
+    """The source's whole change feed from version 0, read in batch with update detection,
+    as the model's changes (sequenced by commit version; preimages are not changes)."""
+    from spark_cdc import read
+
+    feed = read(spark).option("rowId", row_id).option("computeUpdates", True).load(source)
+    changes = []
+    for row in feed.collect():
+        kind = row["_change_type"]
+        if kind == "update_preimage":
+            continue
+        values = {k: v for k, v in row.asDict().items() if not k.startswith("_")}
+        kind = "delete" if kind == "delete" else "upsert"
+        changes.append(Change((row[row_id],), (row["_commit_version"],), kind, values))
+    return changes
+
+
+def model_rows(changes: list[Change], scd_type: int) -> list[dict[str, Any]]:
+    """The target the model makes of a changelog's changes (every column tracked)."""
+    if scd_type == 1:
+        rows = list(scd1(changes, changelog_pairs=True).values())
+    else:
+        tracked = sorted({c for change in changes for c in change.values})
+        rows = [
+            {**v.values, "__START_AT": v.start[0], "__END_AT": None if v.end is None else v.end[0]}
+            for versions in scd2(changes, tracked, changelog_pairs=True).values()
+            for v in versions
+        ]
+    return sorted_rows(pa.Table.from_pylist(rows)) if rows else []

@@ -120,3 +120,21 @@ def dedicated_server(tmp_path: Path, name: str) -> Iterator[Server]:
         yield server
     finally:
         server.stop()
+
+
+@contextmanager
+def dedicated_session(tmp_path: Path, name: str) -> Iterator[tuple[Server, Any]]:
+    """A server of our own (``dedicated_server``) and a session on it, both always ended.
+    A session whose server is gone is dropped without ReleaseSession: pyspark retries an
+    unreachable server for minutes, and there is nothing left to release."""
+    from pyspark.sql import SparkSession
+
+    session: Any = None
+    with dedicated_server(tmp_path, name) as server:
+        try:
+            session = SparkSession.builder.remote(server.url).create()
+            yield server, session
+        finally:
+            if session is not None:
+                session.release_session_on_close = server.alive()
+                session.stop()

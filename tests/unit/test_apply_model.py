@@ -5,6 +5,7 @@ feed: whole rows and the schema. Applying a batch again changes nothing."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import tempfile
 from typing import Any
@@ -59,6 +60,7 @@ def spec_for(folder: str, scd_type: int, **rules: Any) -> ApplySpec:
         changelog_pairs=rules.pop("changelog_pairs", False),
         schema_evolution=False,
         app_id=rules.pop("app_id", "test-writer"),
+        compact_after_files=rules.pop("compact_after_files", 64),
     )
 
 
@@ -139,11 +141,19 @@ MODEL = settings(
 def test_target_equals_the_model_of_the_whole_feed(
     data: st.DataObject, scd_type: int, ignore_nulls: bool
 ) -> None:
+    """Type 1's state compacted after every batch, or never."""
     changes = data.draw(feeds(truncates=scd_type == 1))
     parts = data.draw(batches(changes))
     tracked = data.draw(st.sampled_from([VALUES, ("a",), ("b",)]))
+    compact = data.draw(st.sampled_from([1, 64]))
     with tempfile.TemporaryDirectory() as folder:
-        spec = spec_for(folder, scd_type, ignore_null_updates=ignore_nulls, tracked=tracked)
+        spec = spec_for(
+            folder,
+            scd_type,
+            ignore_null_updates=ignore_nulls,
+            tracked=tracked,
+            compact_after_files=compact,
+        )
         assert apply_all(spec, parts) == expected(changes, spec)
 
 
@@ -213,3 +223,40 @@ def test_a_sequence_without_an_order_is_refused() -> None:
         apply_batch(spec_for(folder, 1), batch, 0)
     assert refused.value.condition == "APPLY_CHANGES.NON_ORDERABLE_SEQUENCE"
     assert refused.value.parameters == {"column": "seq", "dataType": "list<item: int64>"}
+
+
+@pytest.mark.parametrize("retention_ms", [None, 0])
+def test_tombstones_are_forgotten_after_their_retention(retention_ms: int | None) -> None:
+    """A deleted key's sequence is remembered (a change older than the delete arriving
+    later is ignored) until the state is compacted past the retention; then that late
+    change is applied, as the documentation says."""
+    feed = [[Change((1,), (5,), "upsert", {"a": 1, "b": "x"}), Change((1,), (9,), "delete")]]
+    late = [[Change((1,), (7,), "upsert", {"a": 2, "b": "late"})]]
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(folder, 1, compact_after_files=1)
+        spec = dataclasses.replace(spec, tombstone_retention_ms=retention_ms)
+        got = apply_all(spec, [*feed, [Change((2,), (1,), "upsert", {"a": 0, "b": "y"})]])
+        assert got == [{"id": 2, "a": 0, "b": "y"}]
+        for version, part in enumerate(late, start=2):
+            apply_batch(spec, prepared(part), version)
+        rows = sorted_rows(read_table(spec.target))
+    forgotten = [{"id": 1, "a": 2, "b": "late"}] if retention_ms == 0 else []
+    assert rows == [*forgotten, {"id": 2, "a": 0, "b": "y"}]
+
+
+@pytest.mark.parametrize("compact", [1, 64])
+def test_a_truncate_outlives_compaction(compact: int) -> None:
+    """A truncate deletes every key at its sequence, also for changes below it that
+    arrive after the state was compacted."""
+    parts = [
+        [Change((1,), (2,), "upsert", {"a": 1, "b": "x"})],
+        [Change((None,), (5,), "truncate"), Change((2,), (6,), "upsert", {"a": 2, "b": "y"})],
+        [Change((3,), (7,), "upsert", {"a": 3, "b": "z"})],  # a second file: compacted
+        [Change((4,), (4,), "upsert", {"a": 4, "b": "w"})],
+    ]
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(folder, 1, compact_after_files=compact)
+        assert apply_all(spec, parts) == [
+            {"id": 2, "a": 2, "b": "y"},
+            {"id": 3, "a": 3, "b": "z"},
+        ]

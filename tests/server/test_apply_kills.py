@@ -1,0 +1,80 @@
+"""apply_changes when the server dies: kill -9 of the server (the container, when the harness
+runs one) while the stream applies micro-batches and a writer keeps committing to the
+source, then a new server resumes from the same checkpoint. The target must equal the model
+of the source's whole change feed: no change lost, none applied twice, whatever the kill
+interrupted (a micro-batch's read, its target commit, the state commit after it)."""
+
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from deltalake import DeltaTable
+from deltalake.exceptions import TableNotFoundError
+from pyspark.sql import SparkSession
+from spark_cdc import apply_changes, readStream
+
+from tests.support.apply_targets import feed_changes, model_rows, read_table, sorted_rows
+from tests.support.harness import dedicated_session
+from tests.support.writer import TableWriter
+
+
+def _started(session: Any, source: str, target: str, checkpoint: str, scd_type: int) -> Any:
+    reader = readStream(session).option("rowId", "id").option("computeUpdates", True)
+    feed = reader.option("startingVersion", 0).option("maxFilesPerTrigger", 2).load(source)
+    return apply_changes(
+        feed,
+        target,
+        keys=["id"],
+        sequence_by="_commit_version",
+        stored_as_scd_type=scd_type,
+        checkpoint_location=checkpoint,
+    )
+
+
+def _state_version(target: str) -> int:
+    try:
+        return int(DeltaTable(target + "__apply_changes_state").version())
+    except TableNotFoundError:
+        return -1
+
+
+def _wait_for_applied_batch(query: Any, target: str, timeout: float = 300) -> None:
+    """Until one more batch reached the state table (read from storage: the server is
+    never asked anything at the moment it is killed)."""
+    before, deadline = _state_version(target), time.monotonic() + timeout
+    while _state_version(target) <= before:
+        assert time.monotonic() < deadline, f"no batch applied within {timeout:.0f}s"
+        if not query.isActive:
+            raise AssertionError(f"the stream stopped: {query.exception()}")
+        time.sleep(0.05)
+
+
+@pytest.mark.timeout(1800)  # server starts, on a machine that may be shared
+@pytest.mark.filterwarnings("ignore:StreamingQueryListenerBus Handler thread:UserWarning")
+@pytest.mark.parametrize("scd_type", [1, 2])
+def test_killed_servers_neither_lose_nor_repeat_a_change(
+    spark: SparkSession, tmp_path: Path, long_run: bool, seed: int, scd_type: int
+) -> None:
+    rng = random.Random(seed)
+    source, target, checkpoint = (str(tmp_path / n) for n in ("orders", "mirror", "cp"))
+    kills = 3 if long_run else 1
+    with TableWriter(source, seed, pause=(0.1, 0.4)) as writer:
+        for life in range(kills):
+            with dedicated_session(tmp_path, f"server-{life}") as (server, session):
+                query = _started(session, source, target, checkpoint, scd_type)
+                _wait_for_applied_batch(query, target)
+                time.sleep(rng.uniform(0.0, 1.0))  # in a batch, or between two
+                server.kill()  # SIGKILL: the process group, or the container's PID 1
+                assert not server.alive()
+        with dedicated_session(tmp_path, "server-last") as (server, session):
+            query = _started(session, source, target, checkpoint, scd_type)
+            writer.wait_for_commits(writer.stats.commits + 3)  # commits after the restart too
+            writer.stop()
+            query.processAllAvailable()
+            query.stop()
+    print(f"writer: {writer.stats}; state version: {_state_version(target)}")
+    assert sorted_rows(read_table(target)) == model_rows(feed_changes(spark, source), scd_type)
