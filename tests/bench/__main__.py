@@ -34,6 +34,7 @@ BENCHMARKS = (
     "engines",
     "worker_memory",
     "net_changes",
+    "apply",
 )
 
 # The server settings the benchmarks run with, recorded with the results (docs/benchmarks.md,

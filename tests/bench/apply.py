@@ -1,0 +1,342 @@
+"""``apply_changes`` against what users write today, on the same changes into the same target.
+
+The target: ``TARGET_ROWS`` rows (10M; 100k with ``--quick``), five columns. A micro-batch of
+N changes (10k, 100k, 1M; 1k and 10k with ``--quick``) over random keys: 90% updates of
+existing keys, 5% deletes, 5% new keys, each with a sequence number. The changes are one
+Parquet file, read as a stream with ``availableNow`` (one micro-batch), into:
+
+- ours: ``apply_changes`` (type 1 or 2) into the target it built (its state beside it);
+- hand-written: a ``foreachBatch`` function that takes the batch to Arrow (``toArrow()``),
+  keeps each key's last change and runs one delta-rs MERGE, as users write it without this
+  package: type 1 with a ``_seq`` column in the target so a stale update does not win
+  (deletes are not remembered, so a later stale insert revives a key: less correct than
+  ours), type 2 the classic staged SCD2 MERGE (close the current version, insert the new;
+  changes arriving out of order are appended, not placed: less correct than ours);
+- raw: the same stream into the ``noop`` sink: what reading the changes costs.
+
+Each run starts from a fresh copy of its side's target (the copy is not timed). The figure
+is ours ÷ hand-written in changes per second (the issue's target: at least 1.0), medians
+of interleaved repetitions; the notes give the peak resident memory of the Python worker
+that applied the batch (ours), sampled from ``/proc``. A separate case measures the
+end-to-end latency of a stream following a Delta table (``processingTime`` trigger): from
+a source commit to the change being visible in the target, in trigger intervals (target: at
+most 2).
+"""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from deltalake import DeltaTable, write_deltalake
+from pyspark import cloudpickle
+from spark_cdc import apply_changes, readStream
+
+from tests.bench.common import Bench, Figure, interleaved, medians, paired_spread
+from tests.bench.worker_memory import Sampler
+
+BENCHMARK = "apply"
+TARGET_ROWS, QUICK_TARGET_ROWS = 10_000_000, 100_000
+BATCHES, QUICK_BATCHES = (10_000, 100_000, 1_000_000), (1_000, 10_000)
+STATUSES = np.array(["new", "paid", "shipped", "refunded"])
+SCHEMA = "id long, status string, amount double, region string, note string, seq long, op string"
+TRIGGER_S = 2.0
+
+cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the foreachBatch functions
+
+
+def _rows(ids: np.ndarray, seq: int | np.ndarray, rng: np.random.Generator) -> dict[str, Any]:
+    count = len(ids)
+    return {
+        "id": pa.array(ids, pa.int64()),
+        "status": pa.array(STATUSES[rng.integers(0, len(STATUSES), count)]),
+        "amount": pa.array(rng.random(count) * 100),
+        "region": pa.array(np.where(ids % 2 == 0, "north", "south")),
+        "note": pa.array(["bench"] * count, pa.string()),
+        "seq": pa.array(np.broadcast_to(seq, count), pa.int64()),
+    }
+
+
+def _changes(bench: Bench, target_rows: int, count: int) -> str:
+    """One Parquet file of ``count`` changes (built once)."""
+    folder = bench.work / f"apply_changes_{target_rows}_{count}"
+    file = folder / "changes.parquet"
+    if not file.exists():
+        rng = np.random.default_rng(count)
+        updated = rng.choice(target_rows, size=int(count * 0.95), replace=False)
+        new = np.arange(target_rows, target_rows + count - len(updated))
+        ids = np.concatenate([updated, new])
+        table = pa.table(_rows(ids, 1, rng))
+        op = np.where(np.arange(len(ids)) < int(count * 0.05), "D", "U")
+        folder.mkdir(parents=True, exist_ok=True)
+        pq.write_table(table.append_column("op", pa.array(op)), file)
+    return str(folder)
+
+
+def _feed(bench: Bench, source: str) -> Any:
+    return bench.spark.readStream.schema(SCHEMA).parquet(source)
+
+
+def _ours_base(bench: Bench, target_rows: int, scd_type: int) -> Path:
+    """The target ``apply_changes`` builds from ``target_rows`` inserts (and its state)."""
+    base = bench.work / f"apply_ours_{target_rows}_{scd_type}"
+    if not (base / "_bench_complete").exists():
+        shutil.rmtree(base, ignore_errors=True)
+        source = bench.work / f"apply_base_{target_rows}"
+        if not source.exists():
+            rng = np.random.default_rng(0)
+            table = pa.table(_rows(np.arange(target_rows), 0, rng))
+            source.mkdir(parents=True)
+            pq.write_table(
+                table.append_column("op", pa.repeat(pa.scalar("U"), target_rows)),
+                source / "base.parquet",
+            )
+        feed = bench.spark.read.schema(SCHEMA).parquet(str(source))
+        apply_changes(
+            feed,
+            str(base / "target"),
+            keys=["id"],
+            sequence_by="seq",
+            apply_as_deletes="op = 'D'",
+            except_column_list=["seq", "op"],
+            stored_as_scd_type=scd_type,
+            state_location=str(base / "state"),
+        )
+        (base / "_bench_complete").touch()
+    return base
+
+
+def _hand_base(bench: Bench, target_rows: int, scd_type: int) -> Path:
+    base = bench.work / f"apply_hand_{target_rows}_{scd_type}"
+    if not (base / "_bench_complete").exists():
+        shutil.rmtree(base, ignore_errors=True)
+        rng = np.random.default_rng(0)
+        columns = _rows(np.arange(target_rows), 0, rng)
+        if scd_type == 1:
+            columns["_seq"] = columns.pop("seq")
+        else:
+            columns["__START_AT"] = columns.pop("seq")
+            columns["__END_AT"] = pa.nulls(target_rows, pa.int64())
+        write_deltalake(str(base / "target"), pa.table(columns))
+        (base / "_bench_complete").touch()
+    return base
+
+
+def _fresh(base: Path, run: Path) -> Path:
+    shutil.rmtree(run, ignore_errors=True)
+    shutil.copytree(base, run)
+    return run
+
+
+def hand_written(target: str, scd_type: int) -> Any:
+    """The ``foreachBatch`` function users write today (see the module docstring)."""
+
+    def merge_batch(batch: Any, batch_id: int) -> None:
+        import numpy as np
+        import pyarrow as pa
+        from deltalake import DeltaTable
+
+        changes = batch.toArrow()
+        order = np.lexsort((-changes.column("seq").to_numpy(), changes.column("id").to_numpy()))
+        changes = changes.take(pa.array(order))
+        ids = changes.column("id").to_numpy()
+        first = np.ones(len(ids), bool)
+        first[1:] = ids[1:] != ids[:-1]
+        changes = changes.filter(pa.array(first))  # each key's last change
+        values = ["status", "amount", "region", "note"]
+        table = DeltaTable(target)
+        if scd_type == 1:
+            (
+                table.merge(
+                    changes, "t.id = s.id", source_alias="s", target_alias="t", streamed_exec=False
+                )
+                .when_matched_delete(predicate="s.op = 'D' AND s.seq > t._seq")
+                .when_matched_update(
+                    {**{c: f"s.{c}" for c in values}, "_seq": "s.seq"}, predicate="s.seq > t._seq"
+                )
+                .when_not_matched_insert(
+                    {"id": "s.id", **{c: f"s.{c}" for c in values}, "_seq": "s.seq"},
+                    predicate="s.op <> 'D'",
+                )
+                .execute()
+            )
+            return
+        keyed = changes.append_column("mk", changes.column("id"))
+        unkeyed = changes.filter(pa.compute.not_equal(changes.column("op"), "D"))
+        unkeyed = unkeyed.append_column("mk", pa.nulls(unkeyed.num_rows, pa.int64()))
+        staged = pa.concat_tables([keyed, unkeyed])
+        (
+            table.merge(
+                staged,
+                "t.id = s.mk AND t.__END_AT IS NULL",
+                source_alias="s",
+                target_alias="t",
+                streamed_exec=False,
+            )
+            .when_matched_update({"__END_AT": "s.seq"})
+            .when_not_matched_insert(
+                {
+                    "id": "s.id",
+                    **{c: f"s.{c}" for c in values},
+                    "__START_AT": "s.seq",
+                    "__END_AT": "NULL",
+                },
+                predicate="s.mk IS NULL",
+            )
+            .execute()
+        )
+
+    return merge_batch
+
+
+def _timed(start: Any) -> float:
+    began = time.perf_counter()
+    query = start()
+    query.awaitTermination()
+    if query.exception() is not None:
+        raise query.exception()
+    return time.perf_counter() - began
+
+
+def run(bench: Bench) -> list[Figure]:
+    target_rows = QUICK_TARGET_ROWS if bench.quick else TARGET_ROWS
+    figures = []
+    for scd_type in (1, 2):
+        bases = (_ours_base(bench, target_rows, scd_type), _hand_base(bench, target_rows, scd_type))
+        for count in QUICK_BATCHES if bench.quick else BATCHES:
+            figures.append(_case(bench, scd_type, count, target_rows, *bases))
+    figures.append(_latency(bench))
+    return figures
+
+
+def _case(
+    bench: Bench, scd_type: int, count: int, target_rows: int, ours_base: Path, hand_base: Path
+) -> Figure:
+    source = _changes(bench, target_rows, count)
+    runs = bench.work / "apply_runs"
+    peaks: list[float] = []
+
+    def ours() -> float:
+        run = _fresh(ours_base, runs / "ours")
+
+        def start() -> Any:
+            return apply_changes(
+                _feed(bench, source),
+                str(run / "target"),
+                keys=["id"],
+                sequence_by="seq",
+                apply_as_deletes="op = 'D'",
+                except_column_list=["seq", "op"],
+                stored_as_scd_type=scd_type,
+                state_location=str(run / "state"),
+                checkpoint_location=str(run / "checkpoint"),
+                trigger={"availableNow": True},
+            )
+
+        if bench.server_pid is None:
+            return count / _timed(start)
+        with Sampler(bench.server_pid) as sampler:
+            rate = count / _timed(start)
+        peaks.append(sampler.peak_kb / 1024)
+        return rate
+
+    def hand() -> float:
+        run = _fresh(hand_base, runs / "hand")
+        merge = hand_written(str(run / "target"), scd_type)
+        writer = _feed(bench, source).writeStream.foreachBatch(merge)
+        writer = writer.option("checkpointLocation", str(run / "checkpoint"))
+        return count / _timed(lambda: writer.trigger(availableNow=True).start())
+
+    def raw() -> float:
+        checkpoint = runs / "raw-checkpoint"
+        shutil.rmtree(checkpoint, ignore_errors=True)
+        writer = _feed(bench, source).writeStream.format("noop")
+        writer = writer.option("checkpointLocation", str(checkpoint))
+        return count / _timed(lambda: writer.trigger(availableNow=True).start())
+
+    samples = interleaved({"ours": ours, "hand-written": hand, "raw read": raw}, bench.reps)
+    shutil.rmtree(runs, ignore_errors=True)
+    rates = medians(samples)
+    ratio = rates["ours"] / rates["hand-written"]
+    return Figure(
+        BENCHMARK,
+        f"type {scd_type}, {count:,} changes into {target_rows:,} rows",
+        "ours/hand-written (changes/s)",
+        round(ratio, 3),
+        target="≥ 1.0",
+        met=ratio >= 1.0,
+        medians={k: round(v) for k, v in rates.items()},
+        samples={k: [round(x) for x in v] for k, v in samples.items()},
+        spread=paired_spread(samples["ours"], samples["hand-written"]),
+        notes=(
+            f"changes/s: ours {rates['ours']:,.0f}, hand-written {rates['hand-written']:,.0f}, "
+            f"raw read {rates['raw read']:,.0f}; peak worker memory (ours) "
+            f"{max(peaks, default=0):,.0f} MB"
+        ),
+    )
+
+
+def _latency(bench: Bench) -> Figure:
+    """Seconds from a source commit to its change visible in the target, over the
+    trigger interval."""
+    folder = bench.work / "apply_latency"
+    shutil.rmtree(folder, ignore_errors=True)
+    source, target = str(folder / "source"), str(folder / "target")
+    rng = np.random.default_rng(1)
+    columns = _rows(np.arange(100), 0, rng)
+    columns.pop("seq")
+    write_deltalake(source, pa.table(columns))
+    feed = readStream(bench.spark).option("rowId", "id").load(source)
+    query = apply_changes(
+        feed,
+        target,
+        keys=["id"],
+        sequence_by="_commit_version",
+        checkpoint_location=str(folder / "checkpoint"),
+        trigger={"processingTime": f"{TRIGGER_S} seconds"},
+    )
+    latencies = []
+    try:
+        while not Path(target).exists() or DeltaTable(target).version() < 1:
+            time.sleep(0.2)
+        for step in range(3 if bench.quick else 8):
+            key = 1000 + step
+            added = _rows(np.array([key]), 0, rng)
+            added.pop("seq")
+            time.sleep(rng.uniform(0, TRIGGER_S))
+            write_deltalake(source, pa.table(added), mode="append")
+            committed = time.perf_counter()
+            while True:
+                table = DeltaTable(target)
+                if any(key in a.to_pylist() for a in _ids(table)):
+                    break
+                time.sleep(0.05)
+            latencies.append(time.perf_counter() - committed)
+    finally:
+        query.stop()
+    median = statistics.median(latencies)
+    return Figure(
+        BENCHMARK,
+        f"end-to-end latency, trigger {TRIGGER_S:.0f} s",
+        "commit to visible in the target (trigger intervals)",
+        round(median / TRIGGER_S, 3),
+        target="≤ 2",
+        met=median / TRIGGER_S <= 2,
+        medians={"seconds": round(median, 3)},
+        samples={"seconds": [round(x, 3) for x in latencies]},
+        notes=f"median {median:.2f} s over {len(latencies)} commits",
+    )
+
+
+def _ids(table: DeltaTable) -> list[Any]:
+    from deltalake import QueryBuilder
+
+    reader = QueryBuilder().register("t", table).execute("select id from t")
+    return [pa.RecordBatchReader.from_stream(reader).read_all().column("id")]
