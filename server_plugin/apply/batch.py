@@ -67,7 +67,15 @@ def apply_batch(spec: ApplySpec, batch: pa.Table, version: int) -> Outcome:
         tables.append_rows(state, spec, version, resolution.state)
     if spec.scd_type == 1 and tables.file_count(state) > spec.compact_after_files:
         _compact(state, spec, batch, now)
-    return Outcome(batch.num_rows, resolution.replaced.num_rows, resolution.rows.num_rows, False)
+    return Outcome(batch.num_rows, resolution.replaced.num_rows, _written(resolution), False)
+
+
+def _written(resolution: Resolution) -> int:
+    """The rows the target got (type 1's rows of deleted keys are not rows)."""
+    rows = resolution.rows
+    if ALIVE not in rows.column_names:
+        return rows.num_rows
+    return int(pc.sum(rows.column(ALIVE)).as_py() or 0)
 
 
 def _write_target(target: Any, spec: ApplySpec, version: int, resolution: Resolution) -> None:

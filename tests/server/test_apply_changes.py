@@ -445,3 +445,30 @@ def test_a_feed_column_with_a_reserved_name_is_refused(spark: SparkSession, tmp_
         )
     assert _condition(refused.value) == "APPLY_CHANGES.RESERVED_COLUMN"
     shutil.rmtree(tmp_path / "t", ignore_errors=True)
+
+
+def test_truncates_and_null_updates_from_a_users_own_feed(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """A feed of the user's own (Debezium-like op codes, a two-part sequence):
+    ``apply_as_truncates`` deletes every key at its sequence, ``ignore_null_updates`` keeps
+    the value a key had before a NULL."""
+    target = str(tmp_path / "target")
+    schema = "id long, name string, city string, ts long, lsn long, op string"
+    batches = [
+        [(1, "ann", "oslo", 1, 0, "c"), (2, "bob", "rome", 1, 1, "c")],
+        [(1, None, "bern", 2, 0, "u"), (None, None, None, 3, 0, "t"), (3, "cy", None, 3, 1, "c")],
+        [(3, None, "kiev", 4, 0, "u"), (2, "bob", "late", 2, 5, "u")],
+    ]
+    for events in batches:
+        apply_changes(
+            spark.createDataFrame(events, schema),
+            target,
+            keys=["id"],
+            sequence_by=["ts", "lsn"],
+            apply_as_deletes="op = 'd'",
+            apply_as_truncates=F.col("op") == "t",
+            except_column_list=["ts", "lsn", "op"],
+            ignore_null_updates=True,
+        )
+    assert sorted_rows(read_table(target)) == [{"id": 3, "name": "cy", "city": "kiev"}]

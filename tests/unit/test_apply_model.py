@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 import tempfile
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pytest
+from deltalake import DeltaTable, write_deltalake
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from spark_cdc.server_plugin.apply.batch import apply_batch
@@ -260,3 +263,86 @@ def test_a_truncate_outlives_compaction(compact: int) -> None:
             {"id": 2, "a": 2, "b": "y"},
             {"id": 3, "a": 3, "b": "z"},
         ]
+
+
+def _hand_written_table(path: Path, writer_features: list[str]) -> None:
+    """A Delta table with ``writer_features``, its log written by hand (delta-rs cannot
+    create them), schema ``id long, a long, b string``."""
+    schema = {
+        "type": "struct",
+        "fields": [
+            {"name": n, "type": t, "nullable": True, "metadata": {}}
+            for n, t in (("id", "long"), ("a", "long"), ("b", "string"))
+        ],
+    }
+    actions = [
+        {
+            "protocol": {
+                "minReaderVersion": 3,
+                "minWriterVersion": 7,
+                "readerFeatures": [],
+                "writerFeatures": writer_features,
+            }
+        },
+        {
+            "metaData": {
+                "id": "bench-0000",
+                "format": {"provider": "parquet", "options": {}},
+                "schemaString": json.dumps(schema),
+                "partitionColumns": [],
+                "configuration": {},
+                "createdTime": 0,
+            }
+        },
+    ]
+    (path / "_delta_log").mkdir(parents=True)
+    text = "\n".join(json.dumps(a) for a in actions) + "\n"
+    (path / "_delta_log" / f"{0:020d}.json").write_text(text)
+
+
+def _refusal(spec: ApplySpec) -> ChangelogSourceError:
+    with pytest.raises(ChangelogSourceError) as refused:
+        apply_batch(spec, prepared([Change((1,), (5,), "upsert", {"a": 1, "b": "x"})]), 0)
+    return refused.value
+
+
+def test_a_target_with_features_delta_rs_cannot_write_is_refused_before_writing() -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(folder, 1)
+        _hand_written_table(Path(spec.target), ["rowTracking", "domainMetadata", "appendOnly"])
+        refused = _refusal(spec)
+        assert sorted(p.name for p in (Path(spec.target) / "_delta_log").iterdir()) == [
+            f"{0:020d}.json"
+        ]
+    assert refused.condition == "APPLY_CHANGES.UNSUPPORTED_TARGET_FEATURE"
+    assert refused.parameters["features"] == "domainMetadata, rowTracking"
+
+
+@pytest.mark.parametrize(
+    ("columns", "problem"),
+    [
+        ({"id": pa.int64(), "a": pa.string(), "b": pa.string()}, "columns of another type: a"),
+        (
+            {"id": pa.int64(), "a": pa.int64(), "b": pa.string(), "c": pa.int32()},
+            "not in the feed: c",
+        ),
+    ],
+)
+def test_a_target_that_does_not_fit_the_feed_is_refused(
+    columns: dict[str, pa.DataType], problem: str
+) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(folder, 1)
+        write_deltalake(spec.target, pa.schema(list(columns.items())).empty_table())
+        refused = _refusal(spec)
+        assert DeltaTable(spec.target).version() == 0
+    assert refused.condition == "APPLY_CHANGES.TARGET_SCHEMA_MISMATCH"
+    assert problem in refused.parameters["problem"]
+
+
+def test_an_append_only_target_is_refused() -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(folder, 1)
+        empty = pa.schema([("id", pa.int64()), ("a", pa.int64()), ("b", pa.string())]).empty_table()
+        write_deltalake(spec.target, empty, configuration={"delta.appendOnly": "true"})
+        assert _refusal(spec).condition == "APPLY_CHANGES.APPEND_ONLY_TARGET"
