@@ -88,13 +88,7 @@ def _results() -> dict:
 def _figures() -> list:
     from tests.bench.common import Figure
 
-    figures = []
-    for data in _results()["figures"]:
-        data = dict(data)
-        if data.get("spread") is not None:
-            data["spread"] = tuple(data["spread"])
-        figures.append(Figure(**data))
-    return figures
+    return [Figure.from_json(data) for data in _results()["figures"]]
 
 
 def bench_figures() -> str:

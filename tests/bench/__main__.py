@@ -95,6 +95,8 @@ def main(argv: list[str] | None = None) -> int:
             spark.stop()
         server.stop()
 
+    kept = _earlier_figures(args.out / "results.json", names, args.quick)
+    figures = kept + figures
     results = {
         "machine": describe_machine(),
         "server_conf": conf,
@@ -102,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         "reps": 1 if args.quick else args.reps,
         "seconds": round(time.time() - started, 1),
         "figures": [f.as_json() for f in figures],
+        "kept_from_earlier_runs": sorted({f.benchmark for f in kept}),
     }
     (args.out / "results.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
     args.chart.parent.mkdir(parents=True, exist_ok=True)
@@ -109,6 +112,19 @@ def main(argv: list[str] | None = None) -> int:
     print(table(figures))
     print(f"wrote {args.out / 'results.json'} and {args.chart}")
     return 0
+
+
+def _earlier_figures(path: Path, names: list[str], quick: bool) -> list[Figure]:
+    """A run of some benchmarks (``--only``) keeps the other benchmarks' figures of the last
+    run of the same kind (quick or not): each figure is a ratio of sides run together, so
+    figures of different runs stand side by side."""
+    if not path.exists():
+        return []
+    earlier = json.loads(path.read_text())
+    if bool(earlier.get("quick")) != quick:
+        return []
+    figures = [Figure.from_json(data) for data in earlier.get("figures", [])]
+    return [f for f in figures if f.benchmark not in names]
 
 
 if __name__ == "__main__":

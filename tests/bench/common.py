@@ -50,6 +50,13 @@ class Figure:
     def as_json(self) -> dict[str, Any]:
         return self.__dict__.copy()
 
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Figure:
+        fields = dict(data)
+        if fields.get("spread") is not None:
+            fields["spread"] = tuple(fields["spread"])
+        return cls(**fields)
+
 
 def paired_spread(over: list[float], under: list[float]) -> tuple[float, float]:
     """The run-to-run spread of ``median(over) / median(under)``: the lowest and highest
