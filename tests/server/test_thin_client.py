@@ -20,6 +20,7 @@ from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import SparkSession
 from spark_cdc import ChangelogReader
 
+from tests.support.apply_targets import feed_changes, model_rows, read_table, sorted_rows
 from tests.support.delta_tables import rows
 
 THIN_CLIENT = "pyspark-client>=4.0,<5"
@@ -149,3 +150,30 @@ def test_a_thin_client_cannot_start_a_server_and_says_why(thin: Path) -> None:
     assert command.returncode == 1
     assert "needs full PySpark" in command.stderr and "--remote" in command.stderr
     assert len(command.stderr.splitlines()) == 1, command.stderr
+
+
+def test_a_thin_client_applies_changes(
+    thin: Path, spark: SparkSession, spark_remote: str, tmp_path: Path
+) -> None:
+    """``apply_changes`` from a client with no deltalake and no Spark jars: the server
+    applies, with delta-rs."""
+    path, target = str(tmp_path / "orders"), str(tmp_path / "history")
+    write_deltalake(path, rows(range(4)))
+    DeltaTable(path).update({"amount": "-1.0"}, predicate="id = 2")
+    DeltaTable(path).delete("id = 3")
+    done = python(
+        thin,
+        f"""
+        from spark_cdc import apply_changes, connect, read
+        spark = connect({spark_remote!r})
+        feed = read(spark).option("rowId", "id").option("startingVersion", 0).load({path!r})
+        print(apply_changes(feed, {target!r}, keys=["id"], sequence_by="_commit_version",
+                            stored_as_scd_type=2))
+        spark.stop()
+        """,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "deltalake" not in installed(thin)
+    assert done.stdout.startswith("AppliedChanges("), done.stdout
+    changes = feed_changes(spark, path)
+    assert sorted_rows(read_table(target)) == model_rows(changes, 2)
