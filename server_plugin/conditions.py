@@ -51,6 +51,11 @@ CONDITIONS: dict[str, Condition] = {
         "'<path>' is an append-only Delta table (delta.appendOnly=true), and applying changes "
         "deletes and rewrites rows: apply them to another target, or unset delta.appendOnly."
     ),
+    "APPLY_CHANGES.CHECKPOINT_REPLACED": Condition(
+        "'<path>' holds this stream's micro-batches up to <last>, but the stream now runs "
+        "micro-batch <batch>: its checkpoint was deleted or replaced. Give the stream a new "
+        "checkpoint_location; changes applied again are each applied once."
+    ),
     "APPLY_CHANGES.CONCURRENT_WRITE": Condition(
         "Another writer committed to '<path>' while this batch was being applied (<problem>); "
         "nothing of the batch was written to it. Stop the other writer (one apply_changes per "

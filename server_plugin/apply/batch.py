@@ -51,6 +51,11 @@ def apply_batch(spec: ApplySpec, batch: pa.Table, version: int) -> Outcome:
     batch = _checked(spec, batch)
     target = tables.opened(spec.target, _target_schema(spec, batch.schema), spec, "target")
     state = tables.opened(spec.state, _state_schema(spec, batch.schema), spec, "state")
+    last = target.transaction_version(spec.app_id)
+    if last is not None and version < last:
+        # Spark runs a stream's last batch again after a restart, never an older one: the
+        # checkpoint was replaced, and its batches are not the ones the marker counts.
+        raise error("APPLY_CHANGES.CHECKPOINT_REPLACED", path=spec.target, last=last, batch=version)
     target_done = tables.applied(target, spec, version)
     if target_done and tables.applied(state, spec, version):
         return Outcome(batch.num_rows, 0, 0, skipped=True)

@@ -163,15 +163,16 @@ def test_target_equals_the_model_of_the_whole_feed(
 @MODEL
 @given(data=st.data(), scd_type=st.sampled_from([1, 2]))
 def test_a_batch_applied_again_changes_nothing(data: st.DataObject, scd_type: int) -> None:
-    """Again under its own marker (a restarted stream: skipped) or under another writer's
-    (the same changes seen twice: each is one change)."""
+    """The last batch again under its own marker (a restarted stream runs it again:
+    skipped), or any batch under another writer's (the same changes seen twice: each is
+    one change)."""
     changes = data.draw(feeds(truncates=False))
     parts = data.draw(batches(changes))
     again = data.draw(st.integers(0, len(parts) - 1))
     with tempfile.TemporaryDirectory() as folder:
         spec = spec_for(folder, scd_type)
         before = apply_all(spec, parts)
-        assert apply_batch(spec, prepared(parts[again]), again).skipped
+        assert apply_batch(spec, prepared(parts[-1]), len(parts) - 1).skipped
         other = spec_for(folder, scd_type, app_id="another-writer")
         assert not apply_batch(other, prepared(parts[again]), 0).skipped
         assert sorted_rows(read_table(spec.target)) == before == expected(changes, spec)
@@ -346,3 +347,16 @@ def test_an_append_only_target_is_refused() -> None:
         empty = pa.schema([("id", pa.int64()), ("a", pa.int64()), ("b", pa.string())]).empty_table()
         write_deltalake(spec.target, empty, configuration={"delta.appendOnly": "true"})
         assert _refusal(spec).condition == "APPLY_CHANGES.APPEND_ONLY_TARGET"
+
+
+def test_a_replaced_checkpoint_is_refused_not_skipped() -> None:
+    """A stream whose checkpoint was deleted numbers its batches from 0 again: skipping
+    them as applied would lose their changes."""
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(folder, 1)
+        for version in range(3):
+            part = [Change((version,), (version,), "upsert", {"a": version, "b": "x"})]
+            apply_batch(spec, prepared(part), version)
+        refused = _refusal(spec)  # batch 0 again
+    assert refused.condition == "APPLY_CHANGES.CHECKPOINT_REPLACED"
+    assert refused.parameters == {"path": spec.target, "last": "2", "batch": "0"}
