@@ -2,10 +2,9 @@
 type 2 (a history), exactly once, on any Spark Connect server >= 4.0.
 
 The parameters are Spark's ``create_auto_cdc_flow``'s (Spark Declarative Pipelines), so
-code moves either way. The client checks them and reduces the feed to one shape (the
-target's columns, the sequence, what each row is: ``server_plugin.apply.spec``); the server
-applies each batch in one task with delta-rs (``server_plugin.apply``), so no Delta jars are
-needed on the server.
+code moves either way. The client checks them and reduces the feed to one shape
+(``rewrite.apply_plan``); the server applies each batch in one task with delta-rs
+(``server_plugin.apply``), so no Delta jars are needed on the server.
 """
 
 from __future__ import annotations
@@ -17,21 +16,11 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from spark_cdc.rewrite.apply_plan import plan_apply
 from spark_cdc.rewrite.errors import cdc_error
 from spark_cdc.server_plugin.apply import task
-from spark_cdc.server_plugin.apply.spec import (
-    DELETE,
-    END_AT,
-    OP,
-    RESERVED_PREFIX,
-    START_AT,
-    TRUNCATE,
-    UPSERT,
-    ApplySpec,
-    sequence_column,
-)
+from spark_cdc.server_plugin.apply.spec import ApplySpec
 from spark_cdc.server_plugin.registration import ship_by_value
-from spark_cdc.server_plugin.vocabulary import CHANGE_TYPE, METADATA_COLUMNS
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -93,55 +82,32 @@ def apply_changes(
     ...     sequence_by="_commit_version", stored_as_scd_type=2,
     ...     checkpoint_location="/data/chk/orders_history")
     """
-    from pyspark.sql import functions as F
 
     scd_type = _scd_type(stored_as_scd_type)
-    schema = feed.schema
-    names = list(schema.names)
-    changelog = all(c in names for c in METADATA_COLUMNS)
-    keys = _names("keys", keys, names, required=True)
-    columns = _target_columns(names, keys, column_list, except_column_list, changelog)
-    tracked = _tracked(
-        scd_type, columns, keys, track_history_column_list, track_history_except_column_list
-    )
-    _refuse_reserved(columns, scd_type)
-    sequence, sequence_names = _sequence(sequence_by, names)
-    if apply_as_truncates is not None and scd_type == 2:
-        raise cdc_error(
-            "APPLY_CHANGES.INVALID_PARAMETER",
-            parameter="apply_as_truncates",
-            problem="applies to SCD type 1 only (a history keeps what a truncate ends)",
-            fix="leave it out, or store the target as type 1",
-        )
     if feed.isStreaming and not checkpoint_location:
         raise cdc_error("APPLY_CHANGES.MISSING_CHECKPOINT_LOCATION")
-
-    deletes = _condition(apply_as_deletes) if apply_as_deletes is not None else None
-    if deletes is None and changelog:
-        deletes = F.col(CHANGE_TYPE) == "delete"
-    op = F.lit(UPSERT)
-    if deletes is not None:
-        op = F.when(F.coalesce(deletes, F.lit(False)), F.lit(DELETE)).otherwise(op)
-    if apply_as_truncates is not None:
-        truncates = F.coalesce(_condition(apply_as_truncates), F.lit(False))
-        op = F.when(truncates, F.lit(TRUNCATE)).otherwise(op)
-    if changelog:
-        feed = feed.filter(F.col(CHANGE_TYPE) != "update_preimage")
-    prepared = feed.select(
-        *[F.col(_quoted(c)) for c in columns],
-        *[part.alias(sequence_column(i)) for i, part in enumerate(sequence)],
-        op.cast("tinyint").alias(OP),
+    plan = plan_apply(
+        feed,
+        scd_type,
+        keys,
+        sequence_by,
+        apply_as_deletes,
+        apply_as_truncates,
+        column_list,
+        except_column_list,
+        track_history_column_list,
+        track_history_except_column_list,
     )
     spec = ApplySpec(
         target=target,
         state=state_location or target.rstrip("/") + STATE_SUFFIX,
-        keys=tuple(keys),
-        columns=tuple(columns),
-        sequence_names=tuple(sequence_names),
+        keys=tuple(plan.keys),
+        columns=tuple(plan.columns),
+        sequence_names=tuple(plan.sequence_names),
         scd_type=scd_type,
-        tracked=tuple(tracked),
+        tracked=tuple(plan.tracked),
         ignore_null_updates=ignore_null_updates,
-        changelog_pairs=changelog,
+        changelog_pairs=plan.changelog,
         schema_evolution=schema_evolution,
         app_id=_writer_id(target, checkpoint_location if feed.isStreaming else None),
         tombstone_retention_ms=(
@@ -151,13 +117,13 @@ def apply_changes(
     )
     ship_by_value()
     if not feed.isStreaming:
-        rows = task.apply_once(prepared, spec, version=0)
+        rows = task.apply_once(plan.prepared, spec, version=0)
         return AppliedChanges(
             changes=sum(r["changes"] for r in rows),
             keys=sum(r["keys"] for r in rows),
             rows=sum(r["rows"] for r in rows),
         )
-    writer = prepared.writeStream.foreachBatch(task.each_micro_batch(spec))
+    writer = plan.prepared.writeStream.foreachBatch(task.each_micro_batch(spec))
     writer = writer.option("checkpointLocation", checkpoint_location)
     if trigger:
         writer = writer.trigger(**trigger)
@@ -175,127 +141,6 @@ def _scd_type(value: int | str) -> int:
             fix="pass 1 (a mirror) or 2 (a history)",
         )
     return int(value)
-
-
-def _names(parameter: str, given: Any, names: list[str], required: bool = False) -> list[str]:
-    """Column names of the feed: a list of strings, each a column of it."""
-    if isinstance(given, str) or not all(isinstance(n, str) for n in given or ()):
-        raise cdc_error(
-            "APPLY_CHANGES.INVALID_PARAMETER",
-            parameter=parameter,
-            problem=f"is {given!r}",
-            fix="pass a list of column names",
-        )
-    chosen = list(given or ())
-    if required and not chosen:
-        raise cdc_error(
-            "APPLY_CHANGES.INVALID_PARAMETER",
-            parameter=parameter,
-            problem="is empty",
-            fix="name at least one column",
-        )
-    for name in chosen:
-        if name not in names:
-            raise cdc_error(
-                "APPLY_CHANGES.UNKNOWN_COLUMN",
-                parameter=parameter,
-                column=name,
-                columns=", ".join(names),
-            )
-    return chosen
-
-
-def _either(first: str, first_value: Any, second: str, second_value: Any) -> None:
-    """Spark's rule: one of a pair of lists, an empty list counting as none."""
-    if first_value and second_value:
-        raise cdc_error("APPLY_CHANGES.CONFLICTING_PARAMETERS", first=first, second=second)
-
-
-def _target_columns(
-    names: list[str],
-    keys: list[str],
-    column_list: Sequence[str] | None,
-    except_column_list: Sequence[str] | None,
-    changelog: bool,
-) -> list[str]:
-    """The target's columns, in the feed's order (as Spark keeps them)."""
-    _either("column_list", column_list, "except_column_list", except_column_list)
-    if column_list:
-        chosen = set(_names("column_list", column_list, names))
-        columns = [n for n in names if n in chosen]
-    else:
-        left_out = set(_names("except_column_list", except_column_list, names))
-        if changelog:
-            left_out |= set(METADATA_COLUMNS)
-        columns = [n for n in names if n not in left_out]
-    for key in keys:
-        if key not in columns:
-            raise cdc_error(
-                "APPLY_CHANGES.INVALID_PARAMETER",
-                parameter="column_list" if column_list else "except_column_list",
-                problem=f"leaves out key column {key}",
-                fix="keep every key in the target",
-            )
-    return columns
-
-
-def _tracked(
-    scd_type: int,
-    columns: list[str],
-    keys: list[str],
-    only: Sequence[str] | None,
-    other_than: Sequence[str] | None,
-) -> list[str]:
-    """Type 2: the columns whose change opens a version (by default all but the keys)."""
-    _either("track_history_column_list", only, "track_history_except_column_list", other_than)
-    if (only or other_than) and scd_type != 2:
-        raise cdc_error(
-            "APPLY_CHANGES.INVALID_PARAMETER",
-            parameter="track_history_column_list" if only else "track_history_except_column_list",
-            problem="applies to SCD type 2 only",
-            fix="pass stored_as_scd_type=2, or leave it out",
-        )
-    values = [c for c in columns if c not in keys]
-    if only:
-        chosen = set(_names("track_history_column_list", only, values))
-        return [c for c in values if c in chosen]
-    left_out = set(_names("track_history_except_column_list", other_than, values))
-    return [c for c in values if c not in left_out]
-
-
-def _refuse_reserved(columns: list[str], scd_type: int) -> None:
-    for name in columns:
-        if name.startswith(RESERVED_PREFIX) or (scd_type == 2 and name in (START_AT, END_AT)):
-            raise cdc_error("APPLY_CHANGES.RESERVED_COLUMN", column=name)
-
-
-def _sequence(sequence_by: Any, names: list[str]) -> tuple[list[Any], list[str]]:
-    """The sequence's parts as Columns, and their names (for type 2's struct)."""
-    from pyspark.sql import functions as F
-
-    if isinstance(sequence_by, str):
-        sequence_by = [sequence_by]
-    if isinstance(sequence_by, (list, tuple)):
-        parts = _names("sequence_by", sequence_by, names, required=True)
-        return [F.col(_quoted(p)) for p in parts], parts
-    if hasattr(sequence_by, "alias"):  # a Column
-        return [sequence_by], ["sequence"]
-    raise cdc_error(
-        "APPLY_CHANGES.INVALID_PARAMETER",
-        parameter="sequence_by",
-        problem=f"is {sequence_by!r}",
-        fix="pass a column name, a list of them, or a Column",
-    )
-
-
-def _condition(value: str | Column) -> Column:
-    from pyspark.sql import functions as F
-
-    return F.expr(value) if isinstance(value, str) else value
-
-
-def _quoted(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 def _writer_id(target: str, checkpoint_location: str | None) -> str:
