@@ -102,6 +102,8 @@ def resolve(changes: pa.Table, spec: ApplySpec, now: pa.Scalar) -> Resolution:
     else:
         keep = runs.kept_changes()
         changed = runs.keys_with(fresh & keep)
+        if truncated and spec.ignore_null_updates:
+            changed[:] = True  # the values a truncate dropped may have filled later NULLs
         rows = runs.current(changed)
         kept, state = nothing, runs.order[keep & fresh]
         if truncated:  # the whole state was read: it is rewritten, the newest truncate kept
@@ -145,8 +147,16 @@ def _runs(
     truncate_rank: int,
 ) -> _Runs:
     live = np.flatnonzero((op != TRUNCATE) & (ranks > truncate_rank))
-    order, group = _distinct_changes(changes, spec, live, ranks[live], op[live], new[live])
-    return _Runs(changes, spec, order, group, op[order])
+    order, group, slot, conflicts = _distinct_changes(
+        changes, spec, live, ranks[live], op[live], new[live]
+    )
+    runs = _Runs(changes, spec, order, group, op[order])
+    if conflicts.any():
+        deciding = runs.deciding(slot, conflicts) if spec.scd_type == 1 else conflicts
+        if deciding.any():
+            first = int(np.flatnonzero(deciding[slot])[0])
+            _refuse_conflict(changes, spec, int(order[first]))
+    return runs
 
 
 def _newest_truncate(op: np.ndarray, ranks: np.ndarray, truncate_rank: int) -> np.ndarray:
@@ -170,13 +180,14 @@ def _distinct_changes(
     ranks: np.ndarray,
     op: np.ndarray,
     new: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray]:
-    """The positions of the distinct changes among ``live``, sorted by key and sequence,
-    and their key groups: a change seen twice (same key, sequence, kind and values; the
-    state's copy is kept) counts once, the delete half of a changelog's update is dropped,
-    and two different changes of one key at one sequence are refused by name."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The positions of the distinct changes among ``live``, sorted by key, sequence,
+    kind and identity, with their key groups and sequence slots, and the slots holding
+    two different changes (conflicts): a change seen twice (same key, sequence, kind and
+    values; the state's copy is kept) counts once, and the delete half of a changelog's
+    update is dropped."""
     if not len(live):
-        return live, live
+        return live, live, live, np.zeros(0, bool)
     keys = [array(changes.column(k)).take(from_numpy(live)) for k in spec.keys]
     group = group_rows(keys, "key").ids
     identity = to_numpy(changes.column(HASH)).take(live)
@@ -190,11 +201,8 @@ def _distinct_changes(
     if spec.changelog_pairs:
         upserts = np.bincount(slot, weights=op == UPSERT, minlength=slot[-1] + 1)
         keep &= ~((op == DELETE) & (upserts[slot] > 0))
-    counts = np.bincount(slot[keep], minlength=slot[-1] + 1)
-    if (counts > 1).any():
-        first = order[np.flatnonzero(keep & (counts[slot] > 1))[0]]
-        _refuse_conflict(changes, spec, int(live[first]))
-    return live[order[keep]], group[keep]
+    conflicts = np.bincount(slot[keep], minlength=slot[-1] + 1) > 1
+    return live[order[keep]], group[keep], slot[keep], conflicts
 
 
 def _refuse_conflict(changes: pa.Table, spec: ApplySpec, row: int) -> None:
@@ -250,6 +258,43 @@ class _Runs:
         author = np.where(author >= self.run_first, author, -1)
         self.authors[column] = author
         return _take(taken, author)
+
+    def deciding(self, slot: np.ndarray, conflicts: np.ndarray) -> np.ndarray:
+        """Type 1: which of the ``conflicts`` (slots holding different changes) decide the
+        target, so that applying them in another order would give another row: one in the
+        key's last slot does. With ``ignore_null_updates`` a row is each column's last
+        value in the key's last run, so one there decides when it holds a delete and is
+        the last slot, or holds two values of a column no later change sets (with a
+        delete, one value: which comes first decides whether it counts). The others are
+        shadowed whatever their order, and applied."""
+        positions = self.positions
+        slot_last = np.zeros(len(conflicts), np.int64)
+        np.maximum.at(slot_last, slot, positions)
+        key_of_slot = np.zeros(len(conflicts), np.int64)
+        key_of_slot[slot] = self.key
+        last_slot = conflicts & (slot_last == self.last[key_of_slot])
+        if not self.spec.ignore_null_updates:
+            return last_slot
+        mixed = np.bincount(slot, weights=~self.is_upsert, minlength=len(conflicts)) > 0
+        deciding = last_slot & mixed
+        deletes = np.where(~self.is_upsert, positions, -1)
+        last_delete = np.full(self.key_count, -1, np.int64)
+        np.maximum.at(last_delete, self.key, deletes)
+        in_last_run = conflicts & (last_delete[key_of_slot] <= slot_last)
+        for column in self.spec.values:
+            taken = self.taken[column]
+            authored = valid(taken) & self.is_upsert
+            last_author = np.full(self.key_count, -1, np.int64)
+            np.maximum.at(last_author, self.key, np.where(authored, positions, -1))
+            open_column = last_author[key_of_slot] <= slot_last  # no later change sets it
+            members = np.flatnonzero(authored & in_last_run[slot])
+            values = np.zeros(len(conflicts), np.int64)
+            if len(members):
+                pairs = [from_numpy(slot[members]), taken.take(from_numpy(members))]
+                distinct = group_rows(pairs, "image")
+                np.add.at(values, slot[members[distinct.first]], 1)
+            deciding |= in_last_run & open_column & ((values > 1) | (mixed & (values > 0)))
+        return deciding
 
     def keys_with(self, flags: np.ndarray) -> np.ndarray:
         """Per key: whether any of its changes is flagged."""

@@ -8,6 +8,7 @@ A change is a ``Change``: its key, its sequence (a tuple, compared in order), wh
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,8 +43,13 @@ def key_histories(
     tracked: list[str],
     ignore_null_updates: bool = False,
     changelog_pairs: bool = False,
+    current_only: bool = False,
 ) -> dict[tuple[Any, ...], list[Version]]:
-    """Every key's versions, type 2's way (type 1 keeps each key's last, when current)."""
+    """Every key's versions, type 2's way (type 1 keeps each key's last, when current).
+
+    Two different changes of a key at one sequence are a ``Conflict`` when their order
+    decides the result: always for a history; for ``current_only`` (type 1) when the
+    key's current row differs between the orders (every order is tried)."""
     truncates = [c.sequence for c in changes if c.kind == "truncate"]
     newest_truncate = max(truncates) if truncates else None
     slots: dict[tuple[Any, ...], dict[tuple[Any, ...], list[Change]]] = defaultdict(dict)
@@ -62,11 +68,22 @@ def key_histories(
             slot = by_sequence[sequence]
             if changelog_pairs and any(c.kind == "upsert" for c in slot):
                 slot = [c for c in slot if c.kind == "upsert"]  # the two halves of an update
-            if len(slot) > 1:
+            if len(slot) > 1 and not current_only:
                 raise Conflict(key, sequence)
-            ordered.append(slot[0])
-        histories[key] = _fold(ordered, tracked, ignore_null_updates)
+            ordered.append(slot)
+        outcomes = [
+            _fold([c for slot in orders for c in slot], tracked, ignore_null_updates)
+            for orders in itertools.product(*(itertools.permutations(s) for s in ordered))
+        ]
+        if len({_current(v) for v in outcomes}) > 1:
+            raise Conflict(key, next(s[0].sequence for s in ordered if len(s) > 1))
+        histories[key] = outcomes[0]
     return histories
+
+
+def _current(versions: list[Version]) -> Any:
+    last = versions[-1] if versions and versions[-1].end is None else None
+    return None if last is None else tuple(sorted(last.values.items(), key=str))
 
 
 def _fold(ordered: list[Change], tracked: list[str], ignore_null_updates: bool) -> list[Version]:
@@ -95,7 +112,7 @@ def _fold(ordered: list[Change], tracked: list[str], ignore_null_updates: bool) 
 
 def scd1(changes: list[Change], **rules: Any) -> dict[tuple[Any, ...], dict[str, Any]]:
     """Type 1: each key's row after its last change, for keys whose last change is an upsert."""
-    histories = key_histories(changes, tracked=[], **rules)
+    histories = key_histories(changes, tracked=[], current_only=True, **rules)
     return {
         key: versions[-1].values
         for key, versions in histories.items()
