@@ -254,9 +254,9 @@ def _report_batches(query: Any) -> None:
         if (error := query.exception()) is not None:
             raise error
         for progress in query.recentProgress:
-            batch = int(progress["batchId"])
+            batch = int(progress.batchId)
             if batch > shown:
                 shown = batch
-                rows = int(progress.get("numInputRows", 0))
+                rows = int(progress.numInputRows or 0)
                 print(f"batch {batch}: {rows} change{'s' if rows != 1 else ''} applied", flush=True)
         time.sleep(0.5)
