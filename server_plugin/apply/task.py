@@ -1,11 +1,10 @@
-"""Where applying runs inside the server: one task per batch, whatever the feed.
+"""Where applying runs inside the server, one Python process per batch.
 
-A batch DataFrame and each micro-batch of a stream alike are moved into one partition
-(``repartition(1)``: the feed's own work stays parallel) and applied by ``applier``'s
-function in that task's Python worker, next to the data: nothing travels through the
-driver or the client. A stream's ``foreachBatch`` function (``each_micro_batch``) only
-starts that job, numbering it with the micro-batch's id, the idempotency marker a
-restarted stream finds in the tables.
+A batch DataFrame is moved into one partition (``repartition(1)``: the feed's own work
+stays parallel) and applied by ``applier``'s function in that task's Python worker, next to
+the data: nothing travels through the client. A stream's ``foreachBatch`` function
+(``each_micro_batch``) runs in a Python process of the server and applies each micro-batch
+there, numbered with its id: the idempotency marker a restarted stream finds in the tables.
 
 These functions travel to the server by value (``registration``), so a server needs the
 package's imports (pyarrow, deltalake), not the package.
@@ -77,9 +76,13 @@ def apply_once(prepared: Any, spec: ApplySpec, version: int) -> list[Any]:
 
 
 def each_micro_batch(spec: ApplySpec) -> Callable[[Any, int], None]:
-    """The stream's ``foreachBatch`` function."""
+    """The stream's ``foreachBatch`` function: it runs in a Python process of the server
+    already, so it applies the micro-batch itself (Arrow from the driver), without the
+    shuffle and the second job a task of its own would cost each micro-batch."""
 
     def apply_micro_batch(batch: Any, batch_id: int) -> None:
-        apply_once(batch, spec, batch_id)
+        table = batch.toArrow()
+        if table.num_rows:
+            _applied(spec, table, batch_id)
 
     return apply_micro_batch
