@@ -3,7 +3,7 @@ type 2 (a history), exactly once, on any Spark Connect server >= 4.0.
 
 The parameters are Spark's ``create_auto_cdc_flow``'s (Spark Declarative Pipelines), so
 code moves either way. The client checks them and reduces the feed to one shape
-(``rewrite.apply_plan``); the server applies each batch in one task with delta-rs
+(``rewrite.apply_plan``); the server applies each batch in one process with delta-rs
 (``server_plugin.apply``), so no Delta jars are needed on the server.
 """
 
