@@ -146,6 +146,33 @@ def bench_streaming_rates() -> str:
     return "\n".join(lines)
 
 
+def bench_apply() -> str:
+    """``apply_changes`` beside a hand-written ``foreachBatch`` MERGE and a raw read, changes
+    per second per case, with the applying process's peak memory, and the latency."""
+    figures = [f for f in _figures() if f.benchmark == "apply"]
+    if not figures:
+        return "Not measured yet: `./dev bench --only apply` measures it."
+    lines = [
+        "| case | ours | hand-written | raw read | ours ÷ hand-written | peak memory (ours) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for f in figures:
+        if "ours" not in f.medians:
+            continue
+        m = f.medians
+        lines.append(
+            f"| {f.case} | {m['ours']:,.0f}/s | {m['hand-written']:,.0f}/s | "
+            f"{m['raw read']:,.0f}/s | {f.ratio} | {m.get('peak MB (ours)', 0):,.0f} MB |"
+        )
+    for f in figures:
+        if "seconds" in f.medians:
+            lines.append(
+                f"\nEnd-to-end latency ({f.case}): {f.medians['seconds']} s from a source commit "
+                f"to the change in the target, {f.ratio} trigger intervals (target {f.target})."
+            )
+    return "\n".join(lines)
+
+
 def layout() -> str:
     """Each folder of the package, its import name (``pyproject.toml``'s package-dir) and its
     modules, as they are on disk."""
@@ -172,6 +199,7 @@ RENDERERS: dict[str, Callable[[], str]] = {
     "bench-machine": bench_machine,
     "bench-figures": bench_figures,
     "bench-streaming-rates": bench_streaming_rates,
+    "bench-apply": bench_apply,
 }
 
 

@@ -283,12 +283,15 @@ def _case(
         round(ratio, 3),
         target="≥ 1.0",
         met=ratio >= 1.0,
-        medians={k: round(v) for k, v in rates.items()},
+        medians={
+            **{k: round(v) for k, v in rates.items()},
+            "peak MB (ours)": max(peaks, default=0),
+        },
         samples={k: [round(x) for x in v] for k, v in samples.items()},
         spread=paired_spread(samples["ours"], samples["hand-written"]),
         notes=(
             f"changes/s: ours {rates['ours']:,.0f}, hand-written {rates['hand-written']:,.0f}, "
-            f"raw read {rates['raw read']:,.0f}; peak worker memory (ours) "
+            f"raw read {rates['raw read']:,.0f}; peak memory of the applying process (ours) "
             f"{max(peaks, default=0):,.0f} MB"
         ),
     )
