@@ -10,6 +10,7 @@ commit had not changed. A batch found applied to both is skipped.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -27,7 +28,15 @@ from spark_cdc.server_plugin.apply.history import (
     compacted,
     resolve,
 )
-from spark_cdc.server_plugin.apply.spec import DELETE, END_AT, OP, START_AT, TRUNCATE, ApplySpec
+from spark_cdc.server_plugin.apply.spec import (
+    DELETE,
+    END_AT,
+    OP,
+    START_AT,
+    TRUNCATE,
+    ApplySpec,
+    sequence_column,
+)
 from spark_cdc.server_plugin.arrow_types import from_numpy, to_numpy
 from spark_cdc.server_plugin.errors import error
 from spark_cdc.server_plugin.row_level.arrays import array
@@ -48,6 +57,7 @@ class Outcome:
 
 def apply_batch(spec: ApplySpec, batch: pa.Table, version: int) -> Outcome:
     """Apply ``batch`` (the client's prepared feed) as this writer's ``version``."""
+    spec, batch = _struct_sequence_flattened(spec, batch)
     batch = _checked(spec, batch)
     target = tables.opened(spec.target, _target_schema(spec, batch.schema), spec, "target")
     state = tables.opened(spec.state, _state_schema(spec, batch.schema), spec, "state")
@@ -102,6 +112,22 @@ def _compact(state: Any, spec: ApplySpec, batch: pa.Table, now: pa.Scalar) -> No
     cutoff = None if retention is None else pa.scalar(now.value - retention * 1000, pa.int64())
     forget_before = None if cutoff is None else cutoff.cast(APPLIED_AT_TYPE)
     tables.overwrite_rows(state, spec, None, compacted(whole, spec, now, forget_before))
+
+
+def _struct_sequence_flattened(spec: ApplySpec, batch: pa.Table) -> tuple[ApplySpec, pa.Table]:
+    """A sequence given as one struct Column (Databricks' way to order by several columns,
+    ``sequence_by=struct("a", "b")``) as its fields compared in order, named by them."""
+    if len(spec.sequence) != 1 or not pa.types.is_struct(batch.schema.field(spec.sequence[0]).type):
+        return spec, batch
+    sequence = batch.column(spec.sequence[0])
+    fields = list(sequence.type)
+    batch = batch.drop_columns([spec.sequence[0]])
+    for i, field in enumerate(fields):
+        part = pc.struct_field(sequence, [i])
+        if sequence.null_count:  # a NULL struct is a NULL sequence
+            part = pc.if_else(pc.is_null(sequence), pa.scalar(None, field.type), part)
+        batch = batch.append_column(sequence_column(i), part)
+    return dataclasses.replace(spec, sequence_names=tuple(f.name for f in fields)), batch
 
 
 def _checked(spec: ApplySpec, batch: pa.Table) -> pa.Table:

@@ -208,9 +208,11 @@ def test_untracked_columns_update_the_current_version(spark: SparkSession, tmp_p
     )
 
 
-def test_composite_keys_and_sequences(spark: SparkSession, tmp_path: Path) -> None:
-    """Keys of several columns are independent histories; a sequence of several columns is
-    compared in order, and type 2's bounds are a struct of it."""
+@pytest.mark.parametrize("as_struct", [False, True])
+def test_composite_keys_and_sequences(spark: SparkSession, tmp_path: Path, as_struct: bool) -> None:
+    """Keys of several columns are independent histories; a sequence of several columns (a
+    list, or Databricks' ``struct(...)``) is compared in order, and type 2's bounds are a
+    struct of it."""
     target = str(tmp_path / "target")
     schema = "country string, city string, pop long, major long, minor long"
     feed = spark.createDataFrame(
@@ -225,7 +227,7 @@ def test_composite_keys_and_sequences(spark: SparkSession, tmp_path: Path) -> No
         feed,
         target,
         keys=["country", "city"],
-        sequence_by=["major", "minor"],
+        sequence_by=F.struct("major", "minor") if as_struct else ["major", "minor"],
         except_column_list=["major", "minor"],
         stored_as_scd_type=2,
     )

@@ -393,3 +393,35 @@ def test_a_replaced_checkpoint_is_refused_not_skipped() -> None:
         refused = _refusal(spec)  # batch 0 again
     assert refused.condition == "APPLY_CHANGES.CHECKPOINT_REPLACED"
     assert refused.parameters == {"path": spec.target, "last": "2", "batch": "0"}
+
+
+def test_a_struct_sequence_is_its_fields_compared_in_order() -> None:
+    """Databricks orders by several columns with ``sequence_by=struct(a, b)``: the fields
+    are compared in order, and type 2's bounds are structs of them."""
+    ids, majors, minors = [1, 1, 1], [1, 2, 1], [5, 0, 9]
+    batch = pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "a": pa.array([10, 20, 15], pa.int64()),
+            "b": pa.array(["x", "y", "z"]),
+            sequence_column(0): pa.StructArray.from_arrays(
+                [pa.array(majors, pa.int64()), pa.array(minors, pa.int64())],
+                names=["major", "minor"],
+            ),
+            OP: pa.array([UPSERT] * 3, pa.int8()),
+        }
+    )
+    with tempfile.TemporaryDirectory() as folder:
+        spec = dataclasses.replace(spec_for(folder, 2), sequence_names=("sequence",))
+        apply_batch(spec, batch, 0)
+        rows = sorted_rows(read_table(spec.target))
+    at = [{"major": 1, "minor": 5}, {"major": 1, "minor": 9}, {"major": 2, "minor": 0}]
+    assert rows == sorted_rows(
+        pa.Table.from_pylist(
+            [
+                {"id": 1, "a": 10, "b": "x", START_AT: at[0], END_AT: at[1]},
+                {"id": 1, "a": 15, "b": "z", START_AT: at[1], END_AT: at[2]},
+                {"id": 1, "a": 20, "b": "y", START_AT: at[2], END_AT: None},
+            ]
+        )
+    )
