@@ -167,8 +167,9 @@ def bench_apply() -> str:
     for f in figures:
         if "seconds" in f.medians:
             lines.append(
-                f"\nEnd-to-end latency ({f.case}): {f.medians['seconds']} s from a source commit "
-                f"to the change in the target, {f.ratio} trigger intervals (target {f.target})."
+                f"\n{f.case[:1].upper()}{f.case[1:]}: {f.medians['seconds']} s from a source "
+                f"commit to the change in the target, {f.ratio} trigger intervals (target "
+                f"{f.target})."
             )
     return "\n".join(lines)
 
