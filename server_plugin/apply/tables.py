@@ -9,7 +9,7 @@ first, so a refusal comes before any write and names the table.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -139,7 +139,7 @@ def read_state(table: Any, spec: ApplySpec, keys: pa.Table | None, everything: b
     log = DeltaLog(spec.state, storage(spec))
     actions = pa.RecordBatchReader.from_stream(table.get_add_actions(flatten=False)).read_all()
     files = [log.location(f) for f in actions.column("path").to_pylist()]
-    schema = pa.schema(table.schema().to_arrow())
+    schema = _schema(table)
     dataset = pads.dataset(files, schema=schema, format="parquet", filesystem=log.fs)
     truncates = pc.field(OP) == TRUNCATE
     if everything:
@@ -174,30 +174,20 @@ def file_count(table: Any) -> int:
 
 def upsert_rows(table: Any, spec: ApplySpec, version: int, rows: pa.Table) -> None:
     """One commit: each key of ``rows`` updated or inserted when ``ALIVE``, else deleted."""
-    schema = pa.schema(table.schema().to_arrow())
-    match = " AND ".join(f"t.`{k}` = s.`{k}`" for k in spec.keys)
     names = [n for n in rows.column_names if n != ALIVE]
     values = [n for n in names if n not in spec.keys]
-    if rows.num_rows:
-        with refusing_races(table.table_uri):
-            merger = table.merge(
-                aligned(rows, schema),
-                match,
-                source_alias="s",
-                target_alias="t",
-                streamed_exec=False,  # prunes the target's files by the source's keys
-                merge_schema=spec.schema_evolution,
-                commit_properties=_commit_properties(spec, version),
-            )
-            merger = merger.when_matched_delete(predicate=f"NOT s.`{ALIVE}`")
-            if values:
-                merger = merger.when_matched_update({f"`{c}`": f"s.`{c}`" for c in values})
-            merger = merger.when_not_matched_insert(
-                {f"`{c}`": f"s.`{c}`" for c in names}, predicate=f"s.`{ALIVE}`"
-            )
-            merger.execute()
-    if not applied(table, spec, version):  # nothing changed, so nothing was committed
-        append_rows(table, spec, version, rows.slice(0, 0).drop_columns([ALIVE]))
+
+    def clauses(merger: Any) -> Any:
+        merger = merger.when_matched_delete(predicate=f"NOT s.`{ALIVE}`")
+        if values:
+            merger = merger.when_matched_update({f"`{c}`": f"s.`{c}`" for c in values})
+        return merger.when_not_matched_insert(
+            {f"`{c}`": f"s.`{c}`" for c in names}, predicate=f"s.`{ALIVE}`"
+        )
+
+    source = aligned(rows, _schema(table)) if rows.num_rows else None
+    match = " AND ".join(f"t.`{k}` = s.`{k}`" for k in spec.keys)
+    _merge(table, spec, version, source, match, clauses, rows.select(names).slice(0, 0))
 
 
 def replace_rows(
@@ -210,10 +200,34 @@ def replace_rows(
 ) -> None:
     """One commit: every row of the keys in ``replaced`` deleted, ``rows`` inserted and,
     when ``kept`` is given (a truncate), every row of a key not in ``kept`` deleted too."""
-    schema = pa.schema(table.schema().to_arrow())
-    source = _replacing_source(schema, spec.keys, replaced, rows, kept)
-    if source.num_rows or kept is not None:
-        match = " AND ".join(f"t.`{k}` = s.`{_MARK}{i}`" for i, k in enumerate(spec.keys))
+    source = _replacing_source(_schema(table), spec.keys, replaced, rows, kept)
+
+    def clauses(merger: Any) -> Any:
+        merger = merger.when_matched_delete(predicate=f"s.`{_DROP}`")
+        merger = merger.when_not_matched_insert(
+            {f"`{c}`": f"s.`{c}`" for c in rows.column_names},
+            predicate=f"s.`{_MARK}0` IS NULL",
+        )
+        return merger.when_not_matched_by_source_delete() if kept is not None else merger
+
+    match = " AND ".join(f"t.`{k}` = s.`{_MARK}{i}`" for i, k in enumerate(spec.keys))
+    merged = source if source.num_rows or kept is not None else None
+    _merge(table, spec, version, merged, match, clauses, rows.slice(0, 0))
+
+
+def _merge(
+    table: Any,
+    spec: ApplySpec,
+    version: int,
+    source: pa.Table | None,
+    match: str,
+    clauses: Callable[[Any], Any],
+    empty: pa.Table,
+) -> None:
+    """One commit carrying the batch's marker: ``source`` (when given) merged into the
+    table with ``clauses``; a merge that changes nothing commits nothing, so then the
+    marker goes in an append of no rows (``empty``)."""
+    if source is not None:
         with refusing_races(table.table_uri):
             merger = table.merge(
                 source,
@@ -224,16 +238,13 @@ def replace_rows(
                 merge_schema=spec.schema_evolution,
                 commit_properties=_commit_properties(spec, version),
             )
-            merger = merger.when_matched_delete(predicate=f"s.`{_DROP}`")
-            merger = merger.when_not_matched_insert(
-                {f"`{c}`": f"s.`{c}`" for c in rows.column_names},
-                predicate=f"s.`{_MARK}0` IS NULL",
-            )
-            if kept is not None:
-                merger = merger.when_not_matched_by_source_delete()
-            merger.execute()
-    if not applied(table, spec, version):  # nothing changed, so nothing was committed
-        append_rows(table, spec, version, rows.slice(0, 0))
+            clauses(merger).execute()
+    if not applied(table, spec, version):
+        append_rows(table, spec, version, empty)
+
+
+def _schema(table: Any) -> pa.Schema:
+    return pa.schema(table.schema().to_arrow())
 
 
 def _replacing_source(
@@ -274,7 +285,7 @@ def append_rows(table: Any, spec: ApplySpec, version: int, rows: pa.Table) -> No
     with refusing_races(table.table_uri):
         write_deltalake(
             table,
-            aligned(rows, pa.schema(table.schema().to_arrow())),
+            aligned(rows, _schema(table)),
             mode="append",
             schema_mode="merge" if spec.schema_evolution else None,
             commit_properties=_commit_properties(spec, version),
@@ -292,11 +303,10 @@ def aligned(rows: pa.Table, schema: pa.Schema) -> pa.Table:
 def overwrite_rows(table: Any, spec: ApplySpec, version: int | None, rows: pa.Table) -> None:
     from deltalake import write_deltalake
 
-    schema = pa.schema(table.schema().to_arrow())
     with refusing_races(table.table_uri):
         write_deltalake(
             table,
-            aligned(rows, schema),
+            aligned(rows, _schema(table)),
             mode="overwrite",
             schema_mode="merge" if spec.schema_evolution else None,
             commit_properties=_commit_properties(spec, version),
