@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from spark_cdc.server_plugin.apply import state as state_table
 from spark_cdc.server_plugin.apply import tables
 from spark_cdc.server_plugin.apply.history import (
     ALIVE,
@@ -37,6 +38,7 @@ from spark_cdc.server_plugin.apply.spec import (
     ApplySpec,
     sequence_column,
 )
+from spark_cdc.server_plugin.apply.state import StateMemory
 from spark_cdc.server_plugin.arrow_types import from_numpy, to_numpy
 from spark_cdc.server_plugin.errors import error
 from spark_cdc.server_plugin.row_level.arrays import array
@@ -55,8 +57,11 @@ class Outcome:
     skipped: bool
 
 
-def apply_batch(spec: ApplySpec, batch: pa.Table, version: int) -> Outcome:
-    """Apply ``batch`` (the client's prepared feed) as this writer's ``version``."""
+def apply_batch(
+    spec: ApplySpec, batch: pa.Table, version: int, memory: StateMemory | None = None
+) -> Outcome:
+    """Apply ``batch`` (the client's prepared feed) as this writer's ``version``;
+    ``memory``: a stream writer's copy of the state, kept between its micro-batches."""
     spec, batch = _struct_sequence_flattened(spec, batch)
     batch = _checked(spec, batch)
     target = tables.opened(spec.target, _target_schema(spec, batch.schema), spec, "target")
@@ -71,17 +76,17 @@ def apply_batch(spec: ApplySpec, batch: pa.Table, version: int) -> Outcome:
         return Outcome(batch.num_rows, 0, 0, skipped=True)
     ops = to_numpy(batch.column(OP))
     truncating = bool((ops == TRUNCATE).any())
-    old = tables.read_state(state, spec, batch.select(list(spec.keys)), everything=truncating)
+    old = state_table.read(state, spec, batch.select(list(spec.keys)), truncating, memory)
     now = pa.scalar(int(time.time() * 1_000_000), pa.int64()).cast(APPLIED_AT_TYPE)
     resolution = resolve(_changes(spec, batch, old), spec, now)
     if not target_done:
         _write_target(target, spec, version, resolution)
     if resolution.truncated:
-        tables.overwrite_rows(state, spec, version, resolution.state)
+        state_table.overwrite(state, spec, version, resolution.state, memory)
     else:
-        tables.append_rows(state, spec, version, resolution.state)
+        state_table.append(state, spec, version, resolution.state, memory)
     if spec.scd_type == 1 and tables.file_count(state) > spec.compact_after_files:
-        _compact(state, spec, batch, now)
+        _compact(state, spec, batch, now, memory)
     return Outcome(batch.num_rows, resolution.replaced.num_rows, _written(resolution), False)
 
 
@@ -103,15 +108,17 @@ def _write_target(target: Any, spec: ApplySpec, version: int, resolution: Resolu
         tables.upsert_rows(target, spec, version, resolution.rows)
 
 
-def _compact(state: Any, spec: ApplySpec, batch: pa.Table, now: pa.Scalar) -> None:
+def _compact(
+    state: Any, spec: ApplySpec, batch: pa.Table, now: pa.Scalar, memory: StateMemory | None
+) -> None:
     """Type 1's state grows by appends; past ``compact_after_files`` files it is rewritten
     with what it must keep, expired tombstones dropped (a commit without a marker:
     compacting twice keeps the same changes)."""
-    whole = _changes(spec, batch.slice(0, 0), tables.read_state(state, spec, None, everything=True))
+    whole = _changes(spec, batch.slice(0, 0), state_table.read(state, spec, None, True, memory))
     retention = spec.tombstone_retention_ms
     cutoff = None if retention is None else pa.scalar(now.value - retention * 1000, pa.int64())
     forget_before = None if cutoff is None else cutoff.cast(APPLIED_AT_TYPE)
-    tables.overwrite_rows(state, spec, None, compacted(whole, spec, now, forget_before))
+    state_table.overwrite(state, spec, None, compacted(whole, spec, now, forget_before), memory)
 
 
 def _struct_sequence_flattened(spec: ApplySpec, batch: pa.Table) -> tuple[ApplySpec, pa.Table]:

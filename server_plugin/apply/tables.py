@@ -14,10 +14,8 @@ from contextlib import contextmanager
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from spark_cdc.server_plugin.apply.history import ALIVE
-from spark_cdc.server_plugin.apply.spec import OP, TRUNCATE, ApplySpec
-from spark_cdc.server_plugin.delta.log import DeltaLog
+from spark_cdc.server_plugin.apply.spec import ApplySpec
 from spark_cdc.server_plugin.errors import error
 
 # Writer features delta-rs 1.x writes correctly; any other one (row tracking, in-commit
@@ -129,31 +127,6 @@ def _check_schema(table: Any, path: str, schema: pa.Schema, spec: ApplySpec, rol
         raise error("APPLY_CHANGES.NEW_COLUMNS", path=path, columns=", ".join(added))
 
 
-def read_state(table: Any, spec: ApplySpec, keys: pa.Table | None, everything: bool) -> pa.Table:
-    """The state's changes of ``keys`` (a superset: each key column's values are matched
-    alone, and a change of another key resolves to no change) and its truncate; all of it
-    when ``everything``. Read with Arrow's filesystem (Parquet statistics skip row groups):
-    delta-rs' own dataset leaves a thread that aborts the process at exit."""
-    import pyarrow.dataset as pads
-
-    log = DeltaLog(spec.state, storage(spec))
-    actions = pa.RecordBatchReader.from_stream(table.get_add_actions(flatten=False)).read_all()
-    files = [log.location(f) for f in actions.column("path").to_pylist()]
-    schema = _schema(table)
-    dataset = pads.dataset(files, schema=schema, format="parquet", filesystem=log.fs)
-    truncates = pc.field(OP) == TRUNCATE
-    if everything:
-        return dataset.to_table()
-    if keys is None or not keys.num_rows:
-        return dataset.to_table(filter=truncates)
-    wanted = truncates
-    matched = None
-    for name in spec.keys:
-        one = pc.field(name).isin(pc.unique(keys.column(name)))
-        matched = one if matched is None else matched & one
-    return dataset.to_table(filter=wanted | matched)
-
-
 def _commit_properties(spec: ApplySpec, version: int | None) -> Any:
     from deltalake import CommitProperties, Transaction
 
@@ -185,7 +158,7 @@ def upsert_rows(table: Any, spec: ApplySpec, version: int, rows: pa.Table) -> No
             {f"`{c}`": f"s.`{c}`" for c in names}, predicate=f"s.`{ALIVE}`"
         )
 
-    source = aligned(rows, _schema(table)) if rows.num_rows else None
+    source = aligned(rows, table_schema(table)) if rows.num_rows else None
     match = " AND ".join(f"t.`{k}` = s.`{k}`" for k in spec.keys)
     _merge(table, spec, version, source, match, clauses, rows.select(names).slice(0, 0))
 
@@ -200,7 +173,7 @@ def replace_rows(
 ) -> None:
     """One commit: every row of the keys in ``replaced`` deleted, ``rows`` inserted and,
     when ``kept`` is given (a truncate), every row of a key not in ``kept`` deleted too."""
-    source = _replacing_source(_schema(table), spec.keys, replaced, rows, kept)
+    source = _replacing_source(table_schema(table), spec.keys, replaced, rows, kept)
 
     def clauses(merger: Any) -> Any:
         merger = merger.when_matched_delete(predicate=f"s.`{_DROP}`")
@@ -243,7 +216,7 @@ def _merge(
         append_rows(table, spec, version, empty)
 
 
-def _schema(table: Any) -> pa.Schema:
+def table_schema(table: Any) -> pa.Schema:
     return pa.schema(table.schema().to_arrow())
 
 
@@ -285,7 +258,7 @@ def append_rows(table: Any, spec: ApplySpec, version: int, rows: pa.Table) -> No
     with refusing_races(table.table_uri):
         write_deltalake(
             table,
-            aligned(rows, _schema(table)),
+            aligned(rows, table_schema(table)),
             mode="append",
             schema_mode="merge" if spec.schema_evolution else None,
             commit_properties=_commit_properties(spec, version),
@@ -306,7 +279,7 @@ def overwrite_rows(table: Any, spec: ApplySpec, version: int | None, rows: pa.Ta
     with refusing_races(table.table_uri):
         write_deltalake(
             table,
-            aligned(rows, _schema(table)),
+            aligned(rows, table_schema(table)),
             mode="overwrite",
             schema_mode="merge" if spec.schema_evolution else None,
             commit_properties=_commit_properties(spec, version),

@@ -18,6 +18,7 @@ from typing import Any
 import pyarrow as pa
 from spark_cdc.server_plugin.apply.batch import Outcome, apply_batch
 from spark_cdc.server_plugin.apply.spec import ApplySpec
+from spark_cdc.server_plugin.apply.state import StateMemory
 from spark_cdc.server_plugin.errors import ChangelogSourceError, error
 
 STATUS_SCHEMA = "changes long, keys long, rows long, skipped boolean"
@@ -48,11 +49,13 @@ def applier(
     return apply_partition
 
 
-def _applied(spec: ApplySpec, table: pa.Table, version: int) -> Outcome:
+def _applied(
+    spec: ApplySpec, table: pa.Table, version: int, memory: StateMemory | None = None
+) -> Outcome:
     """Errors of ours as they are; the environment's (I/O, memory) too; anything else is a
     bug of ours, named as one."""
     try:
-        return apply_batch(spec, table, version)
+        return apply_batch(spec, table, version, memory)
     except (ChangelogSourceError, OSError, MemoryError, ImportError):
         raise
     except Exception as problem:
@@ -78,11 +81,13 @@ def apply_once(prepared: Any, spec: ApplySpec, version: int) -> list[Any]:
 def each_micro_batch(spec: ApplySpec) -> Callable[[Any, int], None]:
     """The stream's ``foreachBatch`` function: it runs in a Python process of the server
     already, so it applies the micro-batch itself (Arrow from the driver), without the
-    shuffle and the second job a task of its own would cost each micro-batch."""
+    shuffle and the second job a task of its own would cost each micro-batch. The process
+    lives as long as the query: the state's copy in ``memory`` serves the next batch."""
+    memory = StateMemory()
 
     def apply_micro_batch(batch: Any, batch_id: int) -> None:
         table = batch.toArrow()
         if table.num_rows:
-            _applied(spec, table, batch_id)
+            _applied(spec, table, batch_id, memory)
 
     return apply_micro_batch

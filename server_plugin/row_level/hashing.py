@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from spark_cdc.server_plugin.arrow_types import to_numpy
 from spark_cdc.server_plugin.row_level.arrays import (
     fixed_values,
@@ -91,9 +92,22 @@ def _list_hash(column: pa.Array, mode: str) -> np.ndarray:
 
 
 def _bytes_hash(column: pa.Array) -> np.ndarray:
-    """A polynomial hash of each value's bytes, mixed with its length, in numpy."""
+    """A polynomial hash of each value's bytes, mixed with its length, in numpy; computed
+    once per distinct value when values repeat (statuses, regions, codes: hashing every
+    byte of every row costs ten times Arrow's dictionary pass). A NULL's slot holds any
+    value: the caller masks NULLs."""
     if pa.types.is_string_view(column.type) or pa.types.is_binary_view(column.type):
         column = column.cast(pa.large_binary())
+    if len(column) >= _DICTIONARY_MIN_ROWS:
+        encoded = pc.dictionary_encode(column)
+        distinct = encoded.dictionary
+        if 0 < len(distinct) <= len(column) // 2:
+            indices = to_numpy(encoded.indices.fill_null(0))
+            return _each_bytes_hash(distinct)[indices]
+    return _each_bytes_hash(column)
+
+
+def _each_bytes_hash(column: pa.Array) -> np.ndarray:
     large = pa.types.is_large_string(column.type) or pa.types.is_large_binary(column.type)
     n = len(column)
     offsets = np.frombuffer(column.buffers()[1], np.int64 if large else np.int32)
@@ -116,6 +130,7 @@ def _bytes_hash(column: pa.Array) -> np.ndarray:
 
 
 _POWERS = np.ones(1, np.uint64)
+_DICTIONARY_MIN_ROWS = 4096
 
 
 def _powers(length: int) -> np.ndarray:

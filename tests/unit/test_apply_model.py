@@ -17,6 +17,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from spark_cdc.server_plugin.apply import state
 from spark_cdc.server_plugin.apply.batch import apply_batch
 from spark_cdc.server_plugin.apply.spec import (
     DELETE,
@@ -28,6 +29,7 @@ from spark_cdc.server_plugin.apply.spec import (
     ApplySpec,
     sequence_column,
 )
+from spark_cdc.server_plugin.apply.state import StateMemory
 from spark_cdc.server_plugin.errors import ChangelogSourceError
 
 from tests.support.apply_model import Change, Conflict, scd1, scd2
@@ -129,9 +131,13 @@ def batches(draw: st.DrawFn, changes: list[Change]) -> list[list[Change]]:
     return [ordered[a:b] for a, b in itertools.pairwise(bounds) if b > a]
 
 
-def apply_all(spec: ApplySpec, parts: list[list[Change]]) -> list[dict[str, Any]]:
+def apply_all(
+    spec: ApplySpec, parts: list[list[Change]], memory: StateMemory | None = None
+) -> list[dict[str, Any]]:
     for version, part in enumerate(parts):
-        apply_batch(spec, prepared(part), version)
+        apply_batch(spec, prepared(part), version, memory)
+        if memory is not None and memory.rows is not None:
+            assert _state_rows(memory.rows) == _state_rows(read_table(spec.state))
     table = read_table(spec.target)
     assert [(f.name, f.type) for f in table.schema] == target_schema(spec)
     return sorted_rows(table)
@@ -144,12 +150,23 @@ MODEL = settings(
 )
 
 
+def _state_rows(table: pa.Table) -> list[tuple[Any, ...]]:
+    return sorted(tuple(map(repr, row.values())) for row in table.to_pylist())
+
+
 @MODEL
-@given(data=st.data(), scd_type=st.sampled_from([1, 2]), ignore_nulls=st.booleans())
+@given(
+    data=st.data(),
+    scd_type=st.sampled_from([1, 2]),
+    ignore_nulls=st.booleans(),
+    remembered=st.booleans(),
+)
 def test_target_equals_the_model_of_the_whole_feed(
-    data: st.DataObject, scd_type: int, ignore_nulls: bool
+    data: st.DataObject, scd_type: int, ignore_nulls: bool, remembered: bool
 ) -> None:
-    """Type 1's state compacted after every batch, or never."""
+    """Type 1's state compacted after every batch, or never; read from storage every
+    batch, or kept in memory as a stream's writer does (equal to the table after every
+    batch)."""
     changes = data.draw(feeds(truncates=scd_type == 1))
     parts = data.draw(batches(changes))
     tracked = data.draw(st.sampled_from([VALUES, ("a",), ("b",)]))
@@ -162,7 +179,66 @@ def test_target_equals_the_model_of_the_whole_feed(
             tracked=tracked,
             compact_after_files=compact,
         )
-        assert apply_all(spec, parts) == expected(changes, spec)
+        memory = StateMemory() if remembered else None
+        assert apply_all(spec, parts, memory) == expected(changes, spec)
+
+
+@MODEL
+@given(data=st.data(), scd_type=st.sampled_from([1, 2]))
+def test_a_writer_remembering_the_state_notices_another_writers_commits(
+    data: st.DataObject, scd_type: int
+) -> None:
+    """Two writers, each keeping the state in memory, take turns on one target: each
+    finds the other's commits in the table, never serves its stale copy."""
+    changes = data.draw(feeds(truncates=scd_type == 1))
+    parts = data.draw(batches(changes))
+    turns = data.draw(st.lists(st.booleans(), min_size=len(parts), max_size=len(parts)))
+    with tempfile.TemporaryDirectory() as folder:
+        writers = [
+            (spec_for(folder, scd_type, app_id=f"writer-{i}", compact_after_files=2), StateMemory())
+            for i in range(2)
+        ]
+        for version, (part, turn) in enumerate(zip(parts, turns, strict=True)):
+            spec, memory = writers[turn]
+            apply_batch(spec, prepared(part), version, memory)
+        assert sorted_rows(read_table(spec.target)) == expected(changes, spec)
+
+
+@pytest.mark.parametrize("scd_type", [1, 2])
+def test_a_remembered_state_is_not_served_after_another_writers_commit(scd_type: int) -> None:
+    """Writer A remembers key 1 at sequence 5; writer B applies it at 9; A's change at 7
+    is then late (type 1: ignored), which only the table's state tells A."""
+    parts = [
+        [Change((1,), (5,), "upsert", {"a": 1, "b": "x"})],
+        [Change((1,), (9,), "upsert", {"a": 2, "b": "y"})],
+        [Change((1,), (7,), "upsert", {"a": 3, "b": "z"})],
+    ]
+    with tempfile.TemporaryDirectory() as folder:
+        a, b = (spec_for(folder, scd_type, app_id=name) for name in ("writer-a", "writer-b"))
+        memory = StateMemory()
+        apply_batch(a, prepared(parts[0]), 0, memory)
+        apply_batch(b, prepared(parts[1]), 0, StateMemory())
+        apply_batch(a, prepared(parts[2]), 1, memory)
+        assert memory.rows is not None
+        assert _state_rows(memory.rows) == _state_rows(read_table(a.state))
+        feed = [c for part in parts for c in part]
+        assert sorted_rows(read_table(a.target)) == expected(feed, a)
+
+
+def test_a_remembered_state_is_dropped_when_another_commit_comes_before_its_append() -> None:
+    """The append lands after another writer's commit: the copy would miss that commit,
+    so it is dropped, and the next batch reads the table."""
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(folder, 1)
+        memory = StateMemory()
+        apply_batch(spec, prepared([Change((1,), (5,), "upsert", {"a": 1, "b": "x"})]), 0, memory)
+        table = DeltaTable(spec.state)  # as this writer opened it
+        assert memory.holds(table, table.version())
+        rows = memory.rows
+        assert rows is not None
+        write_deltalake(spec.state, rows.slice(0, 1), mode="append")  # another writer
+        state.append(table, spec, 1, rows.slice(0, 1), memory)
+        assert memory.rows is None
 
 
 @MODEL

@@ -275,6 +275,29 @@ def test_hash_collisions_never_merge_groups(monkeypatch: pytest.MonkeyPatch) -> 
     assert len({ids[0], ids[1], ids[3], ids[6]}) == 4
 
 
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.none() | st.text(max_size=6), min_size=1, max_size=12),
+    st.integers(0, 5000),
+    st.sampled_from([pa.string(), pa.large_string(), pa.binary(), pa.string_view()]),
+)
+def test_byte_values_hash_alike_hashed_once_per_distinct_value_or_per_row(
+    distinct: list[str | None], offset: int, data_type: pa.DataType
+) -> None:
+    """Long columns of repeating values are hashed per distinct value: the hashes must be
+    the per-row ones (the apply state stores them), NULLs aside (the caller masks them)."""
+    rng = np.random.default_rng(offset)
+    values = [distinct[i] for i in rng.integers(0, len(distinct), 6000 + offset)]
+    if pa.types.is_binary(data_type):
+        values = [None if v is None else v.encode() for v in values]
+    column = pa.array(values, data_type).slice(offset)
+    assert len(column) >= hashing._DICTIONARY_MIN_ROWS
+    present = np.array([v is not None for v in values[offset:]])
+    plain = column.cast(pa.large_binary()) if data_type == pa.string_view() else column
+    per_row = hashing._each_bytes_hash(plain)
+    assert np.array_equal(hashing._bytes_hash(column)[present], per_row[present])
+
+
 def test_contract_violations_carry_the_client_conditions() -> None:
     base = {c: None for c in DATA} | {"id": 7}
     rows = [
