@@ -5,9 +5,11 @@ A stream's micro-batches are applied one after another by one Python process of 
 server (its ``foreachBatch`` function lives as long as the query), and each leaves the
 state as the next one finds it, so ``StateMemory`` keeps the rows it read and wrote: a
 micro-batch reads the state from storage only when the table is not at the version this
-writer left it at (the first batch after a start, or another writer's commit). Scanning a
-10M-key state costs a micro-batch about as much as its merge; a lookup in memory, a tenth.
-The copy is bounded (``STATE_MEMORY_BYTES``); a larger state is scanned every batch.
+writer left it at (the first batch after a start, or another writer's commit), which past
+a few million keys costs as much as the merge. Finding the batch's keys in memory is one
+membership test per row of the state (an index sorted by key cost more to keep up, per
+batch, than it saved). The copy is bounded (``STATE_MEMORY_BYTES``); a larger state is
+scanned every batch.
 """
 
 from __future__ import annotations
@@ -15,10 +17,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from spark_cdc.server_plugin.apply import tables
 from spark_cdc.server_plugin.apply.spec import OP, TRUNCATE, ApplySpec
+from spark_cdc.server_plugin.arrow_types import from_numpy, to_numpy
 from spark_cdc.server_plugin.delta.log import DeltaLog
 
 # The most Arrow memory a writer keeps the state in; Parquet files expand about three times.
@@ -30,6 +34,49 @@ _SCAN_ROWS = 1 << 22
 
 
 @dataclass
+class _Rows:
+    """The state's rows, and which are truncates (every batch reads them: kept apart, a
+    lookup is one membership test of the key columns)."""
+
+    rows: pa.Table
+    truncates: np.ndarray
+
+    @classmethod
+    def of(cls, rows: pa.Table) -> _Rows:
+        return cls(rows, _truncates(rows))
+
+    def of_keys(self, spec: ApplySpec, keys: pa.Table | None) -> pa.Table:
+        """The rows of ``keys`` (each key column's values matched alone: a superset, and a
+        change of another key resolves to no change), and the truncates."""
+        found = self.truncates
+        if keys is not None and keys.num_rows:
+            matched = np.flatnonzero(to_numpy(_matching(self.rows, spec, keys)))
+            found = np.sort(np.concatenate([matched, found])) if len(found) else matched
+        return self.rows.take(from_numpy(found))
+
+    def appended(self, added: pa.Table) -> _Rows:
+        count = self.rows.num_rows
+        return _Rows(
+            pa.concat_tables([self.rows, added]),
+            np.concatenate([self.truncates, _truncates(added) + count]),
+        )
+
+
+def _truncates(rows: pa.Table) -> np.ndarray:
+    return np.flatnonzero(to_numpy(pc.equal(rows.column(OP), TRUNCATE).fill_null(False)))
+
+
+def _matching(rows: Any, spec: ApplySpec, keys: pa.Table) -> Any:
+    """Whether each of ``rows`` has each key column's value among ``keys``' (one hash set
+    of the batch's values, one probe of each row)."""
+    matched = None
+    for name in spec.keys:
+        one = pc.is_in(rows.column(name), value_set=pc.unique(keys.column(name)))
+        matched = one if matched is None else pc.and_(matched, one)
+    return matched
+
+
+@dataclass
 class StateMemory:
     """The state table's rows at ``version`` (of the table whose metadata id is ``table``:
     a table deleted and made again starts its versions over), as this writer last read or
@@ -37,32 +84,37 @@ class StateMemory:
 
     table: str | None = None
     version: int | None = None
-    rows: pa.Table | None = None
+    kept: _Rows | None = None
 
-    def whole(self, table: Any, spec: ApplySpec) -> pa.Table | None:
+    @property
+    def rows(self) -> pa.Table | None:
+        return None if self.kept is None else self.kept.rows
+
+    def whole(self, table: Any, spec: ApplySpec) -> _Rows | None:
         """The whole state, from memory when the table is where this writer left it, else
         read and kept (None: too large to keep; scan it)."""
-        if self.rows is not None and self.holds(table, table.version()):
-            return self.rows
+        if self.kept is not None and self.holds(table, table.version()):
+            return self.kept
         self.forget()
         files, sizes = _files(table, spec)
         if sum(sizes) * _EXPANSION > STATE_MEMORY_BYTES:
             return None
-        rows = _dataset(table, spec, files).to_table()
-        self.keep(table, rows)
-        return rows
+        self.keep(table, spec, _dataset(table, spec, files).to_table())
+        return self.kept
 
     def holds(self, table: Any, version: int) -> bool:
         return self.table == table.metadata().id and self.version == version
 
     def forget(self) -> None:
-        self.table, self.version, self.rows = None, None, None
+        self.table, self.version, self.kept = None, None, None
 
-    def keep(self, table: Any, rows: pa.Table) -> None:
-        """``rows`` as the table's current version."""
+    def keep(self, table: Any, spec: ApplySpec, rows: pa.Table | _Rows) -> None:
+        """``rows`` as the table's current version (a table not yet indexed: indexed)."""
         self.forget()
-        if rows.nbytes <= STATE_MEMORY_BYTES:
-            self.table, self.version, self.rows = table.metadata().id, table.version(), rows
+        if (rows.nbytes if isinstance(rows, pa.Table) else rows.rows.nbytes) > STATE_MEMORY_BYTES:
+            return
+        kept = _Rows.of(rows) if isinstance(rows, pa.Table) else rows
+        self.table, self.version, self.kept = table.metadata().id, table.version(), kept
 
 
 def read(
@@ -72,30 +124,25 @@ def read(
     everything: bool,
     memory: StateMemory | None,
 ) -> pa.Table:
-    """The state's changes of ``keys`` (a superset: each key column's values are matched
-    alone, and a change of another key resolves to no change) and its truncate; all of it
-    when ``everything``."""
+    """The state's changes of ``keys`` (a superset: a change of another key resolves to
+    no change) and its truncate; all of it when ``everything``."""
     whole = memory.whole(table, spec) if memory is not None else None
-    if whole is None:
-        dataset = _dataset(table, spec, _files(table, spec)[0])
+    if whole is not None:
         if everything:
-            return dataset.to_table()
-        batches = dataset.to_batches(batch_size=_SCAN_ROWS)
-        return pa.Table.from_batches(
-            [_of_keys(b, spec, keys) for b in batches], schema=dataset.schema
-        )
-    return whole if everything else _of_keys(whole, spec, keys)
+            return whole.rows
+        return whole.of_keys(spec, keys)
+    dataset = _dataset(table, spec, _files(table, spec)[0])
+    if everything:
+        return dataset.to_table()
+    batches = dataset.to_batches(batch_size=_SCAN_ROWS)
+    return pa.Table.from_batches([_of_keys(b, spec, keys) for b in batches], schema=dataset.schema)
 
 
 def _of_keys(rows: Any, spec: ApplySpec, keys: pa.Table | None) -> Any:
-    """``rows`` (a table or a batch) of ``keys``, and the truncate."""
+    """``rows`` (a record batch) of ``keys``, and the truncate."""
     wanted = pc.equal(rows.column(OP), TRUNCATE)
     if keys is not None and keys.num_rows:
-        matched = None
-        for name in spec.keys:
-            one = pc.is_in(rows.column(name), value_set=pc.unique(keys.column(name)))
-            matched = one if matched is None else pc.and_(matched, one)
-        wanted = pc.or_(wanted, matched)
+        wanted = pc.or_(wanted, _matching(rows, spec, keys))
     return rows.filter(wanted)
 
 
@@ -107,12 +154,12 @@ def append(
     commit came between: the next batch reads the table)."""
     before = table.version()
     tables.append_rows(table, spec, version, rows)
-    if memory is None or memory.rows is None:
+    if memory is None or memory.kept is None:
         return
     added = tables.aligned(rows, tables.table_schema(table))
     follows = memory.holds(table, before) and table.version() == before + 1
-    if follows and added.schema == memory.rows.schema:  # not when the schema evolved
-        memory.keep(table, pa.concat_tables([memory.rows, added]))
+    if follows and added.schema == memory.kept.rows.schema:  # not when the schema evolved
+        memory.keep(table, spec, memory.kept.appended(added))
     else:
         memory.forget()
 
@@ -123,7 +170,7 @@ def overwrite(
     """The state replaced by ``rows`` (a truncate, a compaction): the memory holds them."""
     tables.overwrite_rows(table, spec, version, rows)
     if memory is not None:
-        memory.keep(table, tables.aligned(rows, tables.table_schema(table)))
+        memory.keep(table, spec, tables.aligned(rows, tables.table_schema(table)))
 
 
 def _files(table: Any, spec: ApplySpec) -> tuple[list[str], list[int]]:

@@ -198,12 +198,10 @@ def group_rows(
     n = len(keys[0])
     exact = _exact_integers(keys)
     if exact is not None:
-        _, first, ids = np.unique(exact, return_index=True, return_inverse=True)
-        return Groups(ids.astype(np.int64).reshape(-1), len(first), first.astype(np.int64))
+        return _distinct(exact)
     hashes = rows_hash(keys if hashed is None else [keys[i] for i in hashed], mode, seed)
-    _, first, ids = np.unique(hashes, return_index=True, return_inverse=True)
-    ids = ids.astype(np.int64).reshape(-1)
-    first = first.astype(np.int64)
+    groups = _distinct(hashes)
+    ids, first = groups.ids, groups.first
     rows = np.arange(n, dtype=np.int64)
     others = rows[rows != first[ids]]
     if not len(others):
@@ -218,6 +216,16 @@ def group_rows(
     ids[collided] = len(first) + regrouped.ids
     first = np.concatenate([first, collided[regrouped.first]])
     return Groups(ids, len(first), first)
+
+
+def _distinct(values: np.ndarray) -> Groups:
+    """Groups of equal ``values``, numbered in order of first appearance: Arrow's hash
+    table (``dictionary_encode``), several times faster than ``np.unique``'s sort."""
+    encoded = pc.dictionary_encode(from_numpy(values))
+    ids = to_numpy(encoded.indices).astype(np.int64)
+    starts = np.ones(len(ids), bool)  # a row whose group no earlier row had
+    starts[1:] = ids[1:] > np.maximum.accumulate(ids)[:-1]
+    return Groups(ids, len(encoded.dictionary), np.flatnonzero(starts))
 
 
 def _exact_integers(keys: Sequence[pa.Array]) -> np.ndarray | None:
