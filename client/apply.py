@@ -110,9 +110,7 @@ def apply_changes(
         changelog_pairs=plan.changelog,
         schema_evolution=schema_evolution,
         app_id=_writer_id(target, checkpoint_location if feed.isStreaming else None),
-        tombstone_retention_ms=(
-            None if tombstone_retention is None else int(tombstone_retention.total_seconds() * 1000)
-        ),
+        tombstone_retention_ms=_retention_ms(tombstone_retention, scd_type),
         storage_options=tuple(sorted((storage_options or {}).items())),
     )
     ship_by_value()
@@ -130,6 +128,27 @@ def apply_changes(
     if query_name:
         writer = writer.queryName(query_name)
     return writer.start()
+
+
+def _retention_ms(retention: timedelta | None, scd_type: int) -> int | None:
+    """Type 1's tombstone retention in milliseconds (None: for ever)."""
+    if retention is None:
+        return None
+    if scd_type == 2:
+        raise cdc_error(
+            "APPLY_CHANGES.INVALID_PARAMETER",
+            parameter="tombstone_retention",
+            problem="applies to SCD type 1 only (a history keeps every change it is made of)",
+            fix="leave it out, or store the target as type 1",
+        )
+    if not isinstance(retention, timedelta) or retention < timedelta(0):
+        raise cdc_error(
+            "APPLY_CHANGES.INVALID_PARAMETER",
+            parameter="tombstone_retention",
+            problem=f"is {retention!r}",
+            fix="pass a timedelta of zero or more, or None to remember deletes for ever",
+        )
+    return int(retention.total_seconds() * 1000)
 
 
 def _scd_type(value: int | str) -> int:

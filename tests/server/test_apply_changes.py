@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import shutil
 import time
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -417,6 +418,12 @@ def test_new_columns_are_refused_unless_the_schema_evolves(
         ),
         ({"column_list": ["value", "seq"]}, "APPLY_CHANGES.INVALID_PARAMETER"),
         ({"keys": []}, "APPLY_CHANGES.INVALID_PARAMETER"),
+        (
+            {"tombstone_retention": timedelta(days=1), "stored_as_scd_type": 2},
+            "APPLY_CHANGES.INVALID_PARAMETER",
+        ),
+        ({"tombstone_retention": timedelta(days=-1)}, "APPLY_CHANGES.INVALID_PARAMETER"),
+        ({"tombstone_retention": 3600}, "APPLY_CHANGES.INVALID_PARAMETER"),
     ],
 )
 def test_parameters_are_refused_on_the_client(

@@ -17,8 +17,9 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from spark_cdc.server_plugin.apply import state
+from spark_cdc.server_plugin.apply import state, tables
 from spark_cdc.server_plugin.apply.batch import apply_batch
+from spark_cdc.server_plugin.apply.history import ALIVE
 from spark_cdc.server_plugin.apply.spec import (
     DELETE,
     END_AT,
@@ -336,6 +337,25 @@ def test_a_sequence_without_an_order_is_refused() -> None:
         apply_batch(spec_for(folder, 1), batch, 0)
     assert refused.value.condition == "APPLY_CHANGES.NON_ORDERABLE_SEQUENCE"
     assert refused.value.parameters == {"column": "seq", "dataType": "list<item: int64>"}
+
+
+def test_a_commit_that_loses_a_race_with_another_writer_is_refused_whole() -> None:
+    """Another writer rewrites the target's file after this one read the table: delta-rs
+    finds the conflict at commit, which is refused by name with nothing of it written."""
+    first = [Change((1,), (5,), "upsert", {"a": 1, "b": "x"})]
+    first += [Change((2,), (5,), "upsert", {"a": 2, "b": "y"})]
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(folder, 1)
+        apply_batch(spec, prepared(first), 0)
+        ours = DeltaTable(spec.target)  # as this writer opened it for the next batch
+        DeltaTable(spec.target).delete("id = 2")  # the other writer
+        rows = pa.table({"id": [1], "a": [7], "b": ["z"], ALIVE: [True]})
+        with pytest.raises(ChangelogSourceError) as refused:
+            tables.upsert_rows(ours, spec, 1, rows)
+        assert refused.value.condition == "APPLY_CHANGES.CONCURRENT_WRITE"
+        table = DeltaTable(spec.target)
+        assert table.transaction_version(spec.app_id) == 0
+        assert sorted_rows(read_table(spec.target)) == [{"id": 1, "a": 1, "b": "x"}]
 
 
 @pytest.mark.parametrize("retention_ms", [None, 0])
