@@ -180,11 +180,16 @@ CODE_FIGURES: dict[str, Callable[[], bool]] = {
     "128 MB": lambda: _partitions().MAX_PARTITION_BYTES == 128 << 20,
     "128 KB": lambda: _partitions().FILE_OPEN_COST == 128 << 10,
     "64 MB": lambda: _partitions().RESOLVE_BYTES == 64 << 20,
+    "2 GiB": lambda: _state().STATE_MEMORY_BYTES == 2 << 30,
 }
 
 
 def _partitions() -> ModuleType:
     return importlib.import_module("spark_cdc.server_plugin.delta.partitions")
+
+
+def _state() -> ModuleType:
+    return importlib.import_module("spark_cdc.server_plugin.apply.state")
 
 
 def _stated_figures() -> list[tuple[str, int, str]]:
