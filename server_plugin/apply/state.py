@@ -99,7 +99,7 @@ class StateMemory:
         files, sizes = _files(table, spec)
         if sum(sizes) * _EXPANSION > STATE_MEMORY_BYTES:
             return None
-        self.keep(table, spec, _dataset(table, spec, files).to_table())
+        self.keep(table, _Rows.of(_dataset(table, spec, files).to_table()))
         return self.kept
 
     def holds(self, table: Any, version: int) -> bool:
@@ -108,13 +108,11 @@ class StateMemory:
     def forget(self) -> None:
         self.table, self.version, self.kept = None, None, None
 
-    def keep(self, table: Any, spec: ApplySpec, rows: pa.Table | _Rows) -> None:
-        """``rows`` as the table's current version (a table not yet indexed: indexed)."""
+    def keep(self, table: Any, kept: _Rows) -> None:
+        """``kept`` as the table's current version, when within the bound."""
         self.forget()
-        if (rows.nbytes if isinstance(rows, pa.Table) else rows.rows.nbytes) > STATE_MEMORY_BYTES:
-            return
-        kept = _Rows.of(rows) if isinstance(rows, pa.Table) else rows
-        self.table, self.version, self.kept = table.metadata().id, table.version(), kept
+        if kept.rows.nbytes <= STATE_MEMORY_BYTES:
+            self.table, self.version, self.kept = table.metadata().id, table.version(), kept
 
 
 def read(
@@ -159,7 +157,7 @@ def append(
     added = tables.aligned(rows, tables.table_schema(table))
     follows = memory.holds(table, before) and table.version() == before + 1
     if follows and added.schema == memory.kept.rows.schema:  # not when the schema evolved
-        memory.keep(table, spec, memory.kept.appended(added))
+        memory.keep(table, memory.kept.appended(added))
     else:
         memory.forget()
 
@@ -170,7 +168,7 @@ def overwrite(
     """The state replaced by ``rows`` (a truncate, a compaction): the memory holds them."""
     tables.overwrite_rows(table, spec, version, rows)
     if memory is not None:
-        memory.keep(table, spec, tables.aligned(rows, tables.table_schema(table)))
+        memory.keep(table, _Rows.of(tables.aligned(rows, tables.table_schema(table))))
 
 
 def _files(table: Any, spec: ApplySpec) -> tuple[list[str], list[int]]:
