@@ -232,6 +232,18 @@ CONDITIONS: dict[str, Condition] = {
         "cannot read correctly; it refuses rather than return wrong rows. Read its change "
         "data feed with Delta Lake on the server instead."
     ),
+    "ICEBERG_CHANGELOG.FOLDER_NOT_LISTABLE": Condition(
+        "'<path>' is a folder, and its FileIO (<io>) cannot list it to find the current "
+        "metadata file: pass that *.metadata.json file's path instead."
+    ),
+    "ICEBERG_CHANGELOG.NOT_AN_ICEBERG_TABLE": Condition(
+        "'<path>' is not an Iceberg table the server can read: pass the table's folder (the "
+        "one holding metadata/ with a *.metadata.json file) or a metadata file's path."
+    ),
+    "ICEBERG_CHANGELOG.UNREADABLE_TABLE": Condition(
+        "'<path>' holds an Iceberg table the server cannot load (<reason>); check that the "
+        "server can read it (storage.* options for object stores), then rerun."
+    ),
     "INVALID_CDC_OPTION.CONFLICTING_RANGE_TYPES": Condition(
         "A CDC read is bounded by versions or by timestamps, not both: drop either "
         "startingVersion/endingVersion or startingTimestamp/endingTimestamp."
