@@ -23,17 +23,26 @@ class Requirement(NamedTuple):
     package: str
     minimum: tuple[int, ...]
     why: str
+    below: tuple[int, ...] | None = None  # the first release it may not work with
 
     @property
     def specifier(self) -> str:
-        return f"{self.package}>={'.'.join(map(str, self.minimum))}"
+        upper = "" if self.below is None else f",<{'.'.join(map(str, self.below))}"
+        return f"{self.package}>={'.'.join(map(str, self.minimum))}{upper}"
 
 
 DELTALAKE = Requirement("deltalake", (1, 4, 2), "reads Delta tables and their deletion vectors")
 """The ``server`` extra in pyproject.toml asks for the same (a test holds them together)."""
 PYARROW = Requirement("pyarrow", (15,), "carries every row the sources read")
 NUMPY = Requirement("numpy", (1,), "resolves the row-level passes")
-SERVER_REQUIREMENTS = (PYARROW, NUMPY, DELTALAKE)
+PYICEBERG = Requirement(
+    "pyiceberg",
+    (0, 12),
+    "reads Iceberg tables' metadata, manifests and delete files",
+    below=(0, 13),  # the Iceberg source reads v3 manifest fields through its internals
+)
+"""As DELTALAKE: the ``server`` extra asks for the same."""
+SERVER_REQUIREMENTS = (PYARROW, NUMPY, DELTALAKE, PYICEBERG)
 
 
 def missing(requirement: Requirement) -> str | None:
@@ -45,6 +54,8 @@ def missing(requirement: Requirement) -> str | None:
     version = getattr(module, "__version__", None) or _installed_version(requirement.package)
     if version is not None and _release(version) < requirement.minimum:
         return f"has '{requirement.package}' {version}, older than {requirement.specifier}"
+    if version is not None and requirement.below and _release(version) >= requirement.below:
+        return f"has '{requirement.package}' {version}, newer than {requirement.specifier}"
     return None
 
 

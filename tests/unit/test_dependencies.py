@@ -14,7 +14,7 @@ from deltalake import write_deltalake
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 from spark_cdc import ChangelogReader
-from spark_cdc.server_plugin.dependencies import DELTALAKE
+from spark_cdc.server_plugin.dependencies import DELTALAKE, PYICEBERG
 from spark_cdc.testing.local_server import start_local_server
 
 from tests.support import harness
@@ -27,7 +27,8 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.mark.plan_only
 def test_the_server_extra_asks_for_what_the_check_requires() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    assert DELTALAKE.specifier in project["optional-dependencies"]["server"]
+    for requirement in (DELTALAKE, PYICEBERG):
+        assert requirement.specifier in project["optional-dependencies"]["server"]
 
 
 @pytest.mark.plan_only
