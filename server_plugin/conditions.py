@@ -240,6 +240,10 @@ CONDITIONS: dict[str, Condition] = {
         "'<path>' is not an Iceberg table the server can read: pass the table's folder (the "
         "one holding metadata/ with a *.metadata.json file) or a metadata file's path."
     ),
+    "ICEBERG_CHANGELOG.UNKNOWN_BRANCH": Condition(
+        "The Iceberg table '<path>' has no branch '<branch>': name one of its branches (its "
+        "refs), or leave the branch option out to read main."
+    ),
     "ICEBERG_CHANGELOG.UNREADABLE_TABLE": Condition(
         "'<path>' holds an Iceberg table the server cannot load (<reason>); check that the "
         "server can read it (storage.* options for object stores), then rerun."

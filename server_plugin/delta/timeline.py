@@ -20,6 +20,7 @@ from zoneinfo import ZoneInfo
 
 from pyspark.sql.types import StructType
 from spark_cdc.server_plugin.cdc_options import invalid_timestamp
+from spark_cdc.server_plugin.commit_timestamps import next_timestamp
 from spark_cdc.server_plugin.delta.log import Commit, DeltaLog, check_readable_protocol
 from spark_cdc.server_plugin.delta.table_schema import physical_schema, table_schema
 from spark_cdc.server_plugin.errors import ChangelogSourceError, error
@@ -32,10 +33,6 @@ log = logging.getLogger("delta_changelog")
 # ~150 ms locally and many requests on an object store. So listing costs at most 5% of
 # the time; a commit deleted behind the stream is noticed that much later.
 LISTING_REUSE_FACTOR = 20
-
-
-def next_timestamp(recorded_ms: int, previous_ms: int | None) -> int:
-    return recorded_ms if previous_ms is None or recorded_ms > previous_ms else previous_ms + 1
 
 
 @dataclass(frozen=True)
