@@ -1,0 +1,129 @@
+"""The files a snapshot's manifests list, and which of them the snapshot itself added and
+removed: what its changes are made of.
+
+Everything comes from the snapshot's own manifests, never from its parent's, so the oldest
+snapshot still kept (whose parent was expired) has changes too, and each snapshot costs one
+manifest list. A file the snapshot added is an ADDED entry whose file sequence number is the
+snapshot's (v1 has no sequence numbers: an ADDED entry of a manifest the snapshot wrote); a
+file it removed is a DELETED entry of a manifest it wrote. Entries are never matched on
+their snapshot id: some writers round the ids in the table metadata (a fixture's do).
+
+Entries are read with the v3 schema: pyiceberg's own reader drops the v3 fields a deletion
+vector needs (``referenced_data_file``, ``content_offset``, ``content_size_in_bytes``), and
+several deletion vectors share one Puffin file, so a delete file is its path and offset.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+# The v3 data file fields after the v2 ones, in the order the v3 schema reads them.
+_V3_FIELDS = ("first_row_id", "referenced_data_file", "content_offset", "content_size_in_bytes")
+
+FileKey = tuple[
+    str, int, int
+]  # path, content (0 data, 1 position deletes, 2 equality deletes), offset
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """A live file of a snapshot: pyiceberg's ``DataFile``, its data sequence number (which
+    deletes apply to it) and the v3 fields."""
+
+    data_file: Any
+    sequence_number: int
+    file_sequence_number: int
+    referenced_data_file: str | None = None
+    content_offset: int | None = None
+    content_size: int | None = None
+
+    @property
+    def path(self) -> str:
+        return str(self.data_file.file_path)
+
+    @property
+    def content(self) -> int:
+        return int(self.data_file.content)
+
+    @property
+    def key(self) -> FileKey:
+        return (self.path, self.content, -1 if self.content_offset is None else self.content_offset)
+
+
+@dataclass(frozen=True)
+class SnapshotFiles:
+    """A snapshot's live files, and those it added and removed (by ``FileEntry.key``)."""
+
+    live: dict[FileKey, FileEntry]
+    added: dict[FileKey, FileEntry]
+    removed: dict[FileKey, FileEntry]
+
+    def parent_live(self) -> dict[FileKey, FileEntry]:
+        """The files live at the snapshot's parent: these, less what it added, with what it
+        removed."""
+        parent = {k: e for k, e in self.live.items() if k not in self.added}
+        parent.update(self.removed)
+        return parent
+
+
+def snapshot_files(snapshot: Any, io: Any) -> SnapshotFiles:
+    from pyiceberg.manifest import ManifestEntryStatus
+
+    live: dict[FileKey, FileEntry] = {}
+    added: dict[FileKey, FileEntry] = {}
+    removed: dict[FileKey, FileEntry] = {}
+    sequence = snapshot.sequence_number
+    for manifest in snapshot.manifests(io):
+        written_here = (
+            manifest.added_snapshot_id == snapshot.snapshot_id
+            if sequence == 0
+            else manifest.sequence_number == sequence
+        )
+        for status, entry in _entries(manifest, io):
+            if status == ManifestEntryStatus.DELETED:
+                if written_here:
+                    removed[entry.key] = entry
+                continue
+            live[entry.key] = entry
+            if status == ManifestEntryStatus.ADDED and (
+                written_here if sequence == 0 else entry.file_sequence_number == sequence
+            ):
+                added[entry.key] = entry
+    return SnapshotFiles(live, added, removed)
+
+
+def _entries(manifest: Any, io: Any) -> Iterator[tuple[Any, FileEntry]]:
+    """Each entry of ``manifest`` with its status, read with the v3 schema."""
+    from pyiceberg.avro.file import AvroFile
+    from pyiceberg.manifest import (
+        MANIFEST_ENTRY_SCHEMAS,
+        DataFile,
+        DataFileContent,
+        FileFormat,
+        ManifestEntry,
+        ManifestEntryStatus,
+        _inherit_from_manifest,
+    )
+
+    with AvroFile[ManifestEntry](
+        io.new_input(manifest.manifest_path),
+        MANIFEST_ENTRY_SCHEMAS[3],
+        read_types={-1: ManifestEntry, 2: DataFile},
+        read_enums={0: ManifestEntryStatus, 101: FileFormat, 134: DataFileContent},
+    ) as reader:
+        for raw in reader:
+            entry = _inherit_from_manifest(raw, manifest)
+            extra = dict(zip(_V3_FIELDS, entry.data_file._data[-len(_V3_FIELDS) :], strict=True))
+            yield (
+                entry.status,
+                FileEntry(
+                    entry.data_file,
+                    int(entry.sequence_number or 0),
+                    int(entry.file_sequence_number or 0),
+                    extra["referenced_data_file"],
+                    extra["content_offset"],
+                    extra["content_size_in_bytes"],
+                ),
+            )
