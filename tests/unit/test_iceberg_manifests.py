@@ -11,8 +11,8 @@ from spark_cdc.server_plugin.iceberg.manifests import snapshot_files
 from spark_cdc.server_plugin.iceberg.table import open_table
 from spark_cdc.server_plugin.iceberg.timeline import timeline
 
+from tests.support.iceberg_fixtures import FOLDERS, ICEBERG_FIXTURES
 from tests.support.iceberg_io import storage_options
-from tests.unit.test_iceberg_metadata_files import FOLDERS, ICEBERG_FIXTURES
 
 
 def _summary_count(snapshot: object, name: str) -> int:

@@ -10,16 +10,7 @@ from pathlib import Path
 import pytest
 from spark_cdc.server_plugin.iceberg.metadata_files import current_metadata, metadata_version
 
-from tests.support.delta_fixtures import CONFORMANCE
-
-# The Iceberg tables other engines wrote (../shared/iceberg-fixtures beside the checkout, or
-# SPARK_CDC_ICEBERG_FIXTURES; the conformance tables' iceberg/ folder).
-ICEBERG_FIXTURES = Path(
-    os.environ.get("SPARK_CDC_ICEBERG_FIXTURES")
-    or Path(__file__).resolve().parents[3] / "shared" / "iceberg-fixtures"
-)
-ROOTS = (ICEBERG_FIXTURES, CONFORMANCE / "iceberg")
-FOLDERS = sorted(p.parent for root in ROOTS for p in root.glob("*/location.json"))
+from tests.support.iceberg_fixtures import FOLDERS, require_tables
 
 
 @pytest.mark.parametrize("folder", FOLDERS, ids=lambda p: p.name)
@@ -32,9 +23,7 @@ def test_every_fixtures_current_metadata_is_the_one_its_location_names(folder: P
 
 
 def test_the_fixtures_are_there() -> None:
-    if not any(root.is_dir() for root in ROOTS):
-        pytest.skip(f"no Iceberg fixtures under {ROOTS[0]} or {ROOTS[1]}")
-    assert len(FOLDERS) == 25
+    require_tables()
 
 
 @pytest.mark.parametrize(

@@ -10,8 +10,8 @@ import pytest
 from spark_cdc.server_plugin.errors import ChangelogSourceError
 from spark_cdc.server_plugin.iceberg.table import open_table
 
+from tests.support.iceberg_fixtures import FOLDERS
 from tests.support.iceberg_io import storage_options
-from tests.unit.test_iceberg_metadata_files import FOLDERS
 
 
 @pytest.mark.parametrize("folder", FOLDERS, ids=lambda p: p.name)

@@ -13,8 +13,8 @@ from spark_cdc.server_plugin.errors import ChangelogSourceError
 from spark_cdc.server_plugin.iceberg.table import open_table
 from spark_cdc.server_plugin.iceberg.timeline import timeline
 
+from tests.support.iceberg_fixtures import FOLDERS, ICEBERG_FIXTURES
 from tests.support.iceberg_io import storage_options
-from tests.unit.test_iceberg_metadata_files import FOLDERS, ICEBERG_FIXTURES
 
 EXPECTED = ICEBERG_FIXTURES / "expected_snapshots.json"
 

@@ -1,0 +1,35 @@
+"""The Iceberg tables other engines wrote: ``../shared/iceberg-fixtures`` beside the checkout
+(``SPARK_CDC_ICEBERG_FIXTURES`` points elsewhere) and the conformance tables' ``iceberg/``
+folder. When a variable names a root (as CI does), a missing table fails its tests; else
+they are skipped."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.support.delta_fixtures import CONFORMANCE, CONFORMANCE_VARIABLE
+
+VARIABLE = "SPARK_CDC_ICEBERG_FIXTURES"
+ICEBERG_FIXTURES = Path(
+    os.environ.get(VARIABLE) or Path(__file__).resolve().parents[3] / "shared" / "iceberg-fixtures"
+)
+ROOTS = {ICEBERG_FIXTURES: VARIABLE, CONFORMANCE / "iceberg": CONFORMANCE_VARIABLE}
+# Every table folder (each has a location.json saying how to read it in place).
+FOLDERS = sorted(p.parent for root in ROOTS for p in root.glob("*/location.json"))
+EXPECTED_TABLES = 25  # 10 fixtures (README.md) and 15 conformance tables (SOURCES.md)
+
+
+def require_tables() -> None:
+    """Fail when a named root is missing or short of tables; skip when none is named."""
+    named = [root for root, variable in ROOTS.items() if os.environ.get(variable)]
+    if len(FOLDERS) == EXPECTED_TABLES:
+        return
+    message = (
+        f"{len(FOLDERS)} of {EXPECTED_TABLES} Iceberg tables under {', '.join(map(str, ROOTS))}"
+    )
+    if named:
+        pytest.fail(f"{message}: the folders {', '.join(ROOTS[r] for r in named)} name")
+    pytest.skip(f"{message} (set {VARIABLE} and {CONFORMANCE_VARIABLE} to where they are)")
