@@ -16,10 +16,9 @@ from spark_cdc.rewrite.errors import cdc_error
 from spark_cdc.rewrite.row_level import RowLevelPasses
 from spark_cdc.rewrite.spec import ChangelogSpec
 from spark_cdc.server_plugin.cdc_options import NULLABLE_SCHEMA
-from spark_cdc.server_plugin.delta.options import OPTION_NAMES, RESOLUTION_OPTIONS, STORAGE_PREFIX
+from spark_cdc.server_plugin.delta.options import ACCEPTED as DELTA_OPTIONS
 from spark_cdc.server_plugin.delta.source import SOURCE_NAME, DeltaChangelogSource
 from spark_cdc.server_plugin.registration import register_by_value
-from spark_cdc.server_plugin.vocabulary import RANGE_OPTIONS
 
 if TYPE_CHECKING:
     from spark_cdc.rewrite.pyspark_internals import SparkSession
@@ -99,10 +98,8 @@ DELTA = ChangelogSource(
     contains_carryover_rows=True,
     represents_update_as_delete_and_insert=True,
     contains_intermediate_changes=True,
-    options=tuple(
-        n for n in OPTION_NAMES if n != "path" and n not in (*RANGE_OPTIONS, *RESOLUTION_OPTIONS)
-    ),
-    option_prefixes=(STORAGE_PREFIX,),
+    options=DELTA_OPTIONS.source_only,
+    option_prefixes=DELTA_OPTIONS.prefix_names,
     takes_range=True,
     resolves_row_level=True,
     plugin=DeltaChangelogSource,

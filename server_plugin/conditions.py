@@ -14,6 +14,8 @@ changes operator), and a message cannot drift from its parameters. The families:
   query runs.
 - ``DELTA_CHANGELOG``: the table, its log and its files, as the ``delta_changelog`` source
   reads them; ``INTERNAL_ERROR`` for a failure of ours.
+- ``ICEBERG_CHANGELOG``: the same for the ``iceberg_changelog`` source (its metadata,
+  snapshots, manifests, data and delete files).
 - ``SPARK_CDC``, ``SPARK_CDC_CLI``, ``SPARK_CDC_CONNECTION``, ``SPARK_CDC_CONTAINER``,
   ``SPARK_CDC_LOCAL_SERVER``: the client's installation, command line, connection and test
   servers.
@@ -232,13 +234,72 @@ CONDITIONS: dict[str, Condition] = {
         "cannot read correctly; it refuses rather than return wrong rows. Read its change "
         "data feed with Delta Lake on the server instead."
     ),
+    "ICEBERG_CHANGELOG.DATA_LOSS": Condition(
+        "The snapshots of '<path>' before version <nextAvailableVersion> are gone (expired), "
+        "and the read asks for version <version>; start from version <nextAvailableVersion> "
+        "or later, or set failOnDataLoss=false to read on from there."
+    ),
+    "ICEBERG_CHANGELOG.DATA_LOSS_DATA_FILE": Condition(
+        "File '<file>' of version <version> of '<path>' is gone (expired or deleted). Start "
+        "from a later version, or set failOnDataLoss=false to skip missing files."
+    ),
+    "ICEBERG_CHANGELOG.DELETE_FILE_UNREADABLE": Condition(
+        "Delete file '<file>' of version <version> of '<path>' cannot be applied: <problem>; "
+        "the source refuses rather than serve rows it may have deleted. Read from a later "
+        "version, or rewrite the table's delete files (rewrite_position_delete_files)."
+    ),
     "ICEBERG_CHANGELOG.FOLDER_NOT_LISTABLE": Condition(
         "'<path>' is a folder, and its FileIO (<io>) cannot list it to find the current "
         "metadata file: pass that *.metadata.json file's path instead."
     ),
+    "ICEBERG_CHANGELOG.HISTORY_REWRITTEN": Condition(
+        "Snapshot <snapshotId> of '<path>', which the stream read last, is no longer on "
+        "branch <branch> (the branch was rolled back or replaced); start the stream again "
+        "with a new checkpoint location."
+    ),
+    "ICEBERG_CHANGELOG.INTERNAL_ERROR": Condition(
+        "The iceberg_changelog source failed reading '<path>' (version <version>, file "
+        "<file>): <problem>. This is a bug in spark-cdc-connect, not in your query or table: "
+        "please report it with this message."
+    ),
+    "ICEBERG_CHANGELOG.INVALID_OFFSET": Condition(
+        "Offset <offset> was not written by this version of iceberg_changelog (expected "
+        "sourceVersion <sourceVersion>); start the stream with a new checkpoint location."
+    ),
+    "ICEBERG_CHANGELOG.MISSING_DEPENDENCY": Condition(
+        "<pythonRole> (<python>) <problem>, which <neededBy> needs: it <why>. Install "
+        "<package> there with `<python> -m pip install '<requirement>'` (or install "
+        "spark-cdc-connect[server] there), <then>."
+    ),
     "ICEBERG_CHANGELOG.NOT_AN_ICEBERG_TABLE": Condition(
         "'<path>' is not an Iceberg table the server can read: pass the table's folder (the "
         "one holding metadata/ with a *.metadata.json file) or a metadata file's path."
+    ),
+    "ICEBERG_CHANGELOG.NULL_IN_NOT_NULL_COLUMN": Condition(
+        "Column '<column>' of data file '<file>' (version <version>) holds <nullCount> NULL "
+        "value(s), but the table declares it required: the writer broke the table's schema. "
+        "Rewrite that file, or read from a later version."
+    ),
+    "ICEBERG_CHANGELOG.OFFSET_FROM_ANOTHER_TABLE": Condition(
+        "The checkpoint's offset belongs to table uuid <checkpointTableId>, but the table at "
+        "this path now has uuid <tableId> (it was replaced or the path changed); use a new "
+        "checkpoint location for this table."
+    ),
+    "ICEBERG_CHANGELOG.OFFSET_MOVED_BACKWARDS": Condition(
+        "The stream was asked to read from version <startVersion> back to <endVersion>; "
+        "offsets only move forward. The checkpoint does not match this table: use a new "
+        "checkpoint location."
+    ),
+    "ICEBERG_CHANGELOG.RESERVED_COLUMN": Condition(
+        "The table has column(s) <columns>, which the change feed adds itself; rename them "
+        "before reading the table's changes."
+    ),
+    "ICEBERG_CHANGELOG.SCHEMA_CHANGED": Condition(
+        "Version <version> of the table has schema <found>, but this read uses <reading>; <why>"
+    ),
+    "ICEBERG_CHANGELOG.SNAPSHOT_NOT_IN_BRANCH": Condition(
+        "Snapshot <snapshotId> (<option>) is not a snapshot of branch <branch> of '<path>'; "
+        "pass one of the branch's snapshot ids, or a version."
     ),
     "ICEBERG_CHANGELOG.UNKNOWN_BRANCH": Condition(
         "The Iceberg table '<path>' has no branch '<branch>': name one of its branches (its "
@@ -247,6 +308,10 @@ CONDITIONS: dict[str, Condition] = {
     "ICEBERG_CHANGELOG.UNREADABLE_TABLE": Condition(
         "'<path>' holds an Iceberg table the server cannot load (<reason>); check that the "
         "server can read it (storage.* options for object stores), then rerun."
+    ),
+    "ICEBERG_CHANGELOG.UNSUPPORTED_TABLE_FEATURE": Condition(
+        "The Iceberg table '<path>' uses <feature>, which this changelog source cannot read "
+        "correctly; it refuses rather than return wrong rows. <fix>"
     ),
     "INVALID_CDC_OPTION.CONFLICTING_RANGE_TYPES": Condition(
         "A CDC read is bounded by versions or by timestamps, not both: drop either "
@@ -285,6 +350,10 @@ CONDITIONS: dict[str, Condition] = {
         "with an optional zone ('Z', '+02:00' or ' Europe/Paris'), e.g. "
         "'2024-05-01 12:00:00Z'."
     ),
+    "INVALID_CDC_OPTION.INVALID_SNAPSHOT_ID": Condition(
+        "Option '<option>' must be an Iceberg snapshot id (a whole number, as the table's "
+        "snapshots list them), got '<value>'."
+    ),
     "INVALID_CDC_OPTION.INVALID_VERSION": Condition(
         "Option '<option>' must be a commit version (a whole number >= 0; a Delta table's "
         "startingVersion also takes 'earliest', and a stream's 'latest'), got '<value>'."
@@ -306,6 +375,11 @@ CONDITIONS: dict[str, Condition] = {
         "<source> resolves carry-overs and updates commit by commit; net changes span "
         "commits: read with ChangelogReader and deduplicationMode=netChanges, or give the "
         "source deduplicationMode=dropCarryovers."
+    ),
+    "INVALID_CDC_OPTION.SNAPSHOT_ID_WITH_OTHER_BOUNDS": Condition(
+        "startingSnapshotId and endingSnapshotId bound a read by snapshot, so each end of the "
+        "range takes one kind of bound: drop the startingVersion/startingTimestamp or "
+        "endingVersion/endingTimestamp given beside them."
     ),
     "INVALID_CDC_OPTION.STARTING_TIMESTAMP_AFTER_LATEST": Condition(
         "startingTimestamp is after the table's latest commit; nothing to read: use an "

@@ -59,12 +59,16 @@ def missing(requirement: Requirement) -> str | None:
     return None
 
 
+# The condition a source's missing package raises (the Delta one for everything else).
+_MISSING = {"iceberg_changelog": "ICEBERG_CHANGELOG.MISSING_DEPENDENCY"}
+
+
 def require(requirement: Requirement, source: str) -> None:
-    """Raise ``DELTA_CHANGELOG.MISSING_DEPENDENCY`` when this Python cannot use
+    """Raise the source's ``MISSING_DEPENDENCY`` when this Python cannot use
     ``requirement``, naming it and the command that installs it here."""
     problem = missing(requirement)
     if problem is not None:
-        raise missing_dependency(requirement, problem, f"the {source} source")
+        raise missing_dependency(requirement, problem, f"the {source} source", source=source)
 
 
 def missing_dependency(
@@ -73,9 +77,10 @@ def missing_dependency(
     needed_by: str,
     python: str = "The Spark Connect server's Python",
     then: str = "then restart the server",
+    source: str = "",
 ) -> ChangelogSourceError:
     return error(
-        "DELTA_CHANGELOG.MISSING_DEPENDENCY",
+        _MISSING.get(source, "DELTA_CHANGELOG.MISSING_DEPENDENCY"),
         pythonRole=python,
         python=sys.executable,
         problem=problem,
@@ -112,7 +117,7 @@ def unavailable_source(name: str, requirement: Requirement, problem: str) -> typ
     from pyspark.sql.datasource import DataSource
 
     def refuse(*_: object) -> None:
-        raise missing_dependency(requirement, problem, f"the {name} source")
+        raise missing_dependency(requirement, problem, f"the {name} source", source=name)
 
     return type(
         "UnavailableSource",

@@ -82,20 +82,27 @@ def error(name: str, **parameters: object) -> ChangelogSourceError:
 _NOT_OURS = (ChangelogSourceError, OSError, MemoryError, ImportError)
 
 
+_INTERNAL = {
+    "DELTA_CHANGELOG": "DELTA_CHANGELOG.INTERNAL_ERROR",
+    "ICEBERG_CHANGELOG": "ICEBERG_CHANGELOG.INTERNAL_ERROR",
+}
+
+
 @contextmanager
 def internal_errors(
-    path: str, version: object = "unknown", file: object = "none"
+    path: str, version: object = "unknown", file: object = "none", family: str = "DELTA_CHANGELOG"
 ) -> Iterator[None]:
     """Inside a source, any other failure (a ``TypeError``, an ``AssertionError``...) is a
-    bug of ours: raised as ``DELTA_CHANGELOG.INTERNAL_ERROR`` naming the table, the version
-    and the data file when known, so that the user can report it, not as a bare traceback."""
+    bug of ours: raised as the source's ``<family>.INTERNAL_ERROR`` naming the table, the
+    version and the data file when known, so that the user can report it, not as a bare
+    traceback."""
     try:
         yield
     except _NOT_OURS:
         raise
     except Exception as problem:
         raise error(
-            "DELTA_CHANGELOG.INTERNAL_ERROR",
+            _INTERNAL[family],
             path=path,
             version=version,
             file=file,

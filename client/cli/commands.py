@@ -56,7 +56,10 @@ def serve(args: argparse.Namespace) -> int:
         raise CliError.of(error) from None
     url = f"sc://localhost:{server.port}"
     shown = f"{url}/;token=<your token>" if args.token else url
-    print(f"Spark Connect server with the delta_changelog source on {args.host}:{server.port}")
+    print(
+        "Spark Connect server with the delta_changelog and iceberg_changelog sources on "
+        f"{args.host}:{server.port}"
+    )
     print(f"Connect with: {shown}    (Ctrl-C stops it; log: {server.log_path})", flush=True)
     try:
         while server.alive():

@@ -29,7 +29,7 @@ import pyspark
 from spark_cdc.server_plugin.conditions import ConditionError
 
 READY_LINE = "Spark Connect server started"
-DISCOVERY_MODULE = "pyspark_delta_changelog"
+DISCOVERY_MODULES = ("pyspark_delta_changelog", "pyspark_iceberg_changelog")
 _CLIENT_ONLY_ENV = ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED", "SPARK_LOCAL_REMOTE")
 TOKEN_ENV = "SPARK_CONNECT_AUTHENTICATE_TOKEN"
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
@@ -266,14 +266,16 @@ def _discovery_path(folder: Path) -> list[str]:
     sees only folders on the server's ``sys.path``. An editable install (or a checkout on
     the client's path) serves our discovery module from elsewhere, so the server then gets a
     folder holding a copy of it."""
-    spec = importlib.util.find_spec(DISCOVERY_MODULE)
-    if spec is None or spec.origin is None:
-        return []
-    if Path(spec.origin).parent in {Path(p) for p in site.getsitepackages()}:
+    specs = [importlib.util.find_spec(name) for name in DISCOVERY_MODULES]
+    origins = [Path(spec.origin) for spec in specs if spec is not None and spec.origin]
+    installed = {Path(p) for p in site.getsitepackages()}
+    elsewhere = [origin for origin in origins if origin.parent not in installed]
+    if not elsewhere:
         return []
     target = folder / "discovery"
     target.mkdir(exist_ok=True)
-    shutil.copy(spec.origin, target)
+    for origin in elsewhere:
+        shutil.copy(origin, target)
     return [str(target)]
 
 

@@ -134,18 +134,28 @@ def row_positions(data: bytes, cardinality: int | None = None) -> np.ndarray:
     """The sorted uint64 row positions of a serialized RoaringBitmapArray."""
     if len(data) < 12:
         raise DeletionVectorError(f"{len(data)} bytes are too few for a bitmap")
-    magic, buckets = struct.unpack_from("<Iq", data, 0)
+    (magic,) = struct.unpack_from("<I", data, 0)
     if magic != MAGIC:
         raise DeletionVectorError(f"magic number {magic} is not {MAGIC}")
-    position, parts = 12, []
+    rows = roaring64_positions(data, 4)
+    if cardinality is not None and len(rows) != cardinality:
+        raise DeletionVectorError(f"it holds {len(rows)} rows, the log says {cardinality}")
+    return rows
+
+
+def roaring64_positions(data: bytes, start: int) -> np.ndarray:
+    """The sorted uint64 values of a portable 64-bit Roaring bitmap at ``start`` (a bucket
+    count, then each bucket's high 32 bits and its 32-bit bitmap): Delta's deletion vectors
+    after their magic number, Iceberg's (v3) inside their blob."""
+    if len(data) < start + 8:
+        raise DeletionVectorError(f"{len(data)} bytes are too few for a bitmap")
+    (buckets,) = struct.unpack_from("<q", data, start)
+    position, parts = start + 8, []
     for _ in range(buckets):
         (high,) = struct.unpack_from("<I", data, position)
         values, position = _roaring32(data, position + 4)
         parts.append(values.astype(np.uint64) | np.uint64(high << 32))
-    rows = np.concatenate(parts) if parts else np.zeros(0, np.uint64)
-    if cardinality is not None and len(rows) != cardinality:
-        raise DeletionVectorError(f"it holds {len(rows)} rows, the log says {cardinality}")
-    return rows
+    return np.concatenate(parts) if parts else np.zeros(0, np.uint64)
 
 
 def _roaring32(data: bytes, start: int) -> tuple[np.ndarray, int]:

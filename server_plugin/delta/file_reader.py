@@ -1,8 +1,8 @@
 """Reading a file task's rows as the change feed's rows: the data columns by name, the
 partition columns from the log, the changelog columns; the rows a deletion vector selects;
-each column cast to the declared type, or a named error. ``read_group`` serves a Spark
-task's files as they are (the raw feed); ``check_no_reserved_columns`` refuses a table with
-a column of the names the reader adds.
+each column cast to the declared type, or a named error (``change_batches.read_group`` serves
+a Spark task's files as they are: the raw feed); ``check_no_reserved_columns`` refuses a
+table with a column of the names the reader adds.
 """
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from pyspark.sql.types import StructType
 from spark_cdc.server_plugin.arrow_types import (
-    arrow_schema,
     from_numpy,
     int64_value,
     null_value,
     parsed_value,
     text_value,
 )
+from spark_cdc.server_plugin.change_batches import BATCH_VALUES, commit_timestamp
 from spark_cdc.server_plugin.delta.column_mapping import ColumnMapping
 from spark_cdc.server_plugin.delta.deletion_vectors import (
     DeletionVectorError,
@@ -31,7 +31,7 @@ from spark_cdc.server_plugin.delta.deletion_vectors import (
     row_positions,
     serialized_bitmap,
 )
-from spark_cdc.server_plugin.delta.file_tasks import FileGroup, FileTask, RowSet
+from spark_cdc.server_plugin.delta.file_tasks import FileTask, RowSet
 from spark_cdc.server_plugin.delta.log import DeltaLog
 from spark_cdc.server_plugin.errors import error
 from spark_cdc.server_plugin.row_level.rules import are_codes, change_kinds
@@ -43,51 +43,10 @@ from spark_cdc.server_plugin.vocabulary import (
     METADATA_COLUMNS,
 )
 
-# Arrow batches of about a million values: big enough to amortize the per-batch cost of the
-# Python-to-JVM hand-over (256k rows of 4 columns read ~10% faster than 64k), small enough
-# for wide tables.
-BATCH_VALUES = 1 << 20
-
 # A zone at the end of a timestamp's text: 'Z', '+02:00', '-0500'.
 _ZONE = re.compile(r"(Z|[+-]\d\d:?\d\d)$")
 
 log = logging.getLogger("delta_changelog")
-
-
-def read_group(
-    delta_log: DeltaLog,
-    schema: StructType,
-    group: FileGroup,
-    fail_on_data_loss: bool,
-    mapping: ColumnMapping | None = None,
-) -> Iterator[pa.RecordBatch]:
-    """The group's files one after the other, small files' batches merged into batches of
-    about ``BATCH_VALUES`` values: Spark hands every batch to the JVM at a fixed cost, which
-    a one-row batch per file of a many-small-files table makes the main cost."""
-    target = arrow_schema(schema)
-    rows = max(1024, BATCH_VALUES // max(1, len(target)))
-    pending: list[pa.RecordBatch] = []
-    pending_rows = 0
-    for task in group.files:
-        for batch in read_task(delta_log, target, task, fail_on_data_loss, mapping):
-            if batch.num_rows >= rows:
-                yield batch
-                continue
-            if not batch.num_rows:
-                continue
-            pending.append(batch)
-            pending_rows += batch.num_rows
-            if pending_rows >= rows:
-                yield _merged(pending)
-                pending, pending_rows = [], 0
-    if pending:
-        yield _merged(pending)
-
-
-def _merged(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
-    if len(batches) == 1:
-        return batches[0]
-    return pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
 
 
 def read_task(
@@ -170,10 +129,6 @@ def read_task(
             else:
                 columns.append(pa.nulls(rows, field.type))
         yield pa.RecordBatch.from_arrays(columns, schema=target)
-
-
-def commit_timestamp(task: FileTask) -> pa.Scalar:
-    return int64_value(task.timestamp_ms * 1000, pa.timestamp("us", tz="UTC"))
 
 
 def _selected_rows(delta_log: DeltaLog, task: FileTask, num_rows: int) -> np.ndarray | None:

@@ -16,7 +16,6 @@ contributes just the difference: rows newly marked are deletes, rows no longer m
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlparse
@@ -47,22 +46,6 @@ class FileTask(InputPartition):
     size: int
     only: RowSet | None = None
     without: RowSet | None = None
-
-
-@dataclass(frozen=True)
-class FileGroup(InputPartition):
-    """The files one Spark task reads, one after the other. With ``resolve`` the files are
-    whole commits whose rows the task resolves (the row-level passes), keeping only the
-    rows of hash bucket ``bucket`` of ``buckets``, in ``spill`` parts on local disk when
-    more than one; ``check_only`` reads only the row id and serves nothing, to check that
-    no row id changes twice in the commit (see ``partitions``)."""
-
-    files: tuple[FileTask, ...]
-    resolve: bool = False
-    bucket: int = 0
-    buckets: int = 1
-    spill: int = 1
-    check_only: bool = False
 
 
 def commit_tasks(commit: Commit, timestamp_ms: int) -> list[FileTask]:
@@ -164,14 +147,3 @@ def _arrow_table(data: Any) -> pa.Table:
     """delta-rs answers with arro3 objects. ``pa.table()`` on one would first ask whether it
     is a pandas DataFrame, importing pandas: over a second at a stream's start."""
     return pa.RecordBatchReader.from_stream(data).read_all()
-
-
-def by_commit(files: Sequence[FileTask]) -> list[list[FileTask]]:
-    """Tasks split where the version changes (a commit's tasks are consecutive)."""
-    commits: list[list[FileTask]] = []
-    for task in files:
-        if commits and commits[-1][0].version == task.version:
-            commits[-1].append(task)
-        else:
-            commits.append([task])
-    return commits

@@ -18,50 +18,38 @@ from pyspark.sql.datasource import (
     InputPartition,
 )
 from pyspark.sql.types import StructType
-from spark_cdc.server_plugin.delta.column_mapping import ColumnMapping
-from spark_cdc.server_plugin.delta.file_reader import check_no_reserved_columns, read_group
-from spark_cdc.server_plugin.delta.file_tasks import (
-    FileGroup,
-    FileTask,
-    commit_tasks,
-    snapshot_tasks,
-)
-from spark_cdc.server_plugin.delta.log import DeltaLog, check_readable_protocol
-from spark_cdc.server_plugin.delta.offsets import Offset, check_forward
-from spark_cdc.server_plugin.delta.options import SourceOptions, parse_source_options
-from spark_cdc.server_plugin.delta.partitions import (
-    RESOLVE_BYTES,
-    default_parallelism,
-    plan_partitions,
-)
-from spark_cdc.server_plugin.delta.resolving_reader import read_resolved
-from spark_cdc.server_plugin.delta.table_schema import (
+from spark_cdc.server_plugin.admission import AVAILABLE_NOW, AdmissionControl
+from spark_cdc.server_plugin.change_batches import read_group
+from spark_cdc.server_plugin.changelog_schema import (
     as_nullable,
     changelog_schema,
     declared_schema,
+    row_id_paths,
+)
+from spark_cdc.server_plugin.delta.column_mapping import ColumnMapping
+from spark_cdc.server_plugin.delta.file_reader import check_no_reserved_columns, read_task
+from spark_cdc.server_plugin.delta.file_tasks import FileTask, commit_tasks, snapshot_tasks
+from spark_cdc.server_plugin.delta.log import DeltaLog, check_readable_protocol
+from spark_cdc.server_plugin.delta.options import parse_delta_options
+from spark_cdc.server_plugin.delta.table_schema import (
     physical_schema,
     readable_as,
-    row_id_paths,
     schema_changed,
     table_schema,
 )
 from spark_cdc.server_plugin.delta.timeline import TimedCommit, Timeline
 from spark_cdc.server_plugin.dependencies import DELTALAKE, require
 from spark_cdc.server_plugin.errors import ChangelogSourceError, error, internal_errors
+from spark_cdc.server_plugin.offsets import Offset, check_forward
+from spark_cdc.server_plugin.partitions import (
+    RESOLVE_BYTES,
+    FileGroup,
+    default_parallelism,
+    plan_partitions,
+)
+from spark_cdc.server_plugin.resolving_reader import read_resolved
 from spark_cdc.server_plugin.row_level.rules import RowLevelRules
-
-try:  # Spark 4.2+: admission control and trigger(availableNow=True) for Python sources.
-    from pyspark.sql.streaming.datasource import (
-        ReadAllAvailable,
-        ReadMaxBytes,
-        ReadMaxFiles,
-        SupportsTriggerAvailableNow,
-    )
-
-    _AVAILABLE_NOW: tuple[type, ...] = (SupportsTriggerAvailableNow,)
-except ImportError:
-    ReadAllAvailable = ReadMaxBytes = ReadMaxFiles = None  # type: ignore[assignment,misc]
-    _AVAILABLE_NOW = ()
+from spark_cdc.server_plugin.source_options import SourceOptions
 
 SOURCE_NAME = "delta_changelog"
 
@@ -87,13 +75,13 @@ class DeltaChangelogSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         require(DELTALAKE, SOURCE_NAME)
-        options = parse_source_options(self.options)
+        options = parse_delta_options(self.options)
         with internal_errors(options.path):
             return DeltaChangelogReader(options, schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         require(DELTALAKE, SOURCE_NAME)
-        options = parse_source_options(self.options, True)
+        options = parse_delta_options(self.options, True)
         with internal_errors(options.path):
             return DeltaChangelogStreamReader(options, schema)
 
@@ -104,12 +92,12 @@ def _options_for_schema(raw: Mapping[str, str]) -> SourceOptions:
     bound is left to the reader of either kind, which follows at once and names it; the
     schema is then the latest version's."""
     try:
-        return parse_source_options(raw)
+        return parse_delta_options(raw)
     except ChangelogSourceError:
         without_end = {k: v for k, v in raw.items() if k.lower() not in _END_BOUNDS}
         if len(without_end) == len(raw):
             raise
-        return parse_source_options(without_end)
+        return parse_delta_options(without_end)
 
 
 _END_BOUNDS = ("endingversion", "endingtimestamp")
@@ -177,6 +165,11 @@ class _Reader:
         fail = self.options.fail_on_data_loss
         versions = sorted({task.version for task in partition.files})
         files = [task.path for task in partition.files]
+        mapping = self.mapping
+
+        def read(target: Any, task: Any) -> Iterator[Any]:
+            return read_task(self.log, target, task, fail, mapping)
+
         with internal_errors(
             self.log.uri,
             versions[0] if len(versions) == 1 else ", ".join(map(str, versions)),
@@ -184,16 +177,10 @@ class _Reader:
         ):
             if partition.resolve and self.rules is not None:
                 yield from read_resolved(
-                    self.log,
-                    self.schema,
-                    partition,
-                    fail,
-                    self.mapping,
-                    self.rules,
-                    self.strict_schema,
+                    read, self.schema, partition, self.rules, self.strict_schema
                 )
                 return
-            yield from read_group(self.log, self.schema, partition, fail, self.mapping)
+            yield from read_group(read, self.schema, partition)
 
     def _unreadable(self, timed: TimedCommit, why: str) -> Exception | None:
         older = timed.physical_schema
@@ -234,7 +221,7 @@ class DeltaChangelogReader(_Reader, DataSourceReader):
         return self._partitions(tasks)
 
 
-class DeltaChangelogStreamReader(_Reader, DataSourceStreamReader, *_AVAILABLE_NOW):  # type: ignore[misc]
+class DeltaChangelogStreamReader(_Reader, AdmissionControl, DataSourceStreamReader, *AVAILABLE_NOW):  # type: ignore[misc]
     """Admits whole commits per micro-batch, within maxFilesPerTrigger/maxBytesPerTrigger
     (on servers that pass limits: 4.2+), but always at least one."""
 
@@ -294,8 +281,7 @@ class DeltaChangelogStreamReader(_Reader, DataSourceStreamReader, *_AVAILABLE_NO
             stamp = recorded.timestamp_ms if recorded is not None else None
             self._served = start.initial_snapshot
             return Offset(self.table_id, pinned + 1, False, stamp)
-        max_files, max_bytes = self._limits(limit)
-        files = size = admitted = 0
+        budget = self._budget(limit)
         end, batch = start, list[FileTask]()
         try:
             for timed in self.timeline.commits(start.version, start.previous_ms, self.target):
@@ -303,36 +289,21 @@ class DeltaChangelogStreamReader(_Reader, DataSourceStreamReader, *_AVAILABLE_NO
                 if problem is not None:
                     raise problem
                 tasks = commit_tasks(timed.commit, timed.timestamp_ms)
-                more_files, more_bytes = len(tasks), sum(t.size for t in tasks)
-                if admitted and (files + more_files > max_files or size + more_bytes > max_bytes):
+                if not budget.admit(tasks):
                     break
-                files, size, admitted = files + more_files, size + more_bytes, admitted + 1
                 end = Offset(self.table_id, timed.commit.version + 1, False, timed.timestamp_ms)
                 batch += tasks
         except ChangelogSourceError:
-            if not admitted and (not self._served or self.target is not None):
+            if not budget.commits and (not self._served or self.target is not None):
                 raise
             # A commit that cannot be served: serve the ones before it, then, right after a
             # micro-batch with rows, answer "no new data" once. Spark then runs its no-data
             # micro-batch, which releases the rows a downstream watermark still holds (a
             # post-processed stream's last commit), and the next call fails. Not under
             # availableNow: there "no new data" would end the query without the error.
-        self._served = admitted > 0
+        self._served = budget.commits > 0
         self._planned = (start, end, batch)
         return end
-
-    def _limits(self, limit: Any) -> tuple[float, float]:
-        """Our options decide the limits; Spark only overrides them with "everything"."""
-        if ReadAllAvailable is None or limit is None or isinstance(limit, ReadAllAvailable):
-            return float("inf"), float("inf")
-        files, size = self.options.file_limit, self.options.max_bytes
-        return (files or float("inf")), (size or float("inf"))
-
-    def getDefaultReadLimit(self) -> Any:
-        if self.options.file_limit is None:
-            assert self.options.max_bytes is not None  # else file_limit is Delta's default
-            return ReadMaxBytes(self.options.max_bytes)
-        return ReadMaxFiles(self.options.file_limit)
 
     def _schema_problem(self, timed: TimedCommit) -> Exception | None:
         version = timed.commit.version

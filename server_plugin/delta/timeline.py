@@ -14,12 +14,9 @@ import logging
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
 from typing import Any
-from zoneinfo import ZoneInfo
 
 from pyspark.sql.types import StructType
-from spark_cdc.server_plugin.cdc_options import invalid_timestamp
 from spark_cdc.server_plugin.commit_timestamps import next_timestamp
 from spark_cdc.server_plugin.delta.log import Commit, DeltaLog, check_readable_protocol
 from spark_cdc.server_plugin.delta.table_schema import physical_schema, table_schema
@@ -169,24 +166,3 @@ class Timeline:
         if commit is None:
             raise error("DELTA_CHANGELOG.DATA_LOSS_DURING_READ", version=version, path=self.log.uri)
         return commit.timestamp_ms
-
-
-def parse_timestamp_ms(option: str, text: str) -> int:
-    """A Spark timestamp string as epoch milliseconds; a string without a zone is UTC."""
-    value = text.strip()
-    zone = None
-    head, _, tail = value.rpartition(" ")
-    if head and ("/" in tail or tail in ("UTC", "GMT")):
-        value, zone = head, tail
-    if value.endswith("Z"):
-        value = value[:-1] + "+00:00"
-    try:
-        moment = datetime.fromisoformat(value)
-        if zone is not None:
-            moment = moment.replace(tzinfo=ZoneInfo(zone))
-    except (ValueError, KeyError) as problem:
-        raise invalid_timestamp(option, text) from problem
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    epoch = datetime(1970, 1, 1, tzinfo=timezone.utc)
-    return (moment - epoch) // timedelta(milliseconds=1)

@@ -185,7 +185,7 @@ CODE_FIGURES: dict[str, Callable[[], bool]] = {
 
 
 def _partitions() -> ModuleType:
-    return importlib.import_module("spark_cdc.server_plugin.delta.partitions")
+    return importlib.import_module("spark_cdc.server_plugin.partitions")
 
 
 def _state() -> ModuleType:

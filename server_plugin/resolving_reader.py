@@ -8,16 +8,14 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
 from pyspark.sql.types import StructType
 from spark_cdc.server_plugin.arrow_types import arrow_schema, from_numpy, int64_value
-from spark_cdc.server_plugin.delta.column_mapping import ColumnMapping
-from spark_cdc.server_plugin.delta.file_reader import BATCH_VALUES, commit_timestamp, read_task
-from spark_cdc.server_plugin.delta.file_tasks import FileGroup, FileTask, by_commit
-from spark_cdc.server_plugin.delta.log import DeltaLog
+from spark_cdc.server_plugin.change_batches import BATCH_VALUES, commit_timestamp
+from spark_cdc.server_plugin.partitions import FileGroup, FileTask, by_commit
 from spark_cdc.server_plugin.row_level.rules import RowLevelRules, buckets_of, labels, resolve
 from spark_cdc.server_plugin.vocabulary import (
     CHANGE_TYPE,
@@ -26,18 +24,20 @@ from spark_cdc.server_plugin.vocabulary import (
     METADATA_COLUMNS,
 )
 
+# How a source reads one task's rows in a given Arrow schema (``change_batches``).
+TaskReader = Callable[[pa.Schema, FileTask], Iterator[pa.RecordBatch]]
+
 
 def read_resolved(
-    delta_log: DeltaLog,
+    read_task: TaskReader,
     schema: StructType,
     group: FileGroup,
-    fail_on_data_loss: bool,
-    mapping: ColumnMapping | None,
     rules: RowLevelRules,
     strict: StructType,
 ) -> Iterator[pa.RecordBatch]:
     """The group's commits one by one, each with its row-level passes resolved: a commit's
     rows (its bucket's, when split) are gathered, resolved as one table and handed on.
+    ``read_task`` is the source's reader of one task's rows.
 
     Files are read as ``strict`` (the table's own nullability, so a NULL where the table
     says NOT NULL fails as in a raw read) and handed on as ``schema``, which may declare
@@ -48,9 +48,7 @@ def read_resolved(
     target = _resolving_schema(strict_target, rules.key_names if group.check_only else None)
     rows = max(1024, BATCH_VALUES // max(1, len(declared)))
     for commit in by_commit(group.files):
-        batches = _bucket_batches(
-            delta_log, target, group, commit, fail_on_data_loss, mapping, rules
-        )
+        batches = _bucket_batches(read_task, target, group, commit, rules)
         for part in _spilled(batches, target, group.spill):
             resolved = resolve(part, rules, commit[0].version)
             del part
@@ -87,12 +85,10 @@ def _as_changelog(resolved: pa.Table, commit: FileTask, schema: pa.Schema) -> pa
 
 
 def _bucket_batches(
-    delta_log: DeltaLog,
+    read_task: TaskReader,
     target: pa.Schema,
     group: FileGroup,
     commit: list[FileTask],
-    fail_on_data_loss: bool,
-    mapping: ColumnMapping | None,
     rules: RowLevelRules,
 ) -> Iterator[tuple[pa.RecordBatch, np.ndarray | None]]:
     """The commit's rows that fall into the group's bucket, batch by batch, each with the
@@ -100,7 +96,7 @@ def _bucket_batches(
     hash and one gather per batch serve both splits."""
     slots = group.buckets * group.spill
     for task in commit:
-        for batch in read_task(delta_log, target, task, fail_on_data_loss, mapping):
+        for batch in read_task(target, task):
             if slots == 1:
                 yield batch, None
                 continue
@@ -128,7 +124,7 @@ def _spilled(
         if collected:
             yield pa.Table.from_batches(collected, schema=target)
         return
-    with tempfile.TemporaryDirectory(prefix="delta_changelog_", dir=_local_dir()) as folder:
+    with tempfile.TemporaryDirectory(prefix="changelog_", dir=_local_dir()) as folder:
         paths = [os.path.join(folder, f"part-{i}.arrow") for i in range(parts)]
         writers = [pa.ipc.new_file(path, target) for path in paths]
         try:

@@ -1,4 +1,4 @@
-"""How a read's data files become Spark partitions, as many as the cluster can run at once.
+"""How a source's data files become Spark partitions, as many as the cluster can run at once.
 
 ``parallelism`` is the number of tasks the cluster runs at once (its executors' cores; the
 ``parallelism`` option, else the driver's cores, which is right for a local server). A read
@@ -38,8 +38,10 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
 
-from spark_cdc.server_plugin.delta.file_tasks import FileGroup, FileTask, by_commit
+from pyspark.sql.datasource import InputPartition
 from spark_cdc.server_plugin.row_level.rules import RowLevelRules
 
 MAX_PARTITION_BYTES = 128 << 20
@@ -47,6 +49,48 @@ MIN_PARTITION_BYTES = 4 << 20  # Spark's floor too: a small read is one task, in
 FILE_OPEN_COST = 128 << 10
 RESOLVE_BYTES = 64 << 20
 MAX_SPREAD = 8
+
+
+class FileTask(Protocol):
+    """What planning needs of a source's task: one data file's part in one commit."""
+
+    @property
+    def path(self) -> str: ...
+    @property
+    def change_type(self) -> str | None: ...  # None: the file's own column (Delta CDC files)
+    @property
+    def version(self) -> int: ...
+    @property
+    def timestamp_ms(self) -> int: ...
+    @property
+    def size(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class FileGroup(InputPartition):
+    """The files one Spark task reads, one after the other. With ``resolve`` the files are
+    whole commits whose rows the task resolves (the row-level passes), keeping only the
+    rows of hash bucket ``bucket`` of ``buckets``, in ``spill`` parts on local disk when
+    more than one; ``check_only`` reads only the row id and serves nothing, to check that
+    no row id changes twice in the commit (see ``partitions``)."""
+
+    files: tuple[FileTask, ...]
+    resolve: bool = False
+    bucket: int = 0
+    buckets: int = 1
+    spill: int = 1
+    check_only: bool = False
+
+
+def by_commit(files: Sequence[FileTask]) -> list[list[FileTask]]:
+    """Tasks split where the version changes (a commit's tasks are consecutive)."""
+    commits: list[list[FileTask]] = []
+    for task in files:
+        if commits and commits[-1][0].version == task.version:
+            commits[-1].append(task)
+        else:
+            commits.append([task])
+    return commits
 
 
 def default_parallelism() -> int:

@@ -1,0 +1,155 @@
+"""What a snapshot contributes to the change feed, as one task per data file.
+
+From the files live at the snapshot (S) and at its parent (P), read from S's own manifests
+(``manifests.snapshot_files``), and which delete files apply to which data file:
+
+- a data file S added: its rows, less those S's own deletes remove, are inserts;
+- a data file S removed (a copy-on-write rewrite or delete): its rows still live at P are
+  deletes (the rewritten rows come back as inserts of the new file: carry-overs, which the
+  row-level passes remove);
+- a data file live at both that a delete file S added or removed can reach (merge-on-read):
+  the rows dead at S but not at P are deletes (and, should a delete file ever be dropped
+  without its data file, rows live again are inserts);
+- ``replace`` (compaction, delete-file rewrites) changes no row: nothing.
+
+Which delete files apply to a data file is Iceberg's rule: position deletes and deletion
+vectors when their sequence number is at least the data file's, in its partition (a
+deletion vector or a delete naming one file: that file only); equality deletes when their
+sequence number is greater, in the data file's partition or, written under an
+unpartitioned spec, everywhere. The rows they remove are found when the task reads the file
+(``deletes``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql.datasource import InputPartition
+from spark_cdc.server_plugin.iceberg.manifests import FileEntry, SnapshotFiles
+from spark_cdc.server_plugin.iceberg.timeline import TimedSnapshot
+from spark_cdc.server_plugin.vocabulary import DELETE, INSERT
+
+DATA, POSITION_DELETES, EQUALITY_DELETES = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class IcebergTask(InputPartition):
+    """One data file of one snapshot. The rows read are those the ``only`` deletes remove
+    (when given; else all), less those the ``without`` deletes remove."""
+
+    path: str
+    change_type: str
+    version: int
+    timestamp_ms: int
+    size: int
+    file: FileEntry
+    only: tuple[FileEntry, ...] | None = None
+    without: tuple[FileEntry, ...] = ()
+
+
+def snapshot_tasks(
+    timed: TimedSnapshot, files: SnapshotFiles, unpartitioned: frozenset[int]
+) -> list[IcebergTask]:
+    """The tasks of snapshot ``timed``'s changes (``unpartitioned``: the table's spec ids
+    without partition fields, whose equality deletes apply everywhere)."""
+    if timed.operation == "replace":
+        return []
+    at = _Deletes(files.live.values(), unpartitioned)
+    before = _Deletes(files.parent_live().values(), unpartitioned)
+    tasks = [
+        _task(timed, entry, INSERT, without=at.of(entry))
+        for entry in files.added.values()
+        if entry.content == DATA
+    ]
+    tasks += [
+        _task(timed, entry, DELETE, without=before.of(entry))
+        for entry in files.removed.values()
+        if entry.content == DATA
+    ]
+    changed = [e for e in (*files.added.values(), *files.removed.values()) if e.content != DATA]
+    if changed:
+        for entry in files.live.values():
+            if entry.content != DATA or entry.key in files.added:
+                continue
+            if not any(_applies(d, entry, unpartitioned) for d in changed):
+                continue
+            now, then = at.of(entry), before.of(entry)
+            if set(now) - set(then):
+                tasks.append(_task(timed, entry, DELETE, only=now, without=then))
+            if set(then) - set(now):
+                tasks.append(_task(timed, entry, INSERT, only=then, without=now))
+    return tasks
+
+
+def table_tasks(
+    timed: TimedSnapshot, files: SnapshotFiles, unpartitioned: frozenset[int]
+) -> list[IcebergTask]:
+    """Every live row of snapshot ``timed``, as inserts (a stream's initial snapshot)."""
+    at = _Deletes(files.live.values(), unpartitioned)
+    return [
+        _task(timed, entry, INSERT, without=at.of(entry))
+        for entry in files.live.values()
+        if entry.content == DATA
+    ]
+
+
+def _task(
+    timed: TimedSnapshot,
+    entry: FileEntry,
+    kind: str,
+    only: tuple[FileEntry, ...] | None = None,
+    without: tuple[FileEntry, ...] = (),
+) -> IcebergTask:
+    size = int(entry.data_file.file_size_in_bytes)
+    return IcebergTask(
+        entry.path, kind, timed.version, timed.timestamp_ms, size, entry, only, without
+    )
+
+
+class _Deletes:
+    """A snapshot's live delete files, indexed by where they can apply."""
+
+    def __init__(self, entries: Iterable[FileEntry], unpartitioned: frozenset[int]) -> None:
+        self.unpartitioned = unpartitioned
+        self.by_partition: dict[tuple[int, Any], list[FileEntry]] = {}
+        self.by_file: dict[str, list[FileEntry]] = {}
+        self.everywhere: list[FileEntry] = []
+        for entry in entries:
+            if entry.content == DATA:
+                continue
+            if entry.content == POSITION_DELETES and entry.referenced_data_file is not None:
+                self.by_file.setdefault(entry.referenced_data_file, []).append(entry)
+            elif entry.content == EQUALITY_DELETES and entry.data_file.spec_id in unpartitioned:
+                self.everywhere.append(entry)
+            else:
+                self.by_partition.setdefault(_partition(entry), []).append(entry)
+
+    def of(self, data: FileEntry) -> tuple[FileEntry, ...]:
+        """The delete files that apply to data file ``data``, in a stable order."""
+        candidates = (
+            *self.by_file.get(data.path, ()),
+            *self.by_partition.get(_partition(data), ()),
+            *self.everywhere,
+        )
+        found = [d for d in candidates if _applies(d, data, self.unpartitioned)]
+        return tuple(sorted(found, key=lambda d: d.key))
+
+
+def _partition(entry: FileEntry) -> tuple[int, Any]:
+    return (int(entry.data_file.spec_id), entry.data_file.partition)
+
+
+def _applies(delete: FileEntry, data: FileEntry, unpartitioned: frozenset[int]) -> bool:
+    if delete.content == POSITION_DELETES:
+        if delete.sequence_number < data.sequence_number:
+            return False
+        if delete.referenced_data_file is not None:
+            return delete.referenced_data_file == data.path
+        return _partition(delete) == _partition(data)
+    if delete.content == EQUALITY_DELETES:
+        if delete.sequence_number <= data.sequence_number:
+            return False
+        return delete.data_file.spec_id in unpartitioned or _partition(delete) == _partition(data)
+    return False
