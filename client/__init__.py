@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from spark_cdc.rewrite.options import CdcOptions, DeduplicationMode
     from spark_cdc.rewrite.post_process import post_process
     from spark_cdc.rewrite.spec import ChangelogSpec
-    from spark_cdc.sources import register_delta_changelog
+    from spark_cdc.sources import register_delta_changelog, register_iceberg_changelog
 
 _EXPORTS = {
     "read": "spark_cdc.changelog_reader",
@@ -54,6 +54,7 @@ _EXPORTS = {
     "DeduplicationMode": "spark_cdc.rewrite.options",
     "CdcAnalysisException": "spark_cdc.rewrite.errors",
     "register_delta_changelog": "spark_cdc.sources",
+    "register_iceberg_changelog": "spark_cdc.sources",
     "apply_changes": "spark_cdc.apply",
     "AppliedChanges": "spark_cdc.apply",
     "connect": "spark_cdc.connection",
@@ -74,6 +75,7 @@ __all__ = [
     "read",
     "readStream",
     "register_delta_changelog",
+    "register_iceberg_changelog",
 ]
 
 

@@ -2,8 +2,8 @@
 (Spark's ``Changelog`` capability flags) and the options it takes, and ``SOURCES``, the
 registry ``format(name)`` chooses from.
 
-A second source (Iceberg is next) is one more description here, one more entry in
-``SOURCES`` and its plugin in ``spark_cdc.server_plugin``; the readers do not change.
+Each source is one description here, one entry in ``SOURCES`` and its plugin in
+``spark_cdc.server_plugin``; the readers do not change (Iceberg was added so).
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from spark_cdc.rewrite.spec import ChangelogSpec
 from spark_cdc.server_plugin.cdc_options import NULLABLE_SCHEMA
 from spark_cdc.server_plugin.delta.options import ACCEPTED as DELTA_OPTIONS
 from spark_cdc.server_plugin.delta.source import SOURCE_NAME, DeltaChangelogSource
+from spark_cdc.server_plugin.iceberg.options import ACCEPTED as ICEBERG_OPTIONS
+from spark_cdc.server_plugin.iceberg.source import IcebergChangelogSource
 from spark_cdc.server_plugin.registration import register_by_value
 
 if TYPE_CHECKING:
@@ -106,8 +108,25 @@ DELTA = ChangelogSource(
 )
 
 
+# An Iceberg branch's snapshots hold the same: copy-on-write rewrites carry rows over, an
+# update is a delete and an insert (merge-on-read ones too), every snapshot's changes are
+# kept.
+ICEBERG = ChangelogSource(
+    name=IcebergChangelogSource.name(),
+    row_version=None,
+    contains_carryover_rows=True,
+    represents_update_as_delete_and_insert=True,
+    contains_intermediate_changes=True,
+    options=ICEBERG_OPTIONS.source_only,
+    option_prefixes=ICEBERG_OPTIONS.prefix_names,
+    takes_range=True,
+    resolves_row_level=True,
+    plugin=IcebergChangelogSource,
+)
+
+
 # The formats ``format(name)`` accepts, by name (lower case).
-SOURCES: dict[str, ChangelogSource] = {"delta": DELTA}
+SOURCES: dict[str, ChangelogSource] = {"delta": DELTA, "iceberg": ICEBERG}
 DEFAULT_FORMAT = "delta"
 
 
@@ -144,3 +163,23 @@ def register_delta_changelog(spark: SparkSession) -> None:
     >>> feed = spark_cdc.read(spark).load("/data/orders")  # doctest: +SKIP
     """
     DELTA.register(spark)
+
+
+def register_iceberg_changelog(spark: SparkSession) -> None:
+    """Ship the ``iceberg_changelog`` source to a server without this package installed.
+
+    As ``register_delta_changelog``; the server needs ``pyiceberg``, ``pyarrow`` and
+    ``numpy``.
+
+    Parameters
+    ----------
+    spark : SparkSession
+        A Spark Connect session.
+
+    Examples
+    --------
+    >>> import spark_cdc
+    >>> spark_cdc.register_iceberg_changelog(spark)  # doctest: +SKIP
+    >>> feed = spark_cdc.read(spark).format("iceberg").load("/data/orders")  # doctest: +SKIP
+    """
+    ICEBERG.register(spark)

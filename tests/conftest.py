@@ -117,7 +117,7 @@ def spark_remote(
 
 @pytest.fixture(scope="session")
 def spark(spark_remote: str) -> Iterator[SparkSession]:
-    from spark_cdc import register_delta_changelog
+    from spark_cdc import register_delta_changelog, register_iceberg_changelog
     from spark_cdc.server_plugin.sample_changelog import register
 
     session = SparkSession.builder.remote(spark_remote).getOrCreate()
@@ -125,6 +125,7 @@ def spark(spark_remote: str) -> Iterator[SparkSession]:
     if os.environ.get("SPARK_REMOTE"):
         # A server we did not start may lack the plugin; the local one discovers it.
         register_delta_changelog(session)
+        register_iceberg_changelog(session)
     yield session
     session.stop()
 
