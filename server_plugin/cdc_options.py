@@ -42,7 +42,9 @@ class OptionDoc(NamedTuple):
     default: str  # as a user writes it; "" for none
     values: str  # what it accepts, short
     description: str  # one sentence
-    scope: str  # "cdc" (Spark's CDC options), "reader" (ChangelogReader), "delta" (the source)
+    # "cdc" (Spark's CDC options), "reader" (ChangelogReader), "source" (both sources'),
+    # "iceberg" (the Iceberg source's own)
+    scope: str
 
 
 OPTIONS: tuple[OptionDoc, ...] = (
@@ -125,15 +127,16 @@ OPTIONS: tuple[OptionDoc, ...] = (
         "path",
         "",
         "a path or URI",
-        "The Delta table's root directory; .load(path) sets it.",
-        "delta",
+        "The table: a Delta table's root directory (holding _delta_log); an Iceberg table's "
+        "folder (holding metadata/) or one of its *.metadata.json files. .load(path) sets it.",
+        "source",
     ),
     OptionDoc(
         "maxFilesPerTrigger",
         "1000",
         "a whole number >= 1",
         "At most this many data files per micro-batch (whole commits, at least one).",
-        "delta",
+        "source",
     ),
     OptionDoc(
         "maxBytesPerTrigger",
@@ -141,36 +144,68 @@ OPTIONS: tuple[OptionDoc, ...] = (
         "a size: 1048576, '512k', '64m', '1g'",
         "At most about this many bytes of data files per micro-batch (whole commits, at "
         "least one).",
-        "delta",
+        "source",
     ),
     OptionDoc(
         "failOnDataLoss",
         "true",
         "true, false",
         "Whether a commit or data file that is gone fails the read, or is skipped with a warning.",
-        "delta",
+        "source",
     ),
     OptionDoc(
         "parallelism",
         "",
         "a whole number >= 1",
         "How many tasks read the files; by default the driver's cores.",
-        "delta",
+        "source",
     ),
     OptionDoc(
         "resolveTaskBytes",
         "",
         "a size: 1048576, '512k', '64m', '1g'",
         "How many bytes of files one task resolves carry-overs and updates for.",
-        "delta",
+        "source",
     ),
     OptionDoc(
         "storage.<KEY>",
         "",
         "text",
-        "A delta-rs storage option (object-store credentials and the like), e.g. "
-        "storage.AWS_REGION.",
-        "delta",
+        "A storage option: delta-rs' for Delta (storage.AWS_REGION), pyiceberg's table and "
+        "FileIO properties for Iceberg (storage.s3.region, storage.py-io-impl).",
+        "source",
+    ),
+    OptionDoc(
+        "branch",
+        "main",
+        "a branch or tag of the table",
+        "Which of the Iceberg table's branches is read: its snapshots, oldest first, are the "
+        "commits.",
+        "iceberg",
+    ),
+    OptionDoc(
+        "startingSnapshotId",
+        "",
+        "a snapshot id of the branch",
+        "Read from this snapshot on (inclusive by default, as startingVersion; Iceberg's own "
+        "start-snapshot-id is exclusive), in place of startingVersion.",
+        "iceberg",
+    ),
+    OptionDoc(
+        "endingSnapshotId",
+        "",
+        "a snapshot id of the branch",
+        "Read up to this snapshot (inclusive by default), in place of endingVersion; batch "
+        "reads only.",
+        "iceberg",
+    ),
+    OptionDoc(
+        "storage.location-map",
+        "",
+        "a JSON object: recorded prefix to where those files are now",
+        "With storage.py-io-impl=spark_cdc.server_plugin.iceberg.relocated_io.RelocatedFileIO, "
+        "reads an Iceberg table from a place other than the one its metadata records.",
+        "iceberg",
     ),
 )
 

@@ -311,7 +311,8 @@ CONDITIONS: dict[str, Condition] = {
     ),
     "ICEBERG_CHANGELOG.UNSUPPORTED_TABLE_FEATURE": Condition(
         "The Iceberg table '<path>' uses <feature>, which this changelog source cannot read "
-        "correctly; it refuses rather than return wrong rows. <fix>"
+        "correctly, and it refuses rather than return wrong rows: read the table's changes "
+        "with Spark's Iceberg connector instead."
     ),
     "INVALID_CDC_OPTION.CONFLICTING_RANGE_TYPES": Condition(
         "A CDC read is bounded by versions or by timestamps, not both: drop either "
@@ -345,14 +346,14 @@ CONDITIONS: dict[str, Condition] = {
     "INVALID_CDC_OPTION.INVALID_SIZE": Condition(
         "Option '<option>' must be a size such as 1048576, '512k', '64m' or '1g', got '<value>'."
     ),
+    "INVALID_CDC_OPTION.INVALID_SNAPSHOT_ID": Condition(
+        "Option '<option>' must be an Iceberg snapshot id (a whole number, as the table's "
+        "snapshots list them), got '<value>'."
+    ),
     "INVALID_CDC_OPTION.INVALID_TIMESTAMP": Condition(
         "Option '<option>' is not a timestamp: '<value>'. Use 'yyyy-MM-dd[ HH:mm:ss[.SSSSSS]]' "
         "with an optional zone ('Z', '+02:00' or ' Europe/Paris'), e.g. "
         "'2024-05-01 12:00:00Z'."
-    ),
-    "INVALID_CDC_OPTION.INVALID_SNAPSHOT_ID": Condition(
-        "Option '<option>' must be an Iceberg snapshot id (a whole number, as the table's "
-        "snapshots list them), got '<value>'."
     ),
     "INVALID_CDC_OPTION.INVALID_VERSION": Condition(
         "Option '<option>' must be a commit version (a whole number >= 0; a Delta table's "

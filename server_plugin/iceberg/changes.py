@@ -76,9 +76,10 @@ def snapshot_tasks(
             if not any(_applies(d, entry, unpartitioned) for d in changed):
                 continue
             now, then = at.of(entry), before.of(entry)
-            if set(now) - set(then):
+            now_keys, then_keys = {d.key for d in now}, {d.key for d in then}
+            if now_keys - then_keys:
                 tasks.append(_task(timed, entry, DELETE, only=now, without=then))
-            if set(then) - set(now):
+            if then_keys - now_keys:
                 tasks.append(_task(timed, entry, INSERT, only=then, without=now))
     return tasks
 

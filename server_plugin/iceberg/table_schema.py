@@ -64,6 +64,5 @@ def _type(kind: Any, column: str, table: str) -> T.DataType:
             "ICEBERG_CHANGELOG.UNSUPPORTED_TABLE_FEATURE",
             path=table,
             feature=f"a column of type {kind} ('{column}')",
-            fix="Read the table's changes with Spark's Iceberg connector instead.",
         )
     return simple

@@ -17,6 +17,7 @@ import decimal
 import hashlib
 import json
 import re
+import shutil
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -35,12 +36,22 @@ from tests.support.iceberg_io import storage_options
 
 pytestmark = pytest.mark.usefixtures("spark")
 
-FIXTURES = [f for f in FOLDERS if f.parent == ICEBERG_FIXTURES]
-CONFORMANCE = [f for f in FOLDERS if f.parent != ICEBERG_FIXTURES]
+FIXTURES = [f.name for f in FOLDERS if f.parent == ICEBERG_FIXTURES]
+CONFORMANCE = [f.name for f in FOLDERS if f.parent != ICEBERG_FIXTURES]
+EVERY = [f.name for f in FOLDERS]
+DOCUMENTED_COUNTS = next((f.parent / "SOURCES.md" for f in FOLDERS if f.name in CONFORMANCE), None)
 
 
-def _ids(folders: list[Path]) -> list[str]:
-    return [f.name for f in folders]
+@pytest.fixture(scope="module")
+def tables(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Every Iceberg table copied once into the test's folder, which a containerized server
+    sees too (read in place through their location maps)."""
+    require_tables()
+    root = tmp_path_factory.mktemp("iceberg")
+    copies = {}
+    for folder in FOLDERS:
+        copies[folder.name] = Path(shutil.copytree(folder, root / folder.name))
+    return copies
 
 
 def _storage(folder: Path) -> dict[str, str]:
@@ -63,7 +74,7 @@ def _snapshots(folder: Path) -> tuple[tuple[TimedSnapshot, ...], bool]:
 
 
 # Each row as the fixtures' reference reader wrote it (README: "Expected contents").
-def _canonical(value: Any) -> Any:
+def _canonical(value: Any, sort_maps: bool = False) -> Any:
     if isinstance(value, dt.datetime):
         if value.tzinfo is not None:
             value = value.astimezone(dt.timezone.utc)
@@ -75,9 +86,12 @@ def _canonical(value: Any) -> Any:
     if isinstance(value, bytes):
         return value.hex()
     if isinstance(value, dict):
-        return {k: _canonical(v) for k, v in value.items()}
+        return {k: _canonical(v, sort_maps) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_canonical(v) for v in value]
+        items = [_canonical(v, sort_maps) for v in value]
+        if sort_maps and value and all(isinstance(v, tuple) for v in value):  # a map's entries
+            items.sort(key=lambda entry: json.dumps(entry, sort_keys=True))
+        return items
     return value
 
 
@@ -93,8 +107,10 @@ def _lines(table: pa.Table) -> list[tuple[str, str]]:
 
 
 def _whole(df: DataFrame) -> Counter[str]:
-    """Every row of ``df`` with every column, as a multiset, to compare whole outputs."""
-    return Counter(json.dumps(_canonical(r), sort_keys=True) for r in df.toArrow().to_pylist())
+    """Every row of ``df`` with every column, as a multiset, to compare whole outputs (a
+    map's entries in any order: a memory sink keeps them in another)."""
+    rows = df.toArrow().to_pylist()
+    return Counter(json.dumps(_canonical(r, sort_maps=True), sort_keys=True) for r in rows)
 
 
 def _replayed(
@@ -136,12 +152,13 @@ def _digest(state: Counter[str]) -> str:
     return hashlib.sha256("\n".join(sorted(state.elements())).encode()).hexdigest()
 
 
-@pytest.mark.parametrize("folder", FIXTURES, ids=_ids(FIXTURES))
+@pytest.mark.parametrize("name", FIXTURES)
 def test_each_snapshot_of_a_fixture_is_its_parent_with_its_changes(
-    spark: SparkSession, folder: Path
+    spark: SparkSession, tables: dict[str, Path], name: str
 ) -> None:
-    require_tables()
+    folder = tables[name]
     expected = json.loads((ICEBERG_FIXTURES / "expected_snapshots.json").read_text())
+    assert folder.name == name
     snapshots, _ = _snapshots(folder)
     listed = expected[folder.name]["snapshots"]
     assert [t.snapshot.sequence_number for t in snapshots] == [s["sequence_number"] for s in listed]
@@ -153,7 +170,7 @@ def test_each_snapshot_of_a_fixture_is_its_parent_with_its_changes(
 
 def _documented_counts() -> dict[str, list[int]]:
     """Each conformance table's row count per snapshot, from its SOURCES.md table."""
-    text = (CONFORMANCE[0].parent / "SOURCES.md").read_text() if CONFORMANCE else ""
+    text = DOCUMENTED_COUNTS.read_text() if DOCUMENTED_COUNTS else ""
     counts = {}
     for line in text.splitlines():
         cells = [c.strip() for c in line.split("|")]
@@ -162,12 +179,12 @@ def _documented_counts() -> dict[str, list[int]]:
     return counts
 
 
-@pytest.mark.parametrize("folder", CONFORMANCE, ids=_ids(CONFORMANCE))
+@pytest.mark.parametrize("name", CONFORMANCE)
 def test_each_snapshot_of_a_conformance_table_is_its_parent_with_its_changes(
-    spark: SparkSession, folder: Path
+    spark: SparkSession, tables: dict[str, Path], name: str
 ) -> None:
-    require_tables()
-    documented = _documented_counts()[folder.name]
+    folder = tables[name]
+    documented = _documented_counts()[name]
     snapshots, expired = _snapshots(folder)
     assert len(snapshots) == len(documented)
     states = _replayed(spark, folder, [t.version for t in snapshots], expired)
@@ -190,9 +207,11 @@ def test_each_snapshot_of_a_conformance_table_is_its_parent_with_its_changes(
         assert Counter(lines) == state, timed.version
 
 
-@pytest.mark.parametrize("folder", FOLDERS, ids=_ids(FOLDERS))
-def test_a_stream_serves_what_a_batch_read_does(spark: SparkSession, folder: Path) -> None:
-    require_tables()
+@pytest.mark.parametrize("name", EVERY)
+def test_a_stream_serves_what_a_batch_read_does(
+    spark: SparkSession, tables: dict[str, Path], name: str
+) -> None:
+    folder = tables[name]
     batch = _raw(spark, folder, startingVersion="earliest")
     stream = (
         spark.readStream.format("iceberg_changelog")
@@ -214,7 +233,7 @@ def _row_id(folder: Path) -> str:
     return ",".join(names)
 
 
-@pytest.mark.parametrize("folder", FOLDERS, ids=_ids(FOLDERS))
+@pytest.mark.parametrize("name", EVERY)
 @pytest.mark.parametrize(
     "passes",
     [
@@ -225,9 +244,9 @@ def _row_id(folder: Path) -> str:
     ids=["carry-overs", "updates", "net-changes"],
 )
 def test_the_source_and_the_client_plan_post_process_alike(
-    spark: SparkSession, folder: Path, passes: dict[str, str]
+    spark: SparkSession, tables: dict[str, Path], name: str, passes: dict[str, str]
 ) -> None:
-    require_tables()
+    folder = tables[name]
     row_id = {"rowId": _row_id(folder)} if "computeUpdates" in passes else {}
 
     def feed(where: str) -> DataFrame:
@@ -240,11 +259,12 @@ def test_the_source_and_the_client_plan_post_process_alike(
     assert _whole(source) == _whole(client)
 
 
-def test_a_copy_on_write_rewrite_serves_only_the_rows_it_deleted(spark: SparkSession) -> None:
+def test_a_copy_on_write_rewrite_serves_only_the_rows_it_deleted(
+    spark: SparkSession, tables: dict[str, Path]
+) -> None:
     """lineitem's overwrite rewrote a data file: 60175 rows out, 51793 of them back in
     unchanged. Without carry-overs the snapshot is exactly the rows it deleted."""
-    require_tables()
-    folder = ICEBERG_FIXTURES / "spark_cow_overwrite_lineitem"
+    folder = tables["spark_cow_overwrite_lineitem"]
     before, after = _replayed(spark, folder, [1, 2])
     reader = spark_cdc.read(spark).format("iceberg").options(**_storage(folder))
     feed = reader.option("startingVersion", 2).option("deduplicationMode", "dropCarryovers")
@@ -256,9 +276,10 @@ def test_a_copy_on_write_rewrite_serves_only_the_rows_it_deleted(spark: SparkSes
 EXPIRED = "java_eq_pos_deletes_products_expired"
 
 
-def test_a_read_from_expired_snapshots_is_data_loss(spark: SparkSession) -> None:
-    require_tables()
-    folder = next(f for f in CONFORMANCE if f.name == EXPIRED)
+def test_a_read_from_expired_snapshots_is_data_loss(
+    spark: SparkSession, tables: dict[str, Path]
+) -> None:
+    folder = tables[EXPIRED]
     oldest = _snapshots(folder)[0][0].version
     with pytest.raises(Exception, match=r"ICEBERG_CHANGELOG\.DATA_LOSS\]") as caught:
         _raw(spark, folder, startingVersion="1").collect()
@@ -269,9 +290,10 @@ def test_a_read_from_expired_snapshots_is_data_loss(spark: SparkSession) -> None
     assert min(r[0] for r in on.select("_commit_version").collect()) == oldest
 
 
-def test_snapshot_ids_bound_a_read_as_versions_do(spark: SparkSession) -> None:
-    require_tables()
-    folder = ICEBERG_FIXTURES / "java_pos_deletes_orders"
+def test_snapshot_ids_bound_a_read_as_versions_do(
+    spark: SparkSession, tables: dict[str, Path]
+) -> None:
+    folder = tables["java_pos_deletes_orders"]
     snapshots, _ = _snapshots(folder)
     second, third = snapshots[1], snapshots[2]
     by_id = _raw(
@@ -299,9 +321,10 @@ def test_snapshot_ids_bound_a_read_as_versions_do(spark: SparkSession) -> None:
         _raw(spark, folder, startingSnapshotId="1", startingVersion="1").collect()
 
 
-def test_timestamps_bound_a_read_by_the_snapshots_times(spark: SparkSession) -> None:
-    require_tables()
-    folder = ICEBERG_FIXTURES / "java_pos_deletes_orders"
+def test_timestamps_bound_a_read_by_the_snapshots_times(
+    spark: SparkSession, tables: dict[str, Path]
+) -> None:
+    folder = tables["java_pos_deletes_orders"]
     snapshots, _ = _snapshots(folder)
     stamp = dt.datetime.fromtimestamp(snapshots[2].timestamp_ms / 1000, dt.timezone.utc)
     text = stamp.strftime("%Y-%m-%d %H:%M:%S.%f")
@@ -315,9 +338,8 @@ def test_timestamps_bound_a_read_by_the_snapshots_times(spark: SparkSession) -> 
     }
 
 
-def test_an_unknown_branch_is_refused_by_name(spark: SparkSession) -> None:
-    require_tables()
-    folder = ICEBERG_FIXTURES / "spark_v3_row_lineage"
+def test_an_unknown_branch_is_refused_by_name(spark: SparkSession, tables: dict[str, Path]) -> None:
+    folder = tables["spark_v3_row_lineage"]
     with pytest.raises(Exception, match=r"ICEBERG_CHANGELOG\.UNKNOWN_BRANCH\]"):
         _raw(spark, folder, startingVersion="0", branch="audit").collect()
     not_a_table = spark.read.format("iceberg_changelog").options(**_storage(folder))
@@ -325,9 +347,10 @@ def test_an_unknown_branch_is_refused_by_name(spark: SparkSession) -> None:
         not_a_table.load(str(folder / "data")).collect()
 
 
-def test_commit_timestamps_strictly_increase_and_are_the_snapshots(spark: SparkSession) -> None:
-    require_tables()
-    for folder in FOLDERS:
+def test_commit_timestamps_strictly_increase_and_are_the_snapshots(
+    spark: SparkSession, tables: dict[str, Path]
+) -> None:
+    for folder in tables.values():
         snapshots, _ = _snapshots(folder)
         feed = _raw(spark, folder, startingVersion="earliest")
         served = {

@@ -97,7 +97,7 @@ def test_the_nullable_schema_handshake_is_no_user_option() -> None:
 def test_every_option_is_documented_once() -> None:
     names = [o.name for o in OPTIONS]
     assert len(names) == len(set(names))
-    assert {o.scope for o in OPTIONS} == {"cdc", "reader", "delta"}
+    assert {o.scope for o in OPTIONS} == {"cdc", "reader", "source", "iceberg"}
     documented = set(names)
     assert set(OPTION_NAMES) - {"rowId", "deduplicationMode", "computeUpdates"} <= documented
     assert all(o.description.endswith(".") for o in OPTIONS)
