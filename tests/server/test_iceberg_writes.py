@@ -1,0 +1,206 @@
+"""``iceberg_changelog`` on tables the tests write with pyiceberg (copy-on-write appends,
+overwrites, deletes and upserts, a schema change, a branch rolled back), batch and streaming.
+
+The expected feed is a model, not a list: between each snapshot and its parent, as pyiceberg
+itself reads them, a row id gone is a delete, a new one an insert, one whose row changed an
+update (pre- and post-image), and an unchanged one nothing. That is what carry-over removal
+and update detection must leave of each snapshot's raw changes.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+import spark_cdc
+from pyspark.sql import DataFrame, SparkSession
+
+from tests.support.feeds import run_stream
+
+SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("name", pa.string())])
+
+
+@pytest.fixture
+def table(tmp_path: Path) -> Any:
+    from pyiceberg.catalog.sql import SqlCatalog
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import LongType, NestedField, StringType
+
+    catalog = SqlCatalog(
+        "tests", uri=f"sqlite:///{tmp_path}/catalog.db", warehouse=f"file://{tmp_path}/warehouse"
+    )
+    catalog.create_namespace("db")
+    schema = Schema(
+        NestedField(1, "id", LongType(), required=True),
+        NestedField(2, "name", StringType(), required=False),
+        identifier_field_ids=[1],
+    )
+    return catalog.create_table("db.orders", schema)
+
+
+def _rows(*pairs: tuple[int, str | None]) -> pa.Table:
+    return pa.Table.from_pylist([{"id": i, "name": n} for i, n in pairs], schema=SCHEMA)
+
+
+def _folder(table: Any) -> str:
+    return str(table.location()).removeprefix("file://")
+
+
+def _rewrite(table: Any, rows: pa.Table) -> None:
+    """One copy-on-write snapshot: every live data file out, ``rows`` in (pyiceberg's own
+    overwrite and upsert commit a delete and an append as two snapshots)."""
+    from pyiceberg.io.pyarrow import _dataframe_to_data_files
+
+    live = [task.file for task in table.scan().plan_files()]
+    with (
+        table.transaction() as transaction,
+        transaction.update_snapshot().overwrite() as snapshot,
+    ):
+        for data_file in live:
+            snapshot.delete_data_file(data_file)
+        for data_file in _dataframe_to_data_files(
+            transaction.table_metadata, rows, table.io, snapshot.commit_uuid
+        ):
+            snapshot.append_data_file(data_file)
+
+
+def _write_history(table: Any) -> None:
+    from pyiceberg.expressions import EqualTo
+
+    table.append(_rows((1, "a"), (2, "b"), (3, "c")))
+    table.append(_rows((4, "d")))
+    table.overwrite(_rows((2, "B")), overwrite_filter=EqualTo("id", 2))  # delete, then append
+    table.delete(EqualTo("id", 3))
+    table.upsert(_rows((1, "A"), (5, "e")))
+    _rewrite(table, _rows((1, "A"), (2, "BB"), (4, "d"), (6, "f")))  # 5 out, 2 updated, 6 in
+
+
+def _model(table: Any) -> list[tuple[Any, ...]]:
+    """Each snapshot's changes by row id, from pyiceberg's own reads of it and its parent."""
+    expected = []
+    before: dict[int, str | None] = {}
+    version_of = {}
+    for position, entry in enumerate(table.history(), start=1):
+        snapshot = table.metadata.snapshot_by_id(entry.snapshot_id)
+        version_of[entry.snapshot_id] = snapshot.sequence_number or position
+        rows = table.scan(snapshot_id=entry.snapshot_id).to_arrow().to_pylist()
+        after = {r["id"]: r["name"] for r in rows}
+        version = version_of[entry.snapshot_id]
+        for key in before.keys() - after.keys():
+            expected.append((key, before[key], "delete", version))
+        for key in after.keys() - before.keys():
+            expected.append((key, after[key], "insert", version))
+        for key in before.keys() & after.keys():
+            if before[key] != after[key]:
+                expected.append((key, before[key], "update_preimage", version))
+                expected.append((key, after[key], "update_postimage", version))
+        before = after
+    return sorted(expected, key=json.dumps)
+
+
+def _served(df: DataFrame) -> list[tuple[Any, ...]]:
+    rows = df.select("id", "name", "_change_type", "_commit_version").collect()
+    return sorted((tuple(r) for r in rows), key=json.dumps)
+
+
+def _reader(spark: SparkSession) -> Any:
+    return (
+        spark_cdc.read(spark)
+        .format("iceberg")
+        .option("rowId", "id")
+        .option("computeUpdates", True)
+        .option("startingVersion", 0)
+    )
+
+
+def test_copy_on_write_history_serves_each_snapshots_changes_by_row_id(
+    spark: SparkSession, table: Any
+) -> None:
+    _write_history(table)
+    expected = _model(table)
+    assert {kind for *_, kind, _ in expected} == {
+        "insert",
+        "delete",
+        "update_preimage",
+        "update_postimage",
+    }
+    for where in ("source", "client"):
+        feed = _reader(spark).option("postProcessing", where).load(_folder(table))
+        assert _served(feed) == expected, where
+
+
+def test_a_stream_follows_new_snapshots_and_stops_at_a_schema_change(
+    spark: SparkSession, table: Any, tmp_path: Path
+) -> None:
+    from pyiceberg.types import LongType
+
+    table.append(_rows((1, "a"), (2, "b")))
+    checkpoint, output = str(tmp_path / "checkpoint"), str(tmp_path / "output")
+
+    def start() -> Any:
+        stream = spark_cdc.readStream(spark).format("iceberg").option("rowId", "id")
+        feed = stream.load(_folder(table))
+        writer = feed.writeStream.format("parquet").option("path", output)
+        return writer.option("checkpointLocation", checkpoint).start()
+
+    def served() -> DataFrame:
+        return spark.read.option("mergeSchema", "true").parquet(output)
+
+    query = start()
+    try:
+        query.processAllAvailable()  # the table as of now, as inserts
+        table.append(_rows((3, "c")))
+        query.processAllAvailable()
+        rows = served().select("id", "_change_type").collect()
+        assert sorted(tuple(r) for r in rows) == [(1, "insert"), (2, "insert"), (3, "insert")]
+        with table.update_schema() as update:
+            update.add_column("amount", LongType())
+        table.refresh()
+        table.append(
+            pa.Table.from_pylist(
+                [{"id": 4, "name": "d", "amount": 7}],
+                schema=SCHEMA.append(pa.field("amount", pa.int64())),
+            )
+        )
+        with pytest.raises(Exception, match=r"ICEBERG_CHANGELOG\.SCHEMA_CHANGED\]"):
+            query.processAllAvailable()
+    finally:
+        query.stop()
+    query = start()  # the same checkpoint, now with the new schema
+    try:
+        query.processAllAvailable()
+        rows = served().where("amount IS NOT NULL").collect()
+        assert [(r["id"], r["amount"], r["_change_type"]) for r in rows] == [(4, 7, "insert")]
+        assert served().count() == 4
+    finally:
+        query.stop()
+
+
+def test_a_stream_refuses_a_branch_rolled_back_past_what_it_served(
+    spark: SparkSession, table: Any, tmp_path: Path
+) -> None:
+    table.append(_rows((1, "a")))
+    first = table.current_snapshot().snapshot_id
+    table.append(_rows((2, "b")))
+    stream = spark.readStream.format("iceberg_changelog").option("startingVersion", 0)
+    checkpoint = str(tmp_path / "checkpoint")
+    served = run_stream(stream.load(_folder(table)), "iceberg_rolled")
+    assert sorted(r["id"] for r in served.collect()) == [1, 2]
+
+    def run() -> None:
+        writer = stream.load(_folder(table)).writeStream.format("parquet")
+        writer = writer.option("path", str(tmp_path / "output"))
+        started = writer.option("checkpointLocation", checkpoint).start()
+        try:
+            started.processAllAvailable()
+        finally:
+            started.stop()
+
+    run()
+    table.manage_snapshots().rollback_to_snapshot(first).commit()
+    table.append(_rows((3, "c")))
+    with pytest.raises(Exception, match=r"ICEBERG_CHANGELOG\.HISTORY_REWRITTEN\]"):
+        run()
