@@ -245,14 +245,15 @@ class ChangelogReaderBase:
     def changes(self, tableName: str) -> DataFrame:
         """The post-processed change feed of the catalog table ``tableName``.
 
-        Unlike ``load``, this makes one server round trip, while the DataFrame is built: it
-        asks the catalog where the table is (``DESCRIBE TABLE EXTENDED``, on any Spark
-        Connect server, with or without Delta Lake's Spark catalog), then reads it as
-        ``load`` does. A name the catalog does not know fails with Spark's
-        ``TABLE_OR_VIEW_NOT_FOUND``; a table without a location (a view) with
-        ``SPARK_CDC.TABLE_WITHOUT_LOCATION``. The older spelling ``changes(path)`` still
-        works: a string with ``/`` in it is read as a path, with no round trip, as
-        ``load(path)`` reads it.
+        Given ``catalog.<KEY>`` options (the Iceberg source), the source finds the table in
+        that catalog, with no round trip here. Otherwise, unlike ``load``, this makes one
+        server round trip, while the DataFrame is built: it asks Spark's catalog where the
+        table is (``DESCRIBE TABLE EXTENDED``, on any Spark Connect server, with or without
+        Delta Lake's Spark catalog), then reads it as ``load`` does. A name the catalog does
+        not know fails with Spark's ``TABLE_OR_VIEW_NOT_FOUND``; a table without a location
+        (a view) with ``SPARK_CDC.TABLE_WITHOUT_LOCATION``. The older spelling
+        ``changes(path)`` still works: a string with ``/`` in it is read as a path, with no
+        round trip, as ``load(path)`` reads it.
 
         Parameters
         ----------
@@ -272,7 +273,13 @@ class ChangelogReaderBase:
         """
         if "/" in tableName:  # a path or URI: the older spelling of load(path)
             return self.load(tableName)
+        if self._names_tables():  # the source's own catalog resolves the name
+            return self.load(tableName)
         return self.load(_table_location(self._spark, tableName))
+
+    def _names_tables(self) -> bool:
+        prefix = self._source.catalog_prefix
+        return prefix is not None and any(k.lower().startswith(prefix) for k in self._options)
 
     def source_feed(self, table: str) -> tuple[DataFrame, ChangelogSpec, dict[str, OptionValue]]:
         """The source's own (raw) change feed, the ``ChangelogSpec`` it declares and the CDC

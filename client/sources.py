@@ -19,6 +19,7 @@ from spark_cdc.server_plugin.cdc_options import NULLABLE_SCHEMA
 from spark_cdc.server_plugin.delta.options import ACCEPTED as DELTA_OPTIONS
 from spark_cdc.server_plugin.delta.source import SOURCE_NAME, DeltaChangelogSource
 from spark_cdc.server_plugin.iceberg.options import ACCEPTED as ICEBERG_OPTIONS
+from spark_cdc.server_plugin.iceberg.options import CATALOG_PREFIX
 from spark_cdc.server_plugin.iceberg.source import IcebergChangelogSource
 from spark_cdc.server_plugin.registration import register_by_value
 
@@ -48,6 +49,9 @@ class ChangelogSource:
     takes_range: bool = False
     resolves_row_level: bool = False
     plugin: type | None = None  # the DataSource class, for registering it by value
+    # Options under this prefix name a catalog of the source's own, in which ``changes(name)``
+    # finds the table (Iceberg's ``catalog.<KEY>``); None: Spark's catalog says where it is.
+    catalog_prefix: str | None = None
 
     def register(self, spark: SparkSession) -> None:
         """For a server without this package installed: register the source with this
@@ -122,6 +126,7 @@ ICEBERG = ChangelogSource(
     takes_range=True,
     resolves_row_level=True,
     plugin=IcebergChangelogSource,
+    catalog_prefix=CATALOG_PREFIX,
 )
 
 

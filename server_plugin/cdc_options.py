@@ -200,6 +200,14 @@ OPTIONS: tuple[OptionDoc, ...] = (
         "iceberg",
     ),
     OptionDoc(
+        "catalog.<KEY>",
+        "",
+        "text",
+        "A pyiceberg catalog property (catalog.type, catalog.uri, catalog.warehouse, "
+        "catalog.name...): the path is then a table name in that catalog.",
+        "iceberg",
+    ),
+    OptionDoc(
         "storage.location-map",
         "",
         "a JSON object: recorded prefix to where those files are now",

@@ -273,7 +273,8 @@ CONDITIONS: dict[str, Condition] = {
     ),
     "ICEBERG_CHANGELOG.NOT_AN_ICEBERG_TABLE": Condition(
         "'<path>' is not an Iceberg table the server can read: pass the table's folder (the "
-        "one holding metadata/ with a *.metadata.json file) or a metadata file's path."
+        "one holding metadata/ with a *.metadata.json file), a metadata file's path, or, "
+        "with catalog.* options, a table name that catalog has."
     ),
     "ICEBERG_CHANGELOG.NULL_IN_NOT_NULL_COLUMN": Condition(
         "Column '<column>' of data file '<file>' (version <version>) holds <nullCount> NULL "

@@ -18,10 +18,14 @@ from spark_cdc.server_plugin.source_options import (
 
 SOURCE = "iceberg_changelog"
 STARTING_SNAPSHOT, ENDING_SNAPSHOT = "startingSnapshotId", "endingSnapshotId"
+CATALOG_PREFIX = "catalog."
 ACCEPTED = OptionSet(
     SOURCE,
     own=("branch", STARTING_SNAPSHOT, ENDING_SNAPSHOT),
-    prefixes=((STORAGE_PREFIX, "pyiceberg table and FileIO properties"),),
+    prefixes=(
+        (STORAGE_PREFIX, "pyiceberg table and FileIO properties"),
+        (CATALOG_PREFIX, "pyiceberg catalog properties (the path is then a table name)"),
+    ),
 )
 
 
@@ -31,6 +35,11 @@ class IcebergOptions:
     branch: str = "main"
     starting_snapshot: int | None = None
     ending_snapshot: int | None = None
+
+    @property
+    def catalog(self) -> dict[str, str]:
+        """pyiceberg catalog properties; given, the path is a table name in that catalog."""
+        return self.common.families.get(CATALOG_PREFIX, {})
 
 
 def parse_iceberg_options(raw: Mapping[str, str], streaming: bool = False) -> IcebergOptions:

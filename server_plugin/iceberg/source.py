@@ -112,7 +112,7 @@ class _Table:
     def __init__(self, options: IcebergOptions) -> None:
         self.options = options
         self.path = options.common.path
-        self.table = open_table(self.path, options.common.storage)
+        self.table = open_table(self.path, options.common.storage, options.catalog)
         self.metadata = self.table.metadata
         self.timeline: Timeline = timeline(self.metadata, options.branch, self.path)
         self.unpartitioned = frozenset(

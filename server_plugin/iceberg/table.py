@@ -1,7 +1,12 @@
-"""Opening the Iceberg table a read names: a table folder (the one holding ``metadata/``)
-or one of its ``*.metadata.json`` files, with the ``storage.<KEY>`` options as pyiceberg's
-table and FileIO properties (object-store credentials and endpoints, and ``py-io-impl``,
-which chooses the FileIO class).
+"""Opening the Iceberg table a read names: a table folder (the one holding ``metadata/``),
+one of its ``*.metadata.json`` files, or, given ``catalog.<KEY>`` options (pyiceberg catalog
+properties: ``type``, ``uri``, ``warehouse``...), a table name in that catalog. The
+``storage.<KEY>`` options are pyiceberg's table and FileIO properties (object-store
+credentials and endpoints, and ``py-io-impl``, which chooses the FileIO class).
+
+A catalog is built from the options alone, under a name no configuration file uses: a
+server's ``~/.pyiceberg.yaml`` or ``PYICEBERG_*`` variables would otherwise change what a
+read means without the reader knowing.
 
 A folder has no catalog to say which metadata file is current: the folder's listing
 decides (``metadata_files``), through the FileIO's own filesystem, so a folder in an object
@@ -18,18 +23,54 @@ from urllib.parse import urlparse
 from spark_cdc.server_plugin.errors import ChangelogSourceError, error
 from spark_cdc.server_plugin.iceberg.metadata_files import current_metadata, metadata_version
 
+CATALOG_NAME = "spark_cdc_iceberg_changelog"
 
-def open_table(path: str, storage: Mapping[str, str]) -> Any:
-    """The table at ``path`` (a folder or a metadata file) as pyiceberg's ``StaticTable``."""
+
+def open_table(
+    path: str, storage: Mapping[str, str], catalog: Mapping[str, str] | None = None
+) -> Any:
+    """The table at ``path`` (a folder or a metadata file; a table name with ``catalog``) as
+    pyiceberg's ``StaticTable`` (a catalog's ``Table``)."""
     from pyiceberg.exceptions import ValidationError
     from pyiceberg.table import StaticTable
 
+    if catalog:
+        return _catalog_table(path, storage, catalog)
     properties = dict(storage)
     location = path if _is_metadata_file(path) else _current_metadata_file(path, properties)
     try:
         return StaticTable.from_metadata(location, properties)
     except (OSError, ValueError, ValidationError) as problem:  # missing, or not metadata
         raise _unreadable(path, problem) from problem
+
+
+def _catalog_table(path: str, storage: Mapping[str, str], catalog: Mapping[str, str]) -> Any:
+    from pyiceberg.exceptions import NoSuchTableError
+
+    try:
+        found = _catalog({**storage, **catalog})
+    except Exception as problem:  # pyiceberg raises any kind for a bad catalog setting
+        raise _unreadable(path, problem) from problem
+    try:
+        return found.load_table(path)
+    except NoSuchTableError as problem:
+        raise error("ICEBERG_CHANGELOG.NOT_AN_ICEBERG_TABLE", path=path) from problem
+    except Exception as problem:  # a catalog's own errors: connection, authorization...
+        raise _unreadable(path, problem) from problem
+
+
+def _catalog(properties: dict[str, Any]) -> Any:
+    """pyiceberg's ``load_catalog`` from the properties alone (it would merge the server's
+    configuration files in): ``name`` (what SQL catalogs file tables under), ``type`` or a
+    ``uri`` it can be told from, and the catalog's own properties."""
+    from pyiceberg.catalog import AVAILABLE_CATALOGS, CatalogType, infer_catalog_type
+
+    name = properties.pop("name", CATALOG_NAME)
+    kind = properties.get("type")
+    found = CatalogType(kind.lower()) if kind else infer_catalog_type(name, properties)
+    if found is None:
+        raise ValueError("no catalog.type (rest, sql, hive, glue...) and no catalog.uri")
+    return AVAILABLE_CATALOGS[found](name, properties)
 
 
 def _is_metadata_file(path: str) -> bool:

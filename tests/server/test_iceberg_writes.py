@@ -23,14 +23,24 @@ from tests.support.feeds import run_stream
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("name", pa.string())])
 
 
+def _catalog_properties(tmp_path: Path) -> dict[str, str]:
+    return {
+        "name": "tests",
+        "type": "sql",
+        "uri": f"sqlite:///{tmp_path}/catalog.db",
+        "warehouse": f"file://{tmp_path}/warehouse",
+    }
+
+
 @pytest.fixture
 def table(tmp_path: Path) -> Any:
     from pyiceberg.catalog.sql import SqlCatalog
     from pyiceberg.schema import Schema
     from pyiceberg.types import LongType, NestedField, StringType
 
+    properties = _catalog_properties(tmp_path)
     catalog = SqlCatalog(
-        "tests", uri=f"sqlite:///{tmp_path}/catalog.db", warehouse=f"file://{tmp_path}/warehouse"
+        properties["name"], uri=properties["uri"], warehouse=properties["warehouse"]
     )
     catalog.create_namespace("db")
     schema = Schema(
@@ -130,6 +140,17 @@ def test_copy_on_write_history_serves_each_snapshots_changes_by_row_id(
     for where in ("source", "client"):
         feed = _reader(spark).option("postProcessing", where).load(_folder(table))
         assert _served(feed) == expected, where
+
+
+def test_a_catalog_names_the_table(spark: SparkSession, table: Any, tmp_path: Path) -> None:
+    """With catalog.<KEY> options, changes(name) finds the table in that catalog (on the
+    server, with the options alone), and reads what its folder reads."""
+    _write_history(table)
+    catalog = {f"catalog.{k}": v for k, v in _catalog_properties(tmp_path).items()}
+    by_name = _reader(spark).options(**catalog).changes("db.orders")
+    assert _served(by_name) == _served(_reader(spark).load(_folder(table)))
+    with pytest.raises(Exception, match=r"ICEBERG_CHANGELOG\.NOT_AN_ICEBERG_TABLE\]"):
+        _reader(spark).options(**catalog).changes("db.missing").collect()
 
 
 def test_a_stream_follows_new_snapshots_and_stops_at_a_schema_change(
