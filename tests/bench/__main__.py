@@ -35,6 +35,7 @@ BENCHMARKS = (
     "worker_memory",
     "net_changes",
     "apply",
+    "iceberg_source",
 )
 
 # The server settings the benchmarks run with, recorded with the results (docs/benchmarks.md,
