@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tests.bench.common import Bench, Figure, at_least, interleaved, medians, seconds
+from tests.support.iceberg_tables import rewrite, sql_catalog, table_folder
 
 BENCHMARK = "iceberg_source"
 THROUGHPUT_TARGET = 0.7
@@ -148,25 +149,13 @@ def _rewrites(rows: int, snapshots: int) -> Callable[[Any], None]:
     """A first append, then snapshots that each rewrite every row, 1% of them changed."""
 
     def write(table: Any) -> None:
-        from pyiceberg.io.pyarrow import _dataframe_to_data_files
-
         data = _rows(0, rows)
         table.append(data)
         for version in range(1, snapshots):
             changed = pc.equal(pc.bit_wise_and(data["id"], 127), version % 128)
             amount = pc.if_else(changed, pc.add(data["amount"], 1.0), data["amount"])
             data = data.set_column(2, "amount", amount)
-            live = [task.file for task in table.scan().plan_files()]
-            with (
-                table.transaction() as transaction,
-                transaction.update_snapshot().overwrite() as snapshot,
-            ):
-                for data_file in live:
-                    snapshot.delete_data_file(data_file)
-                for data_file in _dataframe_to_data_files(
-                    transaction.table_metadata, data, table.io, snapshot.commit_uuid
-                ):
-                    snapshot.append_data_file(data_file)
+            rewrite(table, data)
 
     write.params = {"rows": rows, "snapshots": snapshots, "layout": 1}  # type: ignore[attr-defined]
     return write
@@ -177,21 +166,17 @@ def _table(folder: Path, write: Callable[[Any], None]) -> Path:
     a complete one with the same parameters is there."""
     params = write.params  # type: ignore[attr-defined]
     marker = folder / MARKER
-    table_folder = folder / "warehouse" / "bench" / "t"
+    where = folder / "warehouse" / "bench" / "t"
     if marker.exists() and json.loads(marker.read_text()) == params:
-        return table_folder
+        return where
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
-    from pyiceberg.catalog.sql import SqlCatalog
-
-    catalog = SqlCatalog(
-        "bench", uri=f"sqlite:///{folder}/catalog.db", warehouse=f"file://{folder}/warehouse"
-    )
+    catalog = sql_catalog(folder, "bench")
     catalog.create_namespace("bench")
     table = catalog.create_table("bench.t", _rows(0, 1).schema)
     write(table)
-    found = Path(str(table.location()).removeprefix("file://"))
-    if found != table_folder:
-        raise AssertionError(f"the table is at {found}, not {table_folder}")
+    found = Path(table_folder(table))
+    if found != where:
+        raise AssertionError(f"the table is at {found}, not {where}")
     marker.write_text(json.dumps(params))
-    return table_folder
+    return where

@@ -19,29 +19,17 @@ import spark_cdc
 from pyspark.sql import DataFrame, SparkSession
 
 from tests.support.feeds import run_stream
+from tests.support.iceberg_tables import catalog_properties, rewrite, sql_catalog, table_folder
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("name", pa.string())])
 
 
-def _catalog_properties(tmp_path: Path) -> dict[str, str]:
-    return {
-        "name": "tests",
-        "type": "sql",
-        "uri": f"sqlite:///{tmp_path}/catalog.db",
-        "warehouse": f"file://{tmp_path}/warehouse",
-    }
-
-
 @pytest.fixture
 def table(tmp_path: Path) -> Any:
-    from pyiceberg.catalog.sql import SqlCatalog
     from pyiceberg.schema import Schema
     from pyiceberg.types import LongType, NestedField, StringType
 
-    properties = _catalog_properties(tmp_path)
-    catalog = SqlCatalog(
-        properties["name"], uri=properties["uri"], warehouse=properties["warehouse"]
-    )
+    catalog = sql_catalog(tmp_path)
     catalog.create_namespace("db")
     schema = Schema(
         NestedField(1, "id", LongType(), required=True),
@@ -55,28 +43,6 @@ def _rows(*pairs: tuple[int, str | None]) -> pa.Table:
     return pa.Table.from_pylist([{"id": i, "name": n} for i, n in pairs], schema=SCHEMA)
 
 
-def _folder(table: Any) -> str:
-    return str(table.location()).removeprefix("file://")
-
-
-def _rewrite(table: Any, rows: pa.Table) -> None:
-    """One copy-on-write snapshot: every live data file out, ``rows`` in (pyiceberg's own
-    overwrite and upsert commit a delete and an append as two snapshots)."""
-    from pyiceberg.io.pyarrow import _dataframe_to_data_files
-
-    live = [task.file for task in table.scan().plan_files()]
-    with (
-        table.transaction() as transaction,
-        transaction.update_snapshot().overwrite() as snapshot,
-    ):
-        for data_file in live:
-            snapshot.delete_data_file(data_file)
-        for data_file in _dataframe_to_data_files(
-            transaction.table_metadata, rows, table.io, snapshot.commit_uuid
-        ):
-            snapshot.append_data_file(data_file)
-
-
 def _write_history(table: Any) -> None:
     from pyiceberg.expressions import EqualTo
 
@@ -85,7 +51,7 @@ def _write_history(table: Any) -> None:
     table.overwrite(_rows((2, "B")), overwrite_filter=EqualTo("id", 2))  # delete, then append
     table.delete(EqualTo("id", 3))
     table.upsert(_rows((1, "A"), (5, "e")))
-    _rewrite(table, _rows((1, "A"), (2, "BB"), (4, "d"), (6, "f")))  # 5 out, 2 updated, 6 in
+    rewrite(table, _rows((1, "A"), (2, "BB"), (4, "d"), (6, "f")))  # 5 out, 2 updated, 6 in
 
 
 def _model(table: Any) -> list[tuple[Any, ...]]:
@@ -138,7 +104,7 @@ def test_copy_on_write_history_serves_each_snapshots_changes_by_row_id(
         "update_postimage",
     }
     for where in ("source", "client"):
-        feed = _reader(spark).option("postProcessing", where).load(_folder(table))
+        feed = _reader(spark).option("postProcessing", where).load(table_folder(table))
         assert _served(feed) == expected, where
 
 
@@ -146,9 +112,9 @@ def test_a_catalog_names_the_table(spark: SparkSession, table: Any, tmp_path: Pa
     """With catalog.<KEY> options, changes(name) finds the table in that catalog (on the
     server, with the options alone), and reads what its folder reads."""
     _write_history(table)
-    catalog = {f"catalog.{k}": v for k, v in _catalog_properties(tmp_path).items()}
+    catalog = {f"catalog.{k}": v for k, v in catalog_properties(tmp_path).items()}
     by_name = _reader(spark).options(**catalog).changes("db.orders")
-    assert _served(by_name) == _served(_reader(spark).load(_folder(table)))
+    assert _served(by_name) == _served(_reader(spark).load(table_folder(table)))
     with pytest.raises(Exception, match=r"ICEBERG_CHANGELOG\.NOT_AN_ICEBERG_TABLE\]"):
         _reader(spark).options(**catalog).changes("db.missing").collect()
 
@@ -163,7 +129,7 @@ def test_a_stream_follows_new_snapshots_and_stops_at_a_schema_change(
 
     def start() -> Any:
         stream = spark_cdc.readStream(spark).format("iceberg").option("rowId", "id")
-        feed = stream.load(_folder(table))
+        feed = stream.load(table_folder(table))
         writer = feed.writeStream.format("parquet").option("path", output)
         return writer.option("checkpointLocation", checkpoint).start()
 
@@ -208,11 +174,11 @@ def test_a_stream_refuses_a_branch_rolled_back_past_what_it_served(
     table.append(_rows((2, "b")))
     stream = spark.readStream.format("iceberg_changelog").option("startingVersion", 0)
     checkpoint = str(tmp_path / "checkpoint")
-    served = run_stream(stream.load(_folder(table)), "iceberg_rolled")
+    served = run_stream(stream.load(table_folder(table)), "iceberg_rolled")
     assert sorted(r["id"] for r in served.collect()) == [1, 2]
 
     def run() -> None:
-        writer = stream.load(_folder(table)).writeStream.format("parquet")
+        writer = stream.load(table_folder(table)).writeStream.format("parquet")
         writer = writer.option("path", str(tmp_path / "output"))
         started = writer.option("checkpointLocation", checkpoint).start()
         try:
