@@ -6,8 +6,7 @@ which rows a file still holds), so they are read here, on the executors, from th
 places the protocol allows (``u``: a file next to the table named by a z85-encoded UUID,
 ``p``: an absolute path, ``i``: inline in the log). The bitmap format is Delta's
 RoaringBitmapArray: a magic number, then 64-bit row positions as 32-bit Roaring bitmaps in
-the portable serialization. It is decoded with numpy, one container (up to 65,536 rows) at
-a time, so the cost grows with the containers, never with Python work per row.
+the portable serialization (``spark_cdc.server_plugin.roaring``).
 """
 
 from __future__ import annotations
@@ -19,19 +18,16 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from spark_cdc.server_plugin.roaring import BitmapError, roaring64_positions
 
 MAGIC = 1681511377  # RoaringBitmapArray in the portable format
-_COOKIE_NO_RUNS = 12346
-_COOKIE_RUNS = 12347
-_NO_OFFSET_THRESHOLD = 4
 _Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
 _Z85_VALUES = np.full(256, 255, np.uint8)
 _Z85_VALUES[np.frombuffer(_Z85.encode(), np.uint8)] = np.arange(85, dtype=np.uint8)
 _POWERS = np.array([85**4, 85**3, 85**2, 85, 1], np.uint64)
 
 
-class DeletionVectorError(ValueError):
-    """A deletion vector that cannot be read; the caller names the file and version."""
+DeletionVectorError = BitmapError  # a deletion vector that cannot be read
 
 
 @dataclass(frozen=True)
@@ -141,68 +137,3 @@ def row_positions(data: bytes, cardinality: int | None = None) -> np.ndarray:
     if cardinality is not None and len(rows) != cardinality:
         raise DeletionVectorError(f"it holds {len(rows)} rows, the log says {cardinality}")
     return rows
-
-
-def roaring64_positions(data: bytes, start: int) -> np.ndarray:
-    """The sorted uint64 values of a portable 64-bit Roaring bitmap at ``start`` (a bucket
-    count, then each bucket's high 32 bits and its 32-bit bitmap): Delta's deletion vectors
-    after their magic number, Iceberg's (v3) inside their blob."""
-    if len(data) < start + 8:
-        raise DeletionVectorError(f"{len(data)} bytes are too few for a bitmap")
-    (buckets,) = struct.unpack_from("<q", data, start)
-    position, parts = start + 8, []
-    for _ in range(buckets):
-        (high,) = struct.unpack_from("<I", data, position)
-        values, position = _roaring32(data, position + 4)
-        parts.append(values.astype(np.uint64) | np.uint64(high << 32))
-    return np.concatenate(parts) if parts else np.zeros(0, np.uint64)
-
-
-def _roaring32(data: bytes, start: int) -> tuple[np.ndarray, int]:
-    """A 32-bit Roaring bitmap in the portable format at ``start``: its values and where
-    it ends."""
-    try:
-        (cookie,) = struct.unpack_from("<I", data, start)
-        position = start + 4
-        if cookie & 0xFFFF == _COOKIE_RUNS:
-            count = (cookie >> 16) + 1
-            run_flags = np.unpackbits(
-                np.frombuffer(data, np.uint8, (count + 7) // 8, position), bitorder="little"
-            )[:count]
-            position += (count + 7) // 8
-            has_offsets = count >= _NO_OFFSET_THRESHOLD
-        elif cookie == _COOKIE_NO_RUNS:
-            (count,) = struct.unpack_from("<I", data, position)
-            position += 4
-            run_flags = np.zeros(count, np.uint8)
-            has_offsets = True
-        else:
-            raise DeletionVectorError(f"unknown Roaring cookie {cookie}")
-        header = np.frombuffer(data, "<u2", 2 * count, position).reshape(count, 2)
-        position += 4 * count
-        if has_offsets:
-            position += 4 * count  # offsets: containers are read in order anyway
-        parts = []
-        for index in range(count):
-            key, cardinality = int(header[index, 0]) << 16, int(header[index, 1]) + 1
-            if run_flags[index]:
-                (runs,) = struct.unpack_from("<H", data, position)
-                pairs = np.frombuffer(data, "<u2", 2 * runs, position + 2).reshape(runs, 2)
-                position += 2 + 4 * runs
-                lengths = pairs[:, 1].astype(np.int64) + 1
-                shifts = pairs[:, 0].astype(np.int64) - (np.cumsum(lengths) - lengths)
-                values = np.arange(int(lengths.sum())) + np.repeat(shifts, lengths)
-            elif cardinality <= 4096:
-                values = np.frombuffer(data, "<u2", cardinality, position).astype(np.int64)
-                position += 2 * cardinality
-            else:
-                bits = np.frombuffer(data, np.uint8, 8192, position)
-                values = np.flatnonzero(np.unpackbits(bits, bitorder="little"))
-                position += 8192
-            parts.append(values.astype(np.uint32) | np.uint32(key))
-    except (struct.error, ValueError) as error:
-        if isinstance(error, DeletionVectorError):
-            raise
-        raise DeletionVectorError(f"the bitmap is truncated or malformed ({error})") from error
-    values = np.concatenate(parts) if parts else np.zeros(0, np.uint32)
-    return values, position
