@@ -153,7 +153,10 @@ def test_a_stream_follows_new_snapshots_and_stops_at_a_schema_change(
             )
         )
         with pytest.raises(Exception, match=r"ICEBERG_CHANGELOG\.SCHEMA_CHANGED\]"):
+            # Right after a micro-batch with rows the source answers "no new data" once (a
+            # downstream watermark then releases that batch's rows); the stop comes next.
             query.processAllAvailable()
+            query.awaitTermination(120)
     finally:
         query.stop()
     query = start()  # the same checkpoint, now with the new schema
