@@ -235,8 +235,9 @@ class ChangelogReaderBase:
         row_id, cdc, source, where = self._split_options()
         spec = self._source.spec(row_id)
         opts = self._check_range(cdc, source)
-        passes, _ = planned_passes(spec, opts)
-        if where == "client" or not (self._source.resolves_row_level and passes.any):
+        at_source = where == "source" and self._source.resolves_row_level
+        passes, _ = planned_passes(spec, opts, at_source and self._source.finds_row_id)
+        if not (at_source and passes.any):
             return post_process(self._load(path, source), spec, cdc)
         source.update(self._source.resolution_options(row_id, passes, self._streaming))
         feed = _referencing(self._load(path, source), row_id)

@@ -36,7 +36,10 @@ class ChangelogSource:
     Spark's range options itself (as a hint: ``post_process`` still filters exactly);
     ``resolves_row_level`` whether it can run carry-over removal and update detection itself
     when given ``rowId``, ``deduplicationMode`` and ``computeUpdates``
-    (``resolution_options``), after which it declares the flags ``resolved_spec`` gives.
+    (``resolution_options``), after which it declares the flags ``resolved_spec`` gives;
+    ``finds_row_id`` whether it then finds a row id itself when ``rowId`` is not given (the
+    table's own, such as Iceberg's identifier fields), so update detection can run there
+    without one (net changes, the client's, still needs ``rowId``).
     """
 
     name: str
@@ -48,6 +51,7 @@ class ChangelogSource:
     option_prefixes: tuple[str, ...] = ()
     takes_range: bool = False
     resolves_row_level: bool = False
+    finds_row_id: bool = False
     plugin: type | None = None  # the DataSource class, for registering it by value
     # Options under this prefix name a catalog of the source's own, in which ``changes(name)``
     # finds the table (Iceberg's ``catalog.<KEY>``); None: Spark's catalog says where it is.
@@ -125,6 +129,7 @@ ICEBERG = ChangelogSource(
     option_prefixes=ICEBERG_OPTIONS.prefix_names,
     takes_range=True,
     resolves_row_level=True,
+    finds_row_id=ICEBERG_OPTIONS.finds_row_id,
     plugin=IcebergChangelogSource,
     catalog_prefix=CATALOG_PREFIX,
 )

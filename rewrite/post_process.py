@@ -78,16 +78,20 @@ def post_process(
     return batch_net_changes(out, spec, opts.compute_updates) if net else out
 
 
-def planned_passes(spec: ChangelogSpec, opts: CdcOptions) -> tuple[RowLevelPasses, bool]:
+def planned_passes(
+    spec: ChangelogSpec, opts: CdcOptions, source_finds_row_id: bool = False
+) -> tuple[RowLevelPasses, bool]:
     """The row-level passes and whether net changes run, after every check that refuses
     the request (in Spark's order); shared with ``ChangelogReader``, which may hand the
-    row-level passes to its source and must refuse exactly what this refuses."""
+    row-level passes to its source and must refuse exactly what this refuses, except that
+    a source which finds a row id itself (``source_finds_row_id``) runs update detection
+    without one given (and refuses it if the table has none)."""
     passes = required_passes(spec, opts)
     net = (
         opts.deduplication_mode is DeduplicationMode.NET_CHANGES
         and spec.contains_intermediate_changes
     )
-    if spec.row_id is None and (passes.update_detection or net):
+    if spec.row_id is None and ((passes.update_detection and not source_finds_row_id) or net):
         needs = "computeUpdates" if passes.update_detection else "net changes (netChanges)"
         raise cdc_error("INVALID_CHANGELOG_SCHEMA.MISSING_ROW_ID", flags=needs)
     return passes, net

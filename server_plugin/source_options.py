@@ -53,6 +53,9 @@ class OptionSet:
     source: str
     own: tuple[str, ...] = ()
     prefixes: tuple[tuple[str, str], ...] = ((STORAGE_PREFIX, "storage options"),)
+    # Whether the source finds a row id itself when ``rowId`` is not given (Iceberg: the
+    # table's identifier fields), so update detection may be asked for without one.
+    finds_row_id: bool = False
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -165,7 +168,7 @@ def parse_source_options(
         parallelism=positive(given, "parallelism"),
         resolve_task_bytes=_size(given, "resolveTaskBytes"),
         nullable_schema=cdc_options.boolean(given, NULLABLE_SCHEMA, False),
-        **_row_level(given, cdc, source),
+        **_row_level(given, cdc, accepted),
     )
 
 
@@ -173,19 +176,22 @@ def _timestamp_ms(name: str, value: object) -> int:
     return parse_timestamp_ms(name, str(value))
 
 
-def _row_level(given: Mapping[str, str], cdc: CdcRequest[int], source: str) -> dict[str, Any]:
+def _row_level(
+    given: Mapping[str, str], cdc: CdcRequest[int], accepted: OptionSet
+) -> dict[str, Any]:
     """The passes asked for, checked in Spark's order: the mode, then whether update
-    detection has the carry-over removal it needs, then the row id."""
+    detection has the carry-over removal it needs, then the row id (unless the source
+    finds one itself, and refuses the read when the table has none)."""
     row_id = cdc_options.row_id(given[ROW_ID]) if ROW_ID in given else None
     if cdc.deduplication_mode is None and cdc.compute_updates is None:
         return {"row_id": row_id}  # the raw feed
     mode = cdc.deduplication_mode or "dropCarryovers"
     if mode == "netChanges":
-        raise error("INVALID_CDC_OPTION.NET_CHANGES_IN_SOURCE", source=source)
+        raise error("INVALID_CDC_OPTION.NET_CHANGES_IN_SOURCE", source=accepted.source)
     updates = bool(cdc.compute_updates)
     if updates and mode == "none":
         raise error("INVALID_CDC_OPTION.UPDATE_DETECTION_REQUIRES_CARRY_OVER_REMOVAL")
-    if updates and row_id is None:
+    if updates and row_id is None and not accepted.finds_row_id:
         raise error("INVALID_CHANGELOG_SCHEMA.MISSING_ROW_ID", flags="computeUpdates")
     return {"row_id": row_id, "drop_carryovers": mode != "none", "compute_updates": updates}
 

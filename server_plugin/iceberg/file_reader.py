@@ -14,12 +14,13 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from spark_cdc.server_plugin.arrow_types import from_numpy, int64_value, text_value
 from spark_cdc.server_plugin.change_batches import BATCH_VALUES, commit_timestamp
 from spark_cdc.server_plugin.errors import error
 from spark_cdc.server_plugin.iceberg.changes import IcebergTask
 from spark_cdc.server_plugin.iceberg.deletes import DeleteReader
-from spark_cdc.server_plugin.row_level.rules import are_codes
+from spark_cdc.server_plugin.row_level.rules import LINEAGE_COLUMNS, are_codes
 from spark_cdc.server_plugin.vocabulary import (
     CHANGE_TYPE,
     CHANGE_TYPES,
@@ -28,6 +29,8 @@ from spark_cdc.server_plugin.vocabulary import (
 )
 
 log = logging.getLogger("iceberg_changelog")
+# The v3 row lineage fields, by their reserved field ids.
+LINEAGE_FIELDS = ((2147483540, "_row_id"), (2147483539, "_last_updated_sequence_number"))
 
 
 @dataclass(frozen=True)
@@ -66,7 +69,8 @@ def read_task(
         COMMIT_VERSION: int64_value(task.version),
         COMMIT_TIMESTAMP: commit_timestamp(task),
     }
-    table = _read_file(context, task)
+    lineage = LINEAGE_COLUMNS[0] in target.names
+    table = _read_file(context, task, lineage)
     if table is None:
         return
     rows = table.num_rows
@@ -78,6 +82,9 @@ def read_task(
     if only is not None:
         keep[chosen] = True
     keep[without] = False
+    if lineage:
+        table = _with_lineage(table, task)
+        names = table.column_names
     if not keep.all():
         table = table.filter(from_numpy(keep))
     batch_rows = max(1024, BATCH_VALUES // max(1, len(target)))
@@ -93,12 +100,20 @@ def read_task(
         yield pa.RecordBatch.from_arrays(columns, schema=target)
 
 
-def _read_file(context: ReadContext, task: IcebergTask) -> pa.Table | None:
+def _read_file(context: ReadContext, task: IcebergTask, lineage: bool) -> pa.Table | None:
+    """The data file's rows, all of them, in file order (so a row's index is its
+    position); with the lineage columns it wrote (NULL where it wrote none) when asked."""
     from pyiceberg.expressions import AlwaysTrue
     from pyiceberg.io.pyarrow import ArrowScan
+    from pyiceberg.schema import Schema
     from pyiceberg.table import FileScanTask
+    from pyiceberg.types import LongType, NestedField
 
-    scan = ArrowScan(context.metadata, context.io, context.schema, AlwaysTrue())
+    schema = context.schema
+    if lineage:
+        written = [NestedField(i, n, LongType(), required=False) for i, n in LINEAGE_FIELDS]
+        schema = Schema(*schema.fields, *written)
+    scan = ArrowScan(context.metadata, context.io, schema, AlwaysTrue())
     try:
         return scan.to_table([FileScanTask(task.file.data_file)])
     except FileNotFoundError as problem:
@@ -112,6 +127,25 @@ def _read_file(context: ReadContext, task: IcebergTask) -> pa.Table | None:
             raise gone from problem
         log.warning("%s Skipped because failOnDataLoss=false.", gone.message)
         return None
+
+
+def _with_lineage(table: pa.Table, task: IcebergTask) -> pa.Table:
+    """``table`` with its rows' lineage as ``LINEAGE_COLUMNS``: what the file wrote, else
+    what the spec says a row inherits (``_row_id``: the file's ``first_row_id`` plus the
+    row's position; ``_last_updated_sequence_number``: the file's data sequence number).
+    Without a ``first_row_id`` (a file written before the table was v3) it is unknown."""
+    (_, row_id_name), (_, version_name) = LINEAGE_FIELDS
+    row_id = table.column(row_id_name).combine_chunks()
+    version = table.column(version_name).combine_chunks()
+    first = task.file.first_row_id
+    if first is None:
+        row_id = version = pa.nulls(table.num_rows, pa.int64())
+    else:
+        positions = pa.array(np.arange(first, first + table.num_rows, dtype=np.int64))
+        row_id = pc.coalesce(row_id, positions)
+        version = pc.coalesce(version, int64_value(task.file.sequence_number))
+    kept = table.drop_columns([row_id_name, version_name])
+    return kept.append_column(LINEAGE_COLUMNS[0], row_id).append_column(LINEAGE_COLUMNS[1], version)
 
 
 def _cast(column: Any, field: pa.Field, task: IcebergTask) -> pa.Array:

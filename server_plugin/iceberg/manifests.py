@@ -38,6 +38,7 @@ class FileEntry:
     referenced_data_file: str | None = None
     content_offset: int | None = None
     content_size: int | None = None
+    first_row_id: int | None = None  # v3 row lineage: the ``_row_id`` of its first row
 
     @property
     def path(self) -> str:
@@ -75,7 +76,7 @@ def snapshot_files(snapshot: Any, io: Any) -> SnapshotFiles:
     added: dict[FileKey, FileEntry] = {}
     removed: dict[FileKey, FileEntry] = {}
     sequence = snapshot.sequence_number
-    for manifest in snapshot.manifests(io):
+    for manifest in _manifests(snapshot, io):
         written_here = (
             manifest.added_snapshot_id == snapshot.snapshot_id
             if sequence == 0
@@ -94,8 +95,40 @@ def snapshot_files(snapshot: Any, io: Any) -> SnapshotFiles:
     return SnapshotFiles(live, added, removed)
 
 
+def _manifests(snapshot: Any, io: Any) -> list[Any]:
+    """The snapshot's manifest list, read with the v3 schema: pyiceberg's reader drops the
+    manifests' ``first_row_id``, from which data files inherit theirs."""
+    from pyiceberg.avro.file import AvroFile
+    from pyiceberg.manifest import (
+        MANIFEST_LIST_FILE_SCHEMAS,
+        ManifestContent,
+        ManifestFile,
+        PartitionFieldSummary,
+    )
+
+    with AvroFile[ManifestFile](
+        io.new_input(snapshot.manifest_list),
+        MANIFEST_LIST_FILE_SCHEMAS[3],
+        read_types={-1: ManifestFile, 508: PartitionFieldSummary},
+        read_enums={517: ManifestContent},
+    ) as reader:
+        return list(reader)
+
+
+def _manifest_first_row_id(manifest: Any) -> int | None:
+    """The v3 field pyiceberg's ``ManifestFile`` reads but names not (it is the last)."""
+    from pyiceberg.manifest import MANIFEST_LIST_FILE_SCHEMAS
+
+    fields = MANIFEST_LIST_FILE_SCHEMAS[3].fields
+    assert fields[-1].name == "first_row_id" and len(manifest._data) == len(fields)
+    value = manifest._data[-1]
+    return None if value is None else int(value)
+
+
 def _entries(manifest: Any, io: Any) -> Iterator[tuple[Any, FileEntry]]:
-    """Each entry of ``manifest`` with its status, read with the v3 schema."""
+    """Each entry of ``manifest`` with its status, read with the v3 schema. A data file
+    without a ``first_row_id`` inherits one (the spec's First Row ID Inheritance): the
+    manifest's, plus the rows of the files before it in the manifest that inherited too."""
     from pyiceberg.avro.file import AvroFile
     from pyiceberg.manifest import (
         MANIFEST_ENTRY_SCHEMAS,
@@ -113,9 +146,14 @@ def _entries(manifest: Any, io: Any) -> Iterator[tuple[Any, FileEntry]]:
         read_types={-1: ManifestEntry, 2: DataFile},
         read_enums={0: ManifestEntryStatus, 101: FileFormat, 134: DataFileContent},
     ) as reader:
+        next_row_id = _manifest_first_row_id(manifest)
         for raw in reader:
             entry = _inherit_from_manifest(raw, manifest)
             extra = dict(zip(_V3_FIELDS, entry.data_file._data[-len(_V3_FIELDS) :], strict=True))
+            first_row_id = extra["first_row_id"]
+            if first_row_id is None and next_row_id is not None and entry.data_file.content == 0:
+                first_row_id = next_row_id
+                next_row_id += int(entry.data_file.record_count)
             yield (
                 entry.status,
                 FileEntry(
@@ -125,5 +163,6 @@ def _entries(manifest: Any, io: Any) -> Iterator[tuple[Any, FileEntry]]:
                     extra["referenced_data_file"],
                     extra["content_offset"],
                     extra["content_size_in_bytes"],
+                    first_row_id,
                 ),
             )

@@ -26,6 +26,7 @@ ACCEPTED = OptionSet(
         (STORAGE_PREFIX, "pyiceberg table and FileIO properties"),
         (CATALOG_PREFIX, "pyiceberg catalog properties (the path is then a table name)"),
     ),
+    finds_row_id=True,  # the table's identifier fields
 )
 
 

@@ -33,7 +33,7 @@ from spark_cdc.server_plugin.commit_timestamps import next_timestamp
 from spark_cdc.server_plugin.dependencies import PYICEBERG, require
 from spark_cdc.server_plugin.errors import ChangelogSourceError, error, internal_errors
 from spark_cdc.server_plugin.iceberg.changes import IcebergTask, snapshot_tasks, table_tasks
-from spark_cdc.server_plugin.iceberg.file_reader import ReadContext, read_task
+from spark_cdc.server_plugin.iceberg.file_reader import LINEAGE_FIELDS, ReadContext, read_task
 from spark_cdc.server_plugin.iceberg.manifests import snapshot_files
 from spark_cdc.server_plugin.iceberg.options import (
     ENDING_SNAPSHOT,
@@ -43,7 +43,7 @@ from spark_cdc.server_plugin.iceberg.options import (
     parse_iceberg_options,
 )
 from spark_cdc.server_plugin.iceberg.table import open_table
-from spark_cdc.server_plugin.iceberg.table_schema import spark_schema
+from spark_cdc.server_plugin.iceberg.table_schema import identifier_paths, spark_schema
 from spark_cdc.server_plugin.iceberg.timeline import TimedSnapshot, Timeline, timeline
 from spark_cdc.server_plugin.offsets import ICEBERG, Offset, check_forward
 from spark_cdc.server_plugin.partitions import (
@@ -242,8 +242,10 @@ class _Reader:
         )
         common = self.options
         if common.resolves:
-            paths = None if common.row_id is None else row_id_paths(common.row_id, strict)
-            self.rules = RowLevelRules(paths, common.drop_carryovers, common.compute_updates)
+            paths = _row_id(common.row_id, iceberg, strict, common.compute_updates)
+            self.rules = RowLevelRules(
+                paths, common.drop_carryovers, common.compute_updates, _has_lineage(table)
+            )
 
     def _partitions(self, tasks: Sequence[IcebergTask]) -> list[FileGroup]:
         common = self.options
@@ -509,6 +511,30 @@ class IcebergChangelogStreamReader(
 
     def commit(self, end: dict[str, Any]) -> None:
         pass
+
+
+def _row_id(
+    given: tuple[str, ...] | None, iceberg: Any, strict: StructType, updates: bool
+) -> tuple[tuple[str, ...], ...] | None:
+    """The row id the passes group by: ``rowId`` as given, else the table's identifier
+    fields (as Spark's connectors declare their row id); update detection needs one of
+    them, carry-over removal compares whole rows without."""
+    if given is not None:
+        return row_id_paths(given, strict)
+    found = identifier_paths(iceberg)
+    if found:
+        return found
+    if updates:
+        raise error("INVALID_CHANGELOG_SCHEMA.MISSING_ROW_ID", flags="computeUpdates")
+    return None
+
+
+def _has_lineage(table: _Table) -> bool:
+    """Whether rows carry v3 row lineage: v3 tables do, unless a column takes the name of
+    a lineage field (then it is not read, and carry-overs are found by comparing rows)."""
+    reserved = {name for _, name in LINEAGE_FIELDS}
+    names = {f.name for s in table.metadata.schemas for f in s.fields}
+    return table.metadata.format_version >= 3 and not names & reserved
 
 
 def _starting_after_latest(version: int, latest: int) -> Exception:

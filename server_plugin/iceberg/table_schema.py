@@ -66,3 +66,19 @@ def _type(kind: Any, column: str, table: str) -> T.DataType:
             feature=f"a column of type {kind} ('{column}')",
         )
     return simple
+
+
+def identifier_paths(schema: Any) -> tuple[tuple[str, ...], ...]:
+    """The schema's identifier fields (its row id: Flink's and Spark's primary keys) as
+    paths of field names, in the schema's order of ``identifier-field-ids``; () for none.
+    Identifier fields live in structs only (never lists or maps), as the spec requires."""
+    paths: dict[int, tuple[str, ...]] = {}
+
+    def walk(fields: Any, prefix: tuple[str, ...]) -> None:
+        for field in fields:
+            paths[field.field_id] = (*prefix, field.name)
+            if field.field_type.is_struct:
+                walk(field.field_type.fields, (*prefix, field.name))
+
+    walk(schema.fields, ())
+    return tuple(paths[i] for i in schema.identifier_field_ids if i in paths)

@@ -46,14 +46,22 @@ _INSERT, _DELETE = CHANGE_TYPES.index(INSERT), CHANGE_TYPES.index(DELETE)
 _PREIMAGE, _POSTIMAGE = CHANGE_TYPES.index(UPDATE_PREIMAGE), CHANGE_TYPES.index(UPDATE_POSTIMAGE)
 
 
+# Where a source hands the passes its rows' lineage, when it has one (Iceberg v3's
+# ``_row_id`` and ``_last_updated_sequence_number``): hidden columns, never served.
+LINEAGE_COLUMNS = ("__spark_cdc_row_id", "__spark_cdc_row_version")
+_NOT_DATA = (*METADATA_COLUMNS, *LINEAGE_COLUMNS)
+
+
 @dataclass(frozen=True)
 class RowLevelRules:
     """What to resolve. ``row_id`` holds column paths (``("key", "id")`` for ``key.id``) in
-    the table's own spelling, or None: rows are identified by their whole content."""
+    the table's own spelling, or None: rows are identified by their whole content.
+    ``lineage``: the rows carry ``LINEAGE_COLUMNS`` (see ``drop_lineage_carryovers``)."""
 
     row_id: tuple[tuple[str, ...], ...] | None
     carryover_removal: bool
     update_detection: bool
+    lineage: bool = False
 
     @property
     def any(self) -> bool:
@@ -77,6 +85,10 @@ def resolve(table: pa.Table, rules: RowLevelRules, version: int | None = None) -
     if not table.num_rows or not rules.any:
         return table
     kinds = change_kinds(table.column(CHANGE_TYPE))
+    if rules.lineage and rules.carryover_removal:
+        table, kinds = drop_lineage_carryovers(table, kinds)
+        if not table.num_rows:
+            return table
     is_delete, is_insert = kinds == _DELETE, kinds == _INSERT
     if not rules.update_detection and not (is_delete.any() and is_insert.any()):
         return table  # no group can hold a delete+insert pair
@@ -127,6 +139,30 @@ def resolve(table: pa.Table, rules: RowLevelRules, version: int | None = None) -
     return out
 
 
+def drop_lineage_carryovers(table: pa.Table, kinds: np.ndarray) -> tuple[pa.Table, np.ndarray]:
+    """``table`` without the delete+insert pairs whose lineage says they are one row,
+    unchanged: the same row id and row version (Spark's ``rowVersion`` contract; Iceberg v3
+    writers keep both when they copy a row and give an updated row a new version). Rows
+    whose lineage is unknown (NULL) are left to the whole-row rules, so a writer that drops
+    the lineage of the rows it copies costs speed, never rows; no data column is read."""
+    row_id, version = (array(table.column(name)) for name in LINEAGE_COLUMNS)
+    known = to_numpy(pc.and_(pc.is_valid(row_id), pc.is_valid(version)))
+    if not known.any():
+        return table, kinds
+    keys = [row_id, version]
+    if COMMIT_VERSION in table.column_names:
+        keys.append(array(table.column(COMMIT_VERSION)))
+    groups = group_rows(keys, "key")
+    total = np.bincount(groups.ids, minlength=groups.count)
+    deletes = np.bincount(groups.ids[known & (kinds == _DELETE)], minlength=groups.count)
+    inserts = np.bincount(groups.ids[known & (kinds == _INSERT)], minlength=groups.count)
+    dropped = ((total == 2) & (deletes == 1) & (inserts == 1))[groups.ids]
+    if not dropped.any():
+        return table, kinds
+    kept = ~dropped
+    return table.filter(from_numpy(kept)), kinds[kept]
+
+
 def labels(codes: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
     """The change types that ``codes`` (indexes into ``CHANGE_TYPES``) stand for."""
     return _CODES.take(codes)
@@ -164,7 +200,7 @@ def key_columns(table: pa.Table, row_id: Sequence[Sequence[str]] | None) -> list
 def data_columns(table: pa.Table, combined: bool = True) -> list[Any]:
     """The data columns; as they come (chunked) unless ``combined``: a comparison only
     gathers the rows it needs, and combining every column would copy the whole table."""
-    names = [n for n in table.column_names if n not in METADATA_COLUMNS]
+    names = [n for n in table.column_names if n not in _NOT_DATA]
     return [array(table.column(n)) if combined else table.column(n) for n in names]
 
 

@@ -225,12 +225,16 @@ def test_a_stream_serves_what_a_batch_read_does(
     assert _whole(served) == _whole(batch)
 
 
+def _identifier_fields(folder: Path) -> str:
+    schema = open_table(str(folder), storage_options(folder)).metadata.schema()
+    return ",".join(schema.find_column_name(i) for i in schema.identifier_field_ids)
+
+
 def _row_id(folder: Path) -> str:
     """The table's identifier fields, else its top-level columns of primitive types."""
     schema = open_table(str(folder), storage_options(folder)).metadata.schema()
-    names = [schema.find_column_name(i) for i in schema.identifier_field_ids]
-    names = names or [f.name for f in schema.fields if f.field_type.is_primitive]
-    return ",".join(names)
+    names = [f.name for f in schema.fields if f.field_type.is_primitive]
+    return _identifier_fields(folder) or ",".join(names)
 
 
 @pytest.mark.parametrize("name", EVERY)
@@ -246,17 +250,45 @@ def _row_id(folder: Path) -> str:
 def test_the_source_and_the_client_plan_post_process_alike(
     spark: SparkSession, tables: dict[str, Path], name: str, passes: dict[str, str]
 ) -> None:
+    """The source given no rowId groups by the table's identifier fields, as the client's
+    plan does when told them; a table without any needs rowId for update detection (net
+    changes, the client's, always does)."""
     folder = tables[name]
-    row_id = {"rowId": _row_id(folder)} if "computeUpdates" in passes else {}
+    identifiers = _identifier_fields(folder)
+    needs_one = "computeUpdates" in passes
+    net = passes["deduplicationMode"] == "netChanges"
 
     def feed(where: str) -> DataFrame:
         reader = spark_cdc.read(spark).format("iceberg").options(**_storage(folder))
-        options = {"startingVersion": "earliest", "postProcessing": where, **passes, **row_id}
+        options = {"startingVersion": "earliest", "postProcessing": where, **passes}
+        if where == "client" or net:
+            row_id = identifiers or (_row_id(folder) if needs_one else "")
+        else:
+            row_id = "" if identifiers or not needs_one else _row_id(folder)
+        if row_id:
+            options["rowId"] = row_id
         return reader.options(**options).load(str(folder))
 
     source, client = feed("source"), feed("client")
     assert source.schema == client.schema
     assert _whole(source) == _whole(client)
+
+
+def test_update_detection_without_a_row_id_needs_identifier_fields(
+    spark: SparkSession, tables: dict[str, Path]
+) -> None:
+    """A table without identifier fields has no row id to find: computeUpdates without
+    rowId is refused, by the source, with Spark's condition; so is net changes without
+    rowId even on a table that has them, as the client's plan is built without asking."""
+    plain, keyed = tables["spark_v3_deletion_vectors"], tables["flink_eq_deletes_partitioned"]
+    assert not _identifier_fields(plain) and _identifier_fields(keyed)
+    for folder, passes in (
+        (plain, {"computeUpdates": "true"}),
+        (keyed, {"deduplicationMode": "netChanges"}),
+    ):
+        reader = spark_cdc.read(spark).format("iceberg").options(**_storage(folder))
+        with pytest.raises(Exception, match=r"\[INVALID_CHANGELOG_SCHEMA\.MISSING_ROW_ID\]"):
+            reader.options(**passes).load(str(folder)).collect()
 
 
 def test_a_copy_on_write_rewrite_serves_only_the_rows_it_deleted(
@@ -271,6 +303,33 @@ def test_a_copy_on_write_rewrite_serves_only_the_rows_it_deleted(
     served = feed.load(str(folder)).toArrow()
     assert Counter(kind for kind, _ in _lines(served)) == {"delete": 8382}
     assert Counter(row for _, row in _lines(served)) == before - after
+
+
+def test_a_v3_rewrite_is_resolved_by_its_rows_lineage(
+    spark: SparkSession, tables: dict[str, Path], tmp_path: Path
+) -> None:
+    """The row-lineage fixture with its compaction relabelled ``overwrite``: a copy-on-write
+    rewrite of three rows that changed none (Iceberg v3 writers keep a copied row's
+    ``_row_id`` and sequence number, as this file does). The raw feed serves the three out
+    and the three back in; resolved by their lineage, nothing (any pass set)."""
+    folder = Path(shutil.copytree(tables["spark_v3_row_lineage"], tmp_path / "lineage"))
+    current = folder / "metadata" / "v5.metadata.json"
+    text = current.read_text()
+    assert text.count('"operation":"replace"') == 1
+    current.write_text(text.replace('"operation":"replace"', '"operation":"overwrite"'))
+    raw = _raw(spark, folder, startingVersion="4").toArrow()
+    kinds = Counter(kind for kind, _ in _lines(raw))
+    assert kinds == {"delete": 3, "insert": 3}
+    assert Counter(row for kind, row in _lines(raw) if kind == "delete") == Counter(
+        row for kind, row in _lines(raw) if kind == "insert"
+    )
+    for passes in (
+        {"deduplicationMode": "dropCarryovers"},
+        {"computeUpdates": "true", "rowId": "i"},
+    ):
+        resolved = _raw(spark, folder, startingVersion="4", **passes)
+        assert resolved.columns == raw.column_names
+        assert resolved.count() == 0
 
 
 EXPIRED = "java_eq_pos_deletes_products_expired"

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import pytest
+from spark_cdc.server_plugin.delta.options import parse_delta_options
 from spark_cdc.server_plugin.errors import ChangelogSourceError
 from spark_cdc.server_plugin.iceberg.options import parse_iceberg_options
 
@@ -64,3 +65,13 @@ def test_wrong_options_are_refused_by_name(
         assert "storage.<KEY> for pyiceberg table and FileIO properties" in refusal.message
     if condition.endswith("NET_CHANGES_IN_SOURCE"):
         assert refusal.parameters["source"] == "iceberg_changelog"
+
+
+def test_update_detection_is_accepted_without_a_row_id() -> None:
+    """The source finds one itself (the table's identifier fields), or refuses the read
+    when the table has none; the Delta source, which cannot, refuses it here."""
+    raw = {"path": "/t", "computeUpdates": "true"}
+    common = parse_iceberg_options(raw).common
+    assert (common.row_id, common.drop_carryovers, common.compute_updates) == (None, True, True)
+    with pytest.raises(ChangelogSourceError, match="MISSING_ROW_ID"):
+        parse_delta_options(raw)

@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from spark_cdc.server_plugin.errors import ChangelogSourceError
 from spark_cdc.server_plugin.row_level import hashing
 from spark_cdc.server_plugin.row_level.rules import (
+    LINEAGE_COLUMNS,
     RowLevelRules,
     buckets_of,
     change_kinds,
@@ -402,3 +403,80 @@ assert "pandas" not in sys.modules, "pandas was imported"
     assert got.schema == table.schema
     assert _out(got) == _out(pa.concat_tables(expected))
     assert got.num_rows < len(RULES) * table.num_rows  # carry-overs were found and dropped
+
+
+LINEAGES = st.sampled_from([None, (0, 1), (0, 2), (1, 1), (None, 1), (1, None)])
+
+
+def _with_lineage(rows: list[dict[str, Any]], lineages: list[Any]) -> pa.Table:
+    """``rows`` with ``LINEAGE_COLUMNS`` (row id, row version; either may be unknown)."""
+    table = _table(rows)
+    pairs = [lineage or (None, None) for lineage in lineages]
+    for index, name in enumerate(LINEAGE_COLUMNS):
+        column = pa.array([pair[index] for pair in pairs], pa.int64())
+        table = table.add_column(len(DATA), name, column)
+    return table
+
+
+def _lineage_model(rows: list[dict[str, Any]], lineages: list[Any]) -> list[int]:
+    """The rows left once pairs of one delete and one insert with the same known lineage
+    in one commit are dropped, whatever their content."""
+    groups: dict[Any, list[int]] = defaultdict(list)
+    for index, (row, lineage) in enumerate(zip(rows, lineages, strict=True)):
+        if lineage is not None and None not in lineage:
+            groups[(lineage, row["_commit_version"])].append(index)
+    dropped: set[int] = set()
+    for members in groups.values():
+        kinds = sorted(rows[i]["_change_type"] for i in members)
+        if kinds == ["delete", "insert"]:
+            dropped.update(members)
+    return [i for i in range(len(rows)) if i not in dropped]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data(), rows=commits(), rules=st.sampled_from(RULES))
+def test_lineage_pairs_go_first_then_the_whole_row_rules(
+    data: st.DataObject, rows: list[dict[str, Any]], rules: tuple
+) -> None:
+    """Iceberg v3's lineage (``rowVersion``): a delete+insert pair with one known row id
+    and row version is a carry-over without reading its columns; every other row meets
+    the rules as without lineage (a row of unknown lineage, or a pair whose version
+    changed: an update)."""
+    row_id, carryovers, updates = rules
+    lineages = [data.draw(LINEAGES) for _ in rows]
+    paths = None if row_id is None else tuple(tuple(c.split(".")) for c in row_id)
+    kept = _lineage_model(rows, lineages)
+    left = _with_lineage([rows[i] for i in kept], [lineages[i] for i in kept])
+    lineage_rules = RowLevelRules(paths, carryovers, updates, lineage=True)
+    try:
+        expected = resolve(left, RowLevelRules(paths, carryovers, updates))
+    except ChangelogSourceError as error:
+        with pytest.raises(ChangelogSourceError) as caught:
+            resolve(_with_lineage(rows, lineages), lineage_rules)
+        assert caught.value.condition == error.condition
+        return
+    got = resolve(_with_lineage(rows, lineages), lineage_rules)
+    assert got.schema == left.schema
+    assert _out(got) == _out(expected)
+
+
+def test_lineage_alone_decides_a_pair_whatever_its_columns() -> None:
+    """The same row id and version drop a pair whose columns differ (the writer says it is
+    one row, unchanged), which the whole-row rule would call an update; a pair whose
+    version changed meets that rule."""
+    before = {**{name: None for name in DATA}, "id": 1, "s": "a", "_commit_version": 1}
+    rows = [
+        {**before, "_change_type": "delete"},
+        {**before, "s": "b", "_change_type": "insert"},
+        {**before, "id": 2, "_change_type": "delete"},
+        {**before, "id": 2, "s": "c", "_change_type": "insert"},
+    ]
+    lineages = [(0, 1), (0, 1), (1, 1), (1, 2)]
+    for lineage, kept in ((True, [2, 2]), (False, [1, 1, 2, 2])):
+        rules = RowLevelRules((("id",),), True, True, lineage=lineage)
+        got = resolve(_with_lineage(rows, lineages), rules)
+        assert got.column("id").to_pylist() == kept
+        assert set(got.column("_change_type").to_pylist()) == {
+            "update_preimage",
+            "update_postimage",
+        }
