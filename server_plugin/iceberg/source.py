@@ -32,7 +32,12 @@ from spark_cdc.server_plugin.changelog_schema import (
 from spark_cdc.server_plugin.commit_timestamps import next_timestamp
 from spark_cdc.server_plugin.dependencies import PYICEBERG, require
 from spark_cdc.server_plugin.errors import ChangelogSourceError, error, internal_errors
-from spark_cdc.server_plugin.iceberg.changes import IcebergTask, snapshot_tasks, table_tasks
+from spark_cdc.server_plugin.iceberg.changes import (
+    IcebergTask,
+    TableLayout,
+    snapshot_tasks,
+    table_tasks,
+)
 from spark_cdc.server_plugin.iceberg.file_reader import LINEAGE_FIELDS, ReadContext, read_task
 from spark_cdc.server_plugin.iceberg.manifests import snapshot_files
 from spark_cdc.server_plugin.iceberg.options import (
@@ -110,13 +115,25 @@ class _Table:
     """The table as of now: its metadata, its branch's snapshots, the read's range."""
 
     def __init__(self, options: IcebergOptions) -> None:
+        from pyiceberg.schema import index_by_id
+
         self.options = options
         self.path = options.common.path
         self.table = open_table(self.path, options.common.storage, options.catalog)
         self.metadata = self.table.metadata
         self.timeline: Timeline = timeline(self.metadata, options.branch, self.path)
-        self.unpartitioned = frozenset(
-            spec_id for spec_id, spec in self.metadata.specs().items() if spec.is_unpartitioned()
+        self.layout = TableLayout(
+            frozenset(
+                spec_id
+                for spec_id, spec in self.metadata.specs().items()
+                if spec.is_unpartitioned()
+            ),
+            {
+                field_id: str(column.field_type)
+                for schema in self.metadata.schemas
+                for field_id, column in index_by_id(schema).items()
+                if column.field_type.is_primitive
+            },
         )
 
     @property
@@ -151,9 +168,7 @@ class _Table:
         return next((t.version for t in self.snapshots if t.timestamp_ms >= timestamp_ms), None)
 
     def tasks(self, timed: TimedSnapshot) -> list[IcebergTask]:
-        return snapshot_tasks(
-            timed, snapshot_files(timed.snapshot, self.table.io), self.unpartitioned
-        )
+        return snapshot_tasks(timed, snapshot_files(timed.snapshot, self.table.io), self.layout)
 
     def batch_range(self) -> tuple[int, int]:
         """The versions a batch read covers; an empty range is ``first > last``."""
@@ -501,7 +516,7 @@ class IcebergChangelogStreamReader(
             if timed.snapshot.snapshot_id == last.snapshot_id:
                 pinned = TimedSnapshot(timed.snapshot, timed.version, last.previous_ms or 0)
                 files = snapshot_files(timed.snapshot, table.table.io)
-                return table_tasks(pinned, files, table.unpartitioned)
+                return table_tasks(pinned, files, table.layout)
         raise error(
             "ICEBERG_CHANGELOG.HISTORY_REWRITTEN",
             snapshotId=last.snapshot_id,

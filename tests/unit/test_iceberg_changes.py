@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from spark_cdc.server_plugin.iceberg.changes import snapshot_tasks, table_tasks
+from spark_cdc.server_plugin.iceberg.changes import TableLayout, snapshot_tasks, table_tasks
 from spark_cdc.server_plugin.iceberg.manifests import FileEntry, SnapshotFiles
 from spark_cdc.server_plugin.iceberg.timeline import TimedSnapshot
 
-UNPARTITIONED = frozenset({0})
+UNPARTITIONED = TableLayout(frozenset({0}))
 
 
 def _entry(
@@ -19,11 +19,26 @@ def _entry(
     spec: int = 1,
     partition: tuple = ("a",),
     referenced: str | None = None,
+    bounds: tuple[int, int] | None = None,
+    nulls: int = 0,
 ) -> FileEntry:
+    """A file; ``bounds`` are column 1's (a ``long``), which an equality delete matches on."""
     data_file = SimpleNamespace(
-        file_path=path, content=content, spec_id=spec, partition=partition, file_size_in_bytes=10
+        file_path=path,
+        content=content,
+        spec_id=spec,
+        partition=partition,
+        file_size_in_bytes=10,
+        equality_ids=[1] if content == 2 else None,
+        lower_bounds={} if bounds is None else {1: _long(bounds[0])},
+        upper_bounds={} if bounds is None else {1: _long(bounds[1])},
+        null_value_counts={1: nulls},
     )
     return FileEntry(data_file, sequence, sequence, referenced, None, None)
+
+
+def _long(value: int) -> bytes:
+    return value.to_bytes(8, "little", signed=True)
 
 
 def _snapshot(version: int, operation: str = "overwrite") -> TimedSnapshot:
@@ -88,3 +103,28 @@ def test_replace_serves_nothing_and_a_table_serves_its_live_rows() -> None:
     assert snapshot_tasks(_snapshot(2, "replace"), files, UNPARTITIONED) == []
     [task] = table_tasks(_snapshot(2), files, UNPARTITIONED)
     assert (task.path, task.change_type, task.without) == ("data.parquet", "insert", (position,))
+
+
+def test_an_equality_delete_reaches_only_files_whose_bounds_overlap_its_own() -> None:
+    """Iceberg's DeleteFileIndex test: ranges of column 1 (a long; negative values order
+    as numbers, not as bytes) disjoint from the delete's keep a file out; a file or a
+    delete without bounds, a delete holding a NULL key, or a column whose type is not
+    known, reach every file."""
+    layout = TableLayout(frozenset({0}), {1: "long"})
+    below = _entry("below.parquet", 0, 1, spec=0, partition=(), bounds=(-300, -101))
+    inside = _entry("inside.parquet", 0, 1, spec=0, partition=(), bounds=(-100, -100))
+    above = _entry("above.parquet", 0, 1, spec=0, partition=(), bounds=(1, 500))
+    unknown = _entry("unknown.parquet", 0, 1, spec=0, partition=())
+    data = [below, inside, above, unknown]
+
+    def reached(delete: FileEntry, given: TableLayout = layout) -> set[str]:
+        tasks = snapshot_tasks(_snapshot(2), _files([*data, delete], [delete], []), given)
+        return {t.path for t in tasks}
+
+    keys = _entry("eq.parquet", 2, 2, spec=0, partition=(), bounds=(-100, 0))
+    assert reached(keys) == {"inside.parquet", "unknown.parquet"}
+    with_null = _entry("eq.parquet", 2, 2, spec=0, partition=(), bounds=(-100, 0), nulls=1)
+    assert reached(with_null) == {f.path for f in data}
+    no_bounds = _entry("eq.parquet", 2, 2, spec=0, partition=())
+    assert reached(no_bounds) == {f.path for f in data}
+    assert reached(keys, TableLayout(frozenset({0}), {1: "double"})) == {f.path for f in data}

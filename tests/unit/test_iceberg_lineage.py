@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
-from spark_cdc.server_plugin.iceberg.changes import table_tasks
+from spark_cdc.server_plugin.iceberg.changes import TableLayout, table_tasks
 from spark_cdc.server_plugin.iceberg.file_reader import ReadContext, read_task
 from spark_cdc.server_plugin.iceberg.manifests import snapshot_files
 from spark_cdc.server_plugin.iceberg.table import open_table
@@ -42,7 +42,7 @@ def test_rows_carry_the_lineage_they_inherit_or_were_written_with() -> None:
     seen = []
     for timed in snapshots[2:]:  # three appended files, then the compaction's one file
         files = snapshot_files(timed.snapshot, table.io)
-        tasks = table_tasks(timed, files, frozenset({0}))
+        tasks = table_tasks(timed, files, TableLayout(frozenset({0})))
         rows = pa.Table.from_batches(
             [b for task in tasks for b in read_task(context, target, task)], schema=target
         )
