@@ -97,6 +97,16 @@ def bench_figures() -> str:
     return table(_figures())
 
 
+def bench_of(benchmark: str) -> str:
+    """One benchmark's figures, as the results table shows them."""
+    from tests.bench.report import table
+
+    figures = [f for f in _figures() if f.benchmark == benchmark]
+    if not figures:
+        return f"Not measured yet: `./dev bench --only {benchmark}` measures it."
+    return table(figures)
+
+
 def bench_machine() -> str:
     """The machine and settings of the run, as the results record them (no commit ids)."""
     results = _results()
@@ -205,6 +215,7 @@ RENDERERS: dict[str, Callable[[], str]] = {
     "bench-figures": bench_figures,
     "bench-streaming-rates": bench_streaming_rates,
     "bench-apply": bench_apply,
+    "bench-iceberg": lambda: bench_of("iceberg_source"),
 }
 
 

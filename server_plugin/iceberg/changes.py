@@ -59,6 +59,23 @@ class TableLayout:
     unpartitioned: frozenset[int]
     types: Mapping[int, str] = field(default_factory=dict)
 
+    @classmethod
+    def of(cls, metadata: Any) -> TableLayout:
+        """The layout of a table's metadata (every schema's columns: deletes written under
+        an older schema name their field ids)."""
+        from pyiceberg.schema import index_by_id
+
+        specs = metadata.specs().items()
+        return cls(
+            frozenset(spec_id for spec_id, spec in specs if spec.is_unpartitioned()),
+            {
+                field_id: str(column.field_type)
+                for schema in metadata.schemas
+                for field_id, column in index_by_id(schema).items()
+                if column.field_type.is_primitive
+            },
+        )
+
 
 def snapshot_tasks(
     timed: TimedSnapshot, files: SnapshotFiles, layout: TableLayout

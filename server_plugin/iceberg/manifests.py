@@ -116,11 +116,13 @@ def _manifests(snapshot: Any, io: Any) -> list[Any]:
 
 
 def _manifest_first_row_id(manifest: Any) -> int | None:
-    """The v3 field pyiceberg's ``ManifestFile`` reads but names not (it is the last)."""
+    """The v3 field pyiceberg's ``ManifestFile`` reads but names not (it is the last); None
+    for a manifest read with an older schema."""
     from pyiceberg.manifest import MANIFEST_LIST_FILE_SCHEMAS
 
     fields = MANIFEST_LIST_FILE_SCHEMAS[3].fields
-    assert fields[-1].name == "first_row_id" and len(manifest._data) == len(fields)
+    if fields[-1].name != "first_row_id" or len(manifest._data) != len(fields):
+        return None
     value = manifest._data[-1]
     return None if value is None else int(value)
 

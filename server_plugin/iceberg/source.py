@@ -115,26 +115,12 @@ class _Table:
     """The table as of now: its metadata, its branch's snapshots, the read's range."""
 
     def __init__(self, options: IcebergOptions) -> None:
-        from pyiceberg.schema import index_by_id
-
         self.options = options
         self.path = options.common.path
         self.table = open_table(self.path, options.common.storage, options.catalog)
         self.metadata = self.table.metadata
         self.timeline: Timeline = timeline(self.metadata, options.branch, self.path)
-        self.layout = TableLayout(
-            frozenset(
-                spec_id
-                for spec_id, spec in self.metadata.specs().items()
-                if spec.is_unpartitioned()
-            ),
-            {
-                field_id: str(column.field_type)
-                for schema in self.metadata.schemas
-                for field_id, column in index_by_id(schema).items()
-                if column.field_type.is_primitive
-            },
-        )
+        self.layout = TableLayout.of(self.metadata)
 
     @property
     def snapshots(self) -> tuple[TimedSnapshot, ...]:

@@ -234,3 +234,24 @@ def test_equality_deletes_serve_the_rows_they_newly_remove(spark: SparkSession, 
     assert _served(by_identifier) == sorted(expected, key=json.dumps)
     told = _reader(spark).option("postProcessing", "client").load(table_folder(table))
     assert _served(told) == sorted(expected, key=json.dumps)
+
+
+def test_a_manifest_carried_with_its_deleted_entries_removes_nothing_again(
+    spark: SparkSession, table: Any
+) -> None:
+    """A snapshot's manifest list may carry its parent's manifests as they are, DELETED
+    entries included (Iceberg Java's fast appends do; so does this hand-written delete):
+    those files left with the parent, and the snapshot serves only its own changes."""
+    from pyiceberg.manifest import ManifestEntryStatus
+
+    table.append(_rows((1, "a"), (2, "b"), (3, "c")))
+    rewrite(table, _rows((1, "a"), (2, "B")))
+    equality_delete(table, pa.table({"id": pa.array([1], pa.int64())}))
+    carried = [
+        entry.status
+        for manifest in table.current_snapshot().manifests(table.io)
+        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=False)
+    ]
+    assert ManifestEntryStatus.DELETED in carried
+    reader = spark_cdc.read(spark).format("iceberg").options(startingVersion=3)
+    assert _served(reader.load(table_folder(table))) == [(1, "a", "delete", 3)]
