@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 from pyspark.sql.types import StructType
 from spark_cdc.server_plugin.arrow_types import arrow_schema, int64_value
+from spark_cdc.server_plugin.errors import error
 
 if TYPE_CHECKING:
     from spark_cdc.server_plugin.partitions import FileGroup, FileTask
@@ -56,3 +57,16 @@ def _merged(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
 
 def commit_timestamp(task: FileTask) -> pa.Scalar:
     return int64_value(task.timestamp_ms * 1000, pa.timestamp("us", tz="UTC"))
+
+
+def refuse_nulls(column: pa.Array, field: pa.Field, task: FileTask, condition: str) -> None:
+    """Fail with the source's ``condition``, naming the column and file, where a file holds
+    NULLs in a column the table declares NOT NULL: Spark would fail on them without a word."""
+    if not field.nullable and column.null_count:
+        raise error(
+            condition,
+            column=field.name,
+            file=task.path,
+            version=task.version,
+            nullCount=column.null_count,
+        )

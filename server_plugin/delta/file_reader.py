@@ -23,7 +23,7 @@ from spark_cdc.server_plugin.arrow_types import (
     parsed_value,
     text_value,
 )
-from spark_cdc.server_plugin.change_batches import BATCH_VALUES, commit_timestamp
+from spark_cdc.server_plugin.change_batches import BATCH_VALUES, commit_timestamp, refuse_nulls
 from spark_cdc.server_plugin.delta.column_mapping import ColumnMapping
 from spark_cdc.server_plugin.delta.deletion_vectors import (
     DeletionVectorError,
@@ -210,14 +210,7 @@ def _mapped(mapping: ColumnMapping, column: pa.Array, field: pa.Field, task: Fil
 
 
 def _cast(column: pa.Array, field: pa.Field, task: FileTask) -> pa.Array:
-    if not field.nullable and column.null_count:  # Spark would fail on it, without a word
-        raise error(
-            "DELTA_CHANGELOG.NULL_IN_NOT_NULL_COLUMN",
-            column=field.name,
-            file=task.path,
-            version=task.version,
-            nullCount=column.null_count,
-        )
+    refuse_nulls(column, field, task, "DELTA_CHANGELOG.NULL_IN_NOT_NULL_COLUMN")
     if column.type == field.type:
         return column
     try:

@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from spark_cdc.server_plugin.arrow_types import from_numpy, int64_value, text_value
-from spark_cdc.server_plugin.change_batches import BATCH_VALUES, commit_timestamp
+from spark_cdc.server_plugin.change_batches import BATCH_VALUES, commit_timestamp, refuse_nulls
 from spark_cdc.server_plugin.errors import error
 from spark_cdc.server_plugin.iceberg.changes import IcebergTask
 from spark_cdc.server_plugin.iceberg.deletes import DeleteReader
@@ -149,14 +149,7 @@ def _with_lineage(table: pa.Table, task: IcebergTask) -> pa.Table:
 
 
 def _cast(column: Any, field: pa.Field, task: IcebergTask) -> pa.Array:
-    if not field.nullable and column.null_count:
-        raise error(
-            "ICEBERG_CHANGELOG.NULL_IN_NOT_NULL_COLUMN",
-            column=field.name,
-            file=task.path,
-            version=task.version,
-            nullCount=column.null_count,
-        )
+    refuse_nulls(column, field, task, "ICEBERG_CHANGELOG.NULL_IN_NOT_NULL_COLUMN")
     return column if column.type == field.type else column.cast(field.type)
 
 
