@@ -71,6 +71,12 @@ def seconds(action: Callable[[], Any]) -> float:
     return time.perf_counter() - started
 
 
+def noop_seconds(make: Callable[[], Any]) -> Callable[[], float]:
+    """A run that builds a fresh DataFrame with ``make`` and times writing it to the
+    ``noop`` sink (every row read, nothing written)."""
+    return lambda: seconds(lambda: make().write.format("noop").mode("overwrite").save())
+
+
 def stream_seconds(start: Callable[[], Any], batches: list[list[float]] | None = None) -> float:
     """Seconds from ``start()`` (a streaming query, ``availableNow``) to its end; its
     failure is raised. ``batches``, when given, gets the run's micro-batch seconds (each

@@ -30,7 +30,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from deltalake import DeltaTable, write_deltalake
 
-from tests.bench.common import Bench, Figure, at_least, interleaved, medians, seconds
+from tests.bench.common import Bench, Figure, at_least, interleaved, medians, noop_seconds
 
 BENCHMARK = "delta_source"
 THROUGHPUT_TARGET = 0.5
@@ -67,7 +67,7 @@ def throughput(bench: Bench, sizes: Sizes) -> Figure:
     counts = {name: make().count() for name, make in runs.items()}  # also warms both up
     if len(set(counts.values())) != 1:
         raise AssertionError(f"the two readers disagree on the row count: {counts}")
-    timed = interleaved({name: _noop_seconds(make) for name, make in runs.items()}, bench.reps)
+    timed = interleaved({name: noop_seconds(make) for name, make in runs.items()}, bench.reps)
     ratios = [p / d for d, p in zip(timed["delta_changelog"], timed["parquet"], strict=True)]
     ratio = statistics.median(ratios)
     rows = sizes.rows
@@ -86,10 +86,6 @@ def throughput(bench: Bench, sizes: Sizes) -> Figure:
         samples={f"{name} seconds": values for name, values in timed.items()},
         notes="both into the noop sink; spark.read.parquet on the table folder",
     )
-
-
-def _noop_seconds(make: Callable[[], Any]) -> Callable[[], float]:
-    return lambda: seconds(lambda: make().write.format("noop").mode("overwrite").save())
 
 
 def append_only_table(folder: Path, sizes: Sizes) -> Path:

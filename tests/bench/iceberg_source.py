@@ -39,7 +39,15 @@ import pyarrow.compute as pc
 from pyspark import cloudpickle
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from tests.bench.common import Bench, Figure, at_least, interleaved, medians, seconds
+from tests.bench.common import (
+    Bench,
+    Figure,
+    at_least,
+    interleaved,
+    medians,
+    noop_seconds,
+    paired_spread,
+)
 from tests.support.iceberg_tables import equality_delete, rewrite, sql_catalog, table_folder
 
 BENCHMARK = "iceberg_source"
@@ -87,10 +95,6 @@ def run(bench: Bench) -> list[Figure]:
     return figures
 
 
-def _noop_seconds(make: Callable[[], Any]) -> Callable[[], float]:
-    return lambda: seconds(lambda: make().write.format("noop").mode("overwrite").save())
-
-
 def throughput(bench: Bench, sizes: Sizes) -> list[Figure]:
     folder = _table(bench.folder(BENCHMARK) / "throughput", _appends(sizes))
     spark = bench.spark
@@ -108,7 +112,7 @@ def throughput(bench: Bench, sizes: Sizes) -> list[Figure]:
     counts = {name: make().count() for name, make in runs.items()}  # also warms all up
     if len(set(counts.values())) != 1:
         raise AssertionError(f"the readers disagree on the row count: {counts}")
-    timed = interleaved({name: _noop_seconds(make) for name, make in runs.items()}, bench.reps)
+    timed = interleaved({name: noop_seconds(make) for name, make in runs.items()}, bench.reps)
     case = f"{sizes.rows:,} rows in {sizes.appends} appends; long, string, double, timestamp"
     rates = {f"{name} rows/s": sizes.rows / s for name, s in medians(timed).items()}
     figures = []
@@ -125,7 +129,7 @@ def throughput(bench: Bench, sizes: Sizes) -> list[Figure]:
                 met=None if target is None else at_least(ratio, target),
                 medians=rates,
                 samples={f"{name} seconds": values for name, values in timed.items()},
-                spread=(round(min(ratios), 3), round(max(ratios), 3)),
+                spread=paired_spread(timed[baseline], timed["iceberg_changelog"]),
                 notes=(
                     "a Python source reading the data files with pyarrow alone"
                     if baseline == "pyarrow"
@@ -183,7 +187,7 @@ def post_processing(bench: Bench, rows: int, snapshots: int) -> Figure:
     }
     for make in runs.values():
         make().count()  # warm-up
-    timed = interleaved({name: _noop_seconds(make) for name, make in runs.items()}, bench.reps)
+    timed = interleaved({name: noop_seconds(make) for name, make in runs.items()}, bench.reps)
     pairs = zip(timed["post-processed"], timed["raw"], strict=True)
     ratios = [raw / post for post, raw in pairs]
     ratio = statistics.median(ratios)
@@ -197,7 +201,7 @@ def post_processing(bench: Bench, rows: int, snapshots: int) -> Figure:
         met=at_least(ratio, POST_PROCESSING_TARGET),
         medians={f"{name} changes/s": changes / s for name, s in medians(timed).items()},
         samples={f"{name} seconds": values for name, values in timed.items()},
-        spread=(round(min(ratios), 3), round(max(ratios), 3)),
+        spread=paired_spread(timed["raw"], timed["post-processed"]),
         notes="source-side passes (rowId=id) against the raw feed, both into the noop sink",
     )
 
@@ -218,7 +222,7 @@ def equality_deletes(bench: Bench, files: int, sizes: Sizes) -> Figure:
     counts = {name: make().count() for name, make in runs.items()}  # also warms both up
     if counts != {"equality delete": sizes.deleted, "last append": sizes.file_rows}:
         raise AssertionError(f"unexpected rows served: {counts}")
-    timed = interleaved({name: _noop_seconds(make) for name, make in runs.items()}, bench.reps)
+    timed = interleaved({name: noop_seconds(make) for name, make in runs.items()}, bench.reps)
     pairs = zip(timed["equality delete"], timed["last append"], strict=True)
     ratios = [delete / append for delete, append in pairs]
     ratio = statistics.median(ratios)
@@ -230,7 +234,7 @@ def equality_deletes(bench: Bench, files: int, sizes: Sizes) -> Figure:
         ratio=ratio,
         medians={f"{name} seconds": s for name, s in medians(timed).items()},
         samples={f"{name} seconds": values for name, values in timed.items()},
-        spread=(round(min(ratios), 3), round(max(ratios), 3)),
+        spread=paired_spread(timed["equality delete"], timed["last append"]),
         notes="the deleted ids are the last file's; flat as the table grows when the "
         "deletes reach that file only (column bounds)",
     )
