@@ -29,6 +29,8 @@ __all__ = [
 # Reserved prefix for the helper columns a rewrite adds; input columns must not use it.
 HELPER_PREFIX = "__spark_cdc_"
 DEL_CNT = HELPER_PREFIX + "del_cnt"
+CHANGE_CODE = HELPER_PREFIX + "change_code"  # batch: 1 for a delete, 2^32 for an insert
+CHANGE_COUNTS = HELPER_PREFIX + "change_counts"  # batch: the sum of a group's change codes
 INS_CNT = HELPER_PREFIX + "ins_cnt"
 MIN_RV = HELPER_PREFIX + "min_rv"
 MAX_RV = HELPER_PREFIX + "max_rv"
@@ -47,6 +49,8 @@ LAST_CHANGE_TYPE = HELPER_PREFIX + "last_row_change_type_value"
 EVENT_RANK = HELPER_PREFIX + "event_rank"  # 0 for pre-events, 1 for post-events
 HELPERS = (
     DEL_CNT,
+    CHANGE_CODE,
+    CHANGE_COUNTS,
     INS_CNT,
     MIN_RV,
     MAX_RV,

@@ -1,10 +1,8 @@
-"""Net changes: per row id, the net effect of its changes, batch and streaming.
+"""Streaming net changes: per row id, the net effect of its changes (batch: ``rewrite.batch``).
 
-Batch is Spark's plan: a window per row id ordered by (commit version, pre-events before
-post-events) finds the first and last event; Spark's (existedBefore, existsAfter) matrix
-keeps and relabels them. Streaming runs one stateful operator, ``applyInPandasWithState``
-with an event-time timeout on every server, keyed by a bucket of row ids (see
-``rewrite.net_state`` for why, with the measurements).
+One stateful operator, ``applyInPandasWithState`` with an event-time timeout on every
+server, keyed by a bucket of row ids (see ``rewrite.net_state`` for why, with the
+measurements).
 """
 
 from __future__ import annotations
@@ -16,7 +14,6 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql.connect import functions as F
 from pyspark.sql.connect import proto
 from pyspark.sql.connect.plan import LogicalPlan
-from pyspark.sql.connect.window import Window
 from pyspark.sql.types import (
     DataType,
     DoubleType,
@@ -32,19 +29,8 @@ from spark_cdc.rewrite.names import (
     CHANGE_TYPE,
     COMMIT_TIMESTAMP,
     COMMIT_VERSION,
-    DELETE,
-    EVENT_RANK,
-    FIRST_CHANGE_TYPE,
-    HELPERS,
-    INSERT,
-    LAST_CHANGE_TYPE,
     METADATA_COLUMNS,
-    ROW_COUNT,
-    ROW_NUMBER,
-    UPDATE_POSTIMAGE,
-    UPDATE_PREIMAGE,
 )
-from spark_cdc.rewrite.net_state import POST_EVENTS, PRE_EVENTS
 from spark_cdc.rewrite.pyspark_internals import child_of, dataframe, plan_id_of, plan_of
 from spark_cdc.rewrite.row_level import (
     EXACT_JSON_OPTIONS,
@@ -54,46 +40,6 @@ from spark_cdc.rewrite.row_level import (
 from spark_cdc.rewrite.spec import ChangelogSpec
 from spark_cdc.rewrite.streaming import with_commit_watermark
 from spark_cdc.server_plugin import conditions, errors
-
-
-def batch_net_changes(df: DataFrame, spec: ChangelogSpec, compute_updates: bool) -> DataFrame:
-    # The rank is a column, not an expression in the window's ORDER BY: Spark does not
-    # recognise two copies of an expression holding raise_error as equal, so each of the
-    # four window functions got its own Window operator and its own sort of every row
-    # (measured on the 2M-row net_changes benchmark: 1.9-2.5 s against native's 1.1-1.3 s;
-    # one Window, as Spark's own plan has, after this).
-    rank = F.when(checked_change_type().isin(*PRE_EVENTS), F.lit(0)).otherwise(F.lit(1))
-    by_row = Window.partitionBy(*[F.col(c) for c in spec.row_id or ()]).orderBy(
-        F.col(COMMIT_VERSION).asc(), F.col(EVENT_RANK).asc()
-    )
-    whole = by_row.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
-    out = df.withColumn(EVENT_RANK, rank).select(
-        "*",
-        F.row_number().over(by_row).alias(ROW_NUMBER),
-        F.count(F.lit(1)).over(whole).alias(ROW_COUNT),
-        F.first(CHANGE_TYPE).over(whole).alias(FIRST_CHANGE_TYPE),
-        F.last(CHANGE_TYPE).over(whole).alias(LAST_CHANGE_TYPE),
-    )
-    existed_before = F.col(FIRST_CHANGE_TYPE).isin(*PRE_EVENTS)
-    exists_after = F.col(LAST_CHANGE_TYPE).isin(*POST_EVENTS)
-    is_first = F.col(ROW_NUMBER) == 1
-    is_last = F.col(ROW_NUMBER) == F.col(ROW_COUNT)
-    keep = (
-        F.when(~existed_before & ~exists_after, F.lit(False))
-        .when(~existed_before, is_last)
-        .when(~exists_after, is_first)
-        .otherwise(is_first | is_last)
-    )
-    pre, post = (UPDATE_PREIMAGE, UPDATE_POSTIMAGE) if compute_updates else (DELETE, INSERT)
-    both = existed_before & exists_after
-    relabel = (
-        F.when(~existed_before & is_last, F.lit(INSERT))
-        .when(~exists_after & is_first, F.lit(DELETE))
-        .when(both & is_first, F.lit(pre))
-        .when(both & is_last, F.lit(post))
-        .otherwise(F.col(CHANGE_TYPE))
-    )
-    return out.where(keep).withColumn(CHANGE_TYPE, relabel).drop(*HELPERS)
 
 
 def streaming_net_changes(

@@ -12,11 +12,11 @@ from collections.abc import Mapping
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql.connect import functions as F
-from spark_cdc.rewrite.batch import batch_row_level
+from spark_cdc.rewrite.batch import batch_post_process
 from spark_cdc.rewrite.column_functions import settle_column_functions
 from spark_cdc.rewrite.errors import cdc_error
 from spark_cdc.rewrite.names import COMMIT_TIMESTAMP, COMMIT_VERSION, HELPER_PREFIX
-from spark_cdc.rewrite.net_changes import batch_net_changes, streaming_net_changes
+from spark_cdc.rewrite.net_changes import streaming_net_changes
 from spark_cdc.rewrite.options import CdcOptions, DeduplicationMode, OptionValue, parse_options
 from spark_cdc.rewrite.plan_tree import mark_streaming_rewrite, reads_a_stream
 from spark_cdc.rewrite.raised import raise_in_query
@@ -74,8 +74,7 @@ def post_process(
         else:
             out = streaming_row_level(checked, spec, passes)
         return mark_streaming_rewrite(out)
-    out = batch_row_level(checked, spec, passes) if passes.any else checked
-    return batch_net_changes(out, spec, opts.compute_updates) if net else out
+    return batch_post_process(checked, spec, passes, net, opts.compute_updates)
 
 
 def planned_passes(

@@ -62,7 +62,7 @@ def checked_change_type() -> Column:
 
 
 def group_aggregates(row_version: str | None) -> dict[str, Column]:
-    """Per-group helper aggregates by name; usable in ``agg`` and ``over(window)`` alike.
+    """Per-group helper aggregates by name, for the streaming aggregate (batch: ``rewrite.batch``).
 
     Counts of deletes and inserts always; with a row version, its min, max and non-NULL
     count (for carry-over removal).

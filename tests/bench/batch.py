@@ -1,180 +1,199 @@
-"""Batch post-processing throughput: ``post_process`` against a raw read of the same data.
+"""Batch post-processing against Spark 4.3's own, on the same change feed.
 
-One realistic change feed per size is written once to parquet in the work folder (and
-reused): many commits of equal size, row ids touched again and again across commits, and
-per commit a mix of copy-on-write carry-over pairs (a delete and an insert of the same,
-unchanged row), real updates (a delete and an insert whose values differ), plain inserts
-and plain deletes, over eight columns of mixed types. It is generated on the server from
-``spark.range`` with column expressions, so ten million rows take seconds, not a Python loop.
+One feed per case, generated with numpy and served by the native connector
+(``tests/bench/native_connector``): commits of equal size (a hundred per feed), row ids
+touched again and again across commits (the id space is a quarter of the rows), and per
+commit a mix of copy-on-write carry-over pairs (a delete and an insert of the same row
+version), real updates (a delete and an insert of different row versions), plain inserts
+and plain deletes: 60% / 20% / 10% / 10% of the events. The feed declares ``rowId=id``,
+``rowVersion=row_version`` (Spark 4.3 refuses carry-over removal and update detection
+without one) and all three flags; 5 or 50 columns (ids, row versions, longs, doubles and
+strings).
 
-Each side reads the parquet folder and writes into the ``noop`` sink, so both pay the same
-scan and the figure is what the post-processing plan adds (Spark's windows over
-(id, ``_commit_version``), resp. over id for net changes, with their shuffle and sort):
+The sides, each into the ``noop`` sink, interleaved, the same rows everywhere:
 
-(raw)          ``spark.read.parquet(p)``;
-(dropCarryovers) ``post_process(.., ChangelogSpec(row_id=["id"]), {computeUpdates})``;
-(netChanges)   the same with ``deduplicationMode=netChanges`` and ``computeUpdates``.
+- raw: ``spark.read.option("deduplicationMode", "none").changes(t)``, nothing resolved;
+- native <mode>: ``spark.read.options(<mode>).changes(t)``, Spark's own plan;
+- post_process <mode>: ``post_process`` on the raw read, declaring what the connector
+  declares: our plan, over the very same scan.
 
-The three sides run interleaved in one process (a loaded machine's drift hits all), each
-repeated ``reps`` times; a side's rate is input rows per second of wall time, and a
-figure is the median processed rate over the median raw rate.
+Modes: dropCarryovers + computeUpdates; netChanges; netChanges + computeUpdates. The
+headline figure is post_process ÷ native, input rows per second of wall time. Needs a JDK
+and a Spark 4.3+ server (the feed is served by the connector); without them the benchmark
+reports that it was skipped.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from pathlib import Path
 
-from pyspark.sql import Column, DataFrame, SparkSession
-from pyspark.sql import functions as F
-from spark_cdc.rewrite import ChangelogSpec, post_process
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame, SparkSession
+from spark_cdc import ChangelogSpec, post_process
 
-from tests.bench.common import Bench, Figure, interleaved, medians, seconds
+from tests.bench.common import (
+    Bench,
+    Figure,
+    at_least,
+    interleaved,
+    medians,
+    noop_seconds,
+    paired_spread,
+)
+from tests.bench.native_connector import (
+    changelog_folder,
+    has_native_changelogs,
+    server_conf,
+    table_name,
+    write_changelog,
+)
+
+__all__ = ["run", "server_conf"]  # server_conf: what the runner asks the server for
 
 BENCHMARK = "batch"
 SIZES = [1_000_000, 10_000_000]
-QUICK_SIZES = [10_000]
-ROWS_PER_COMMIT = 10_000
-QUICK_ROWS_PER_COMMIT = 500
-IDS_PER_ROW = 0.25  # id space = a quarter of the rows: every id is touched ~4 times
+QUICK_SIZES = [20_000]
+COLUMNS = [5, 50]
+QUICK_COLUMNS = [5]
+COMMITS = 100
 STRIDE = 1_000_003  # a prime: x -> x * STRIDE + shift is one-to-one modulo the id space
-MARKER = "_bench_complete"
-SPEC = ChangelogSpec(row_id=["id"])
-MODES: dict[str, dict[str, str | bool]] = {
-    "dropCarryovers": {"deduplicationMode": "dropCarryovers", "computeUpdates": True},
-    "netChanges": {"deduplicationMode": "netChanges", "computeUpdates": True},
+TARGET = 1.1
+SPEC = ChangelogSpec(row_id=["id"], row_version="row_version")
+PROPERTIES = {
+    "rowId": "id",
+    "rowVersion": "row_version",
+    "containsCarryoverRows": True,
+    "representsUpdateAsDeleteAndInsert": True,
+    "containsIntermediateChanges": True,
 }
-# Share of events per commit, by kind; an event is one slot of two rows.
-CARRYOVER, UPDATE, INSERT = 6, 8, 9  # of ten: 60% carry-overs, 20% updates, 10% each ins/del
+MODES: dict[str, dict[str, str | bool]] = {
+    "dropCarryovers + computeUpdates": {
+        "deduplicationMode": "dropCarryovers",
+        "computeUpdates": True,
+    },
+    "netChanges": {"deduplicationMode": "netChanges", "computeUpdates": False},
+    "netChanges + computeUpdates": {"deduplicationMode": "netChanges", "computeUpdates": True},
+}
 
 
-def _event_columns(rows_per_commit: int, id_space: int) -> dict[str, Column]:
-    """Where row ``r`` sits: its commit, its event (a slot of two rows) and the event kind."""
-    r = F.col("id")
-    version = (r / rows_per_commit).cast("long")
-    position = F.pmod(r, F.lit(rows_per_commit))
-    slot = (position / 2).cast("long")
-    half = F.pmod(position, F.lit(2))
-    draw = F.pmod(F.xxhash64(version, slot), F.lit(10))
-    kind = (
-        F.when(draw < CARRYOVER, "carryover")
-        .when(draw < UPDATE, "update")
-        .when(draw < INSERT, "insert")
-        .otherwise("delete")
+def commit_rows(version: int, rows: int, id_space: int, columns: int) -> pa.Table:
+    """One commit: events of two rows each, drawn per event as carry-over (60%), update
+    (20%), insert (10%) or delete (10%). A pair shares its event's id; lone inserts and
+    deletes each get their own. Within a commit ids are distinct."""
+    position = np.arange(rows, dtype=np.int64)
+    event, half = position // 2, position % 2
+    draw = np.random.default_rng(version).integers(0, 10, size=(rows + 1) // 2)[event]
+    kind = np.select([draw < 6, draw < 8, draw < 9], [0, 1, 2], 3)  # carry, update, ins, del
+    pair = kind <= 1
+    row_id = (np.where(pair, event * 2, position) * STRIDE + version * 7919) % id_space
+    change = np.where(
+        kind == 2, "insert", np.where(kind == 3, "delete", np.where(half == 0, "delete", "insert"))
     )
-    # A pair shares its slot's id; lone inserts/deletes give each row its own id. Within a
-    # commit ids are distinct (one-to-one map), across commits the shift revisits them.
-    pair = kind.isin("carryover", "update")
-    x = F.when(pair, slot * 2).otherwise(position)
-    row_id = F.pmod(x * STRIDE + version * 7919, F.lit(id_space))
-    return {"version": version, "half": half, "kind": kind, "row_id": row_id}
+    row_version = version * 2 + ((kind == 1) & (half == 1))  # an update's insert is newer
+    data: dict[str, pa.Array] = {"id": pa.array(row_id), "row_version": pa.array(row_version)}
+    for i in range(2, columns):
+        if i % 3 == 0:
+            data[f"c{i}"] = pa.array(row_id * i + row_version)
+        elif i % 3 == 1:
+            data[f"c{i}"] = pa.array((row_id * 0.25 + row_version) * i)
+        else:
+            text = pc.cast(pa.array(row_id + row_version), pa.string())
+            data[f"c{i}"] = pc.binary_join_element_wise(f"s{i}", text, "-")
+    stamp = np.full(rows, (1_700_000_000 + version) * 1_000_000, np.int64)
+    data["_change_type"] = pa.array(change)
+    data["_commit_version"] = pa.array(np.full(rows, version, np.int64))
+    data["_commit_timestamp"] = pa.array(stamp).cast(pa.timestamp("us", tz="UTC"))
+    return pa.table(data)
 
 
-def _change_columns() -> dict[str, Column]:
-    kind, half, version = F.col("kind"), F.col("half"), F.col("version")
-    change = F.when(kind == "insert", "insert").when(kind == "delete", "delete")
-    change = change.otherwise(F.when(half == 0, "delete").otherwise("insert"))
-    # The image's generation: an update's insert differs from its delete; a carry-over's
-    # two rows are the same.
-    generation = version + F.when((kind == "update") & (half == 1), 1).otherwise(0)
-    return {"change": change, "generation": generation}
-
-
-def _data_columns() -> list[Column]:
-    rid, gen = F.col("row_id"), F.col("generation")
-    return [
-        rid.alias("id"),
-        F.concat(F.lit("customer-"), F.pmod(rid, F.lit(9973)).cast("string")).alias("customer"),
-        (rid * 0.25 + gen).alias("amount"),
-        F.pmod(rid + gen, F.lit(100)).cast("int").alias("quantity"),
-        (F.pmod(rid, F.lit(100_000)) / 100 + gen).cast("decimal(12,2)").alias("price"),
-        F.element_at(
-            F.array(*[F.lit(s) for s in ("new", "paid", "shipped", "returned")]),
-            (F.pmod(rid + gen, F.lit(4)) + 1).cast("int"),
-        ).alias("status"),
-        F.date_add(F.lit("2020-01-01").cast("date"), F.pmod(rid, F.lit(1500)).cast("int")).alias(
-            "created"
-        ),
-        (F.pmod(rid, F.lit(3)) != 0).alias("active"),
+def _spark_schema(table: pa.Table) -> str:
+    names = {pa.int64(): "long", pa.float64(): "double", pa.string(): "string"}
+    fields = [
+        {
+            "name": f.name,
+            "type": "timestamp" if pa.types.is_timestamp(f.type) else names[f.type],
+            "nullable": True,
+            "metadata": {},
+        }
+        for f in table.schema
     ]
+    return json.dumps({"type": "struct", "fields": fields})
 
 
-def feed_frame(spark: SparkSession, rows: int, rows_per_commit: int) -> DataFrame:
-    """The change feed as a server-side plan over ``spark.range(rows)``."""
-    id_space = max(rows_per_commit, int(rows * IDS_PER_ROW))
-    events = spark.range(rows).select(
-        *[c.alias(n) for n, c in _event_columns(rows_per_commit, id_space).items()]
-    )
-    changes = events.select("*", *[c.alias(n) for n, c in _change_columns().items()])
-    return changes.select(
-        *_data_columns(),
-        F.col("change").alias("_change_type"),
-        F.col("version").alias("_commit_version"),
-        F.timestamp_seconds(F.lit(1_700_000_000) + F.col("version")).alias("_commit_timestamp"),
-    )
+def feed(work: Path, rows: int, columns: int) -> str:
+    """The case's feed as a native-connector table, written on first use."""
+    name = f"batch_feed_{rows}x{columns}"
+    folder = changelog_folder(work, name)
+    if not (folder / "_bench_complete").exists():
+        per_commit, id_space = rows // COMMITS, max(rows // 4, rows // COMMITS)
+        commits = [
+            (v, commit_rows(v, per_commit, id_space, columns)) for v in range(1, COMMITS + 1)
+        ]
+        write_changelog(folder, commits, _spark_schema(commits[0][1]), PROPERTIES)
+        (folder / "_bench_complete").touch()
+    return table_name(name)
 
 
-def rows_per_commit(rows: int) -> int:
-    return QUICK_ROWS_PER_COMMIT if rows < ROWS_PER_COMMIT * 10 else ROWS_PER_COMMIT
+def sides(spark: SparkSession, table: str) -> dict[str, Callable[[], float]]:
+    def raw() -> DataFrame:
+        return spark.read.option("deduplicationMode", "none").changes(table)
+
+    runs: dict[str, Callable[[], float]] = {"raw": noop_seconds(raw)}
+    for mode, options in MODES.items():
+        runs[f"native {mode}"] = noop_seconds(
+            lambda o=options: spark.read.options(**o).changes(table)  # type: ignore[misc]
+        )
+        runs[f"post_process {mode}"] = noop_seconds(
+            lambda o=options: post_process(raw(), SPEC, o)  # type: ignore[misc]
+        )
+    return runs
 
 
-def feed_path(bench: Bench, rows: int) -> str:
-    """The parquet feed of ``rows`` rows, written on first use and reused after."""
-    per_commit = rows_per_commit(rows)
-    path = bench.work / f"batch_feed_{rows}x{per_commit}"
-    if not (path / MARKER).exists():
-        feed_frame(bench.spark, rows, per_commit).write.mode("overwrite").parquet(str(path))
-        (path / MARKER).touch()
-    return str(path)
-
-
-def _noop(df: DataFrame) -> None:
-    df.write.format("noop").mode("overwrite").save()
-
-
-def sides(spark: SparkSession, path: str) -> dict[str, Callable[[], float]]:
-    """Each side as a timed run: read the feed, (post-process it,) write to noop."""
-
-    def raw() -> float:
-        return seconds(lambda: _noop(spark.read.parquet(path)))
-
-    def processed(options: dict[str, str | bool]) -> Callable[[], float]:
-        return lambda: seconds(lambda: _noop(post_process(spark.read.parquet(path), SPEC, options)))
-
-    return {"raw": raw, **{mode: processed(options) for mode, options in MODES.items()}}
-
-
-def measure(bench: Bench, rows: int) -> list[Figure]:
-    path = feed_path(bench, rows)
-    if not bench.quick:
-        _noop(bench.spark.read.parquet(path))  # warm-up, untimed: the first scan loads classes
-    per_commit = rows_per_commit(rows)
-    samples = interleaved(sides(bench.spark, path), bench.reps)
+def measure(bench: Bench, rows: int, columns: int) -> list[Figure]:
+    table = feed(bench.work, rows, columns)
+    runs = sides(bench.spark, table)
+    for run in runs.values():  # warm-up, untimed: classes, codegen, the files' page cache
+        run()
+    samples = interleaved(runs, bench.reps)
     rates = {side: [rows / s for s in values] for side, values in samples.items()}
     rate = medians(rates)
+    case = f"{rows:,} rows, {columns} columns"
+    notes = (
+        f"{COMMITS} commits; 60% carry-over pairs, 20% updates, 10% inserts, 10% deletes "
+        "(by event); rowId + rowVersion; input rows per second of wall time into noop"
+    )
     figures = []
     for mode in MODES:
-        shown = {"raw": rate["raw"], mode: rate[mode]}
+        ours, native = f"post_process {mode}", f"native {mode}"
+        ratio = rate[ours] / rate[native]
+        shown = ("raw", native, ours)
         figures.append(
             Figure(
                 benchmark=BENCHMARK,
-                case=f"{rows:,} rows, {mode} + computeUpdates",
-                ratio_label="post_process/raw rows/s",
-                ratio=round(rate[mode] / rate["raw"], 3),
-                medians={side: round(value) for side, value in shown.items()},
-                samples={side: [round(v) for v in rates[side]] for side in shown},
-                notes=(
-                    f"parquet feed, {rows // per_commit} commits of {per_commit:,} rows, "
-                    "8 data columns; "
-                    "60% carry-over pairs, 20% updates, 10% inserts, 10% deletes (by event); "
-                    "input rows per second of wall time into the noop sink"
-                ),
+                case=f"{case}, {mode}",
+                ratio_label="post_process ÷ Spark 4.3 native rows/s",
+                ratio=round(ratio, 3),
+                target=f"≥ {TARGET}",
+                met=at_least(ratio, TARGET),
+                medians={s: round(rate[s]) for s in shown},
+                samples={s: [round(v) for v in rates[s]] for s in shown},
+                notes=notes,
+                spread=paired_spread(rates[ours], rates[native]),
             )
         )
     return figures
 
 
 def run(bench: Bench) -> list[Figure]:
+    if not has_native_changelogs(bench.spark):
+        reason = "skipped: needs a JDK and a Spark 4.3+ server for the native connector"
+        return [Figure(BENCHMARK, "all cases", "post_process ÷ native", None, notes=reason)]
     figures: list[Figure] = []
-    for rows in QUICK_SIZES if bench.quick else SIZES:
-        figures += measure(bench, rows)
+    for columns in QUICK_COLUMNS if bench.quick else COLUMNS:
+        for rows in QUICK_SIZES if bench.quick else SIZES:
+            figures += measure(bench, rows, columns)
     return figures

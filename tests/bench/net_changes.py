@@ -36,10 +36,8 @@ native sides are skipped and said so.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -48,7 +46,6 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-import pyspark
 from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import DataFrame, SparkSession
 from spark_cdc import ChangelogReader, ChangelogSpec, post_process
@@ -63,12 +60,19 @@ from tests.bench.common import (
     seconds,
     stream_seconds,
 )
+from tests.bench.native_connector import (
+    changelog_folder,
+    has_native_changelogs,
+    server_conf,
+    table_name,
+    write_changelog,
+)
+
+__all__ = ["run", "server_conf"]  # server_conf: what the runner asks the server for
 
 ROWS_PER_COMMIT, CYCLES = 100_000, 5
 QUICK_ROWS_PER_COMMIT, QUICK_CYCLES = 1_000, 2
 COMMITS_PER_BATCH = 2
-CATALOG = "cdcbench"
-CONNECTOR = Path(__file__).parent / "native" / "BenchChangelogCatalog.java"
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 STATE_STORE = "spark.sql.streaming.stateStore.providerClass"
 # What the native connector declares, and post_process on the parquet stream with it: the
@@ -85,44 +89,6 @@ SPEC = ChangelogSpec(
     contains_intermediate_changes=True,
 )
 NET = {"deduplicationMode": "netChanges", "computeUpdates": False}
-
-
-def server_conf(work: Path) -> dict[str, str]:
-    """The settings the server needs for the native sides (none when there is no JDK)."""
-    jar = connector_jar(work)
-    if jar is None:
-        return {}
-    return {
-        "spark.driver.extraClassPath": str(jar),
-        f"spark.sql.catalog.{CATALOG}": "spark_cdc_bench.BenchChangelogCatalog",
-        f"spark.sql.catalog.{CATALOG}.root": str(work / "native_changelogs"),
-    }
-
-
-def connector_jar(work: Path) -> Path | None:
-    """The native connector compiled against the installed pyspark's jars, once."""
-    javac, jar_tool = shutil.which("javac"), shutil.which("jar")
-    if javac is None or jar_tool is None:
-        return None
-    source = CONNECTOR.read_bytes()
-    jars = Path(pyspark.__file__).parent / "jars"
-    stamp = hashlib.sha256(source + pyspark.__version__.encode()).hexdigest()[:16]
-    jar = work / f"bench-changelog-{stamp}.jar"
-    if jar.exists():
-        return jar
-    classes = Path(tempfile.mkdtemp(prefix="classes_", dir=work))
-    try:
-        compiled = subprocess.run(
-            [javac, "-nowarn", "-d", str(classes), "-cp", f"{jars}/*", str(CONNECTOR)],
-            capture_output=True,
-            check=False,
-        )
-        if compiled.returncode != 0:  # a pyspark before 4.3 has no changelog API
-            return None
-        subprocess.run([jar_tool, "cf", str(jar), "-C", str(classes), "."], check=True)
-    finally:
-        shutil.rmtree(classes)
-    return jar
 
 
 def _rows(start: int, count: int) -> pa.Table:
@@ -162,37 +128,25 @@ def exported(spark: SparkSession, work: Path, table: str) -> tuple[str, Path, in
     """The table's raw changelog from version 1, as the native connector's Arrow files and
     as parquet files (one per commit, modification times in commit order)."""
     name = Path(table).name
-    native = work / "native_changelogs" / name
     parquet = work / f"{name}_parquet"
     done = work / f"{name}_exported"
     if not done.exists():
-        shutil.rmtree(native, ignore_errors=True)
         shutil.rmtree(parquet, ignore_errors=True)
-        native.mkdir(parents=True)
         parquet.mkdir()
         raw = spark.read.format("delta_changelog").option("startingVersion", 1).load(table)
         rows = raw.toArrow()
         versions = sorted(set(rows["_commit_version"].to_pylist()))
+        commits = [(v, rows.filter(pc.equal(rows["_commit_version"], v))) for v in versions]
+        write_changelog(
+            changelog_folder(work, name), commits, raw.schema.json(), {"rowId": "id", **FLAGS}
+        )
         stamp = 1_700_000_000
-        for i, version in enumerate(versions):
-            commit = rows.filter(pc.equal(rows["_commit_version"], version))
-            with pa.ipc.new_file(native / f"v{version}.arrow", commit.schema) as writer:
-                writer.write_table(commit, max_chunksize=4096)
+        for i, (version, commit) in enumerate(commits):
             file = parquet / f"v{version:08d}.parquet"
             pq.write_table(commit, file)
             os.utime(file, (stamp + i, stamp + i))
-        (native / "schema.json").write_text(raw.schema.json())
-        flags = "".join(f"{k}={str(v).lower()}\n" for k, v in FLAGS.items())
-        (native / "changelog.properties").write_text(f"rowId=id\n{flags}")
         (done).write_text(str(rows.num_rows))
     return name, parquet, int(done.read_text())
-
-
-def has_native_changelogs(spark: SparkSession) -> bool:
-    major, minor = (int(p) for p in spark.version.split(".")[:2])
-    if (major, minor) < (4, 3):
-        return False
-    return spark.conf.get(f"spark.sql.catalog.{CATALOG}", None) is not None
 
 
 def _batch(df: DataFrame) -> float:
@@ -226,7 +180,7 @@ def sides(bench: Bench, table: str, native: bool) -> dict[str, dict[str, Callabl
     def native_stream() -> DataFrame:
         reader = spark.readStream.options(startingVersion=1, **NET)
         reader = reader.option("commitsPerTrigger", COMMITS_PER_BATCH)
-        return reader.changes(f"{CATALOG}.default.{name}")
+        return reader.changes(table_name(name))
 
     def source_stream() -> DataFrame:
         reader = ChangelogReader(spark, streaming=True)
@@ -246,7 +200,7 @@ def sides(bench: Bench, table: str, native: bool) -> dict[str, dict[str, Callabl
     if native:
         streaming["native"] = lambda: stream_seconds(lambda: noop(native_stream(), rocksdb=True))
         batch["native"] = lambda: _batch(
-            spark.read.options(startingVersion=1, **NET).changes(f"{CATALOG}.default.{name}")
+            spark.read.options(startingVersion=1, **NET).changes(table_name(name))
         )
     streaming["ChangelogReader"] = lambda: stream_seconds(lambda: noop(source_stream()))
     streaming["post_process"] = lambda: stream_seconds(

@@ -5,7 +5,7 @@
 //
 // A table `<catalog>.default.<name>` is the folder `<root>/<name>` holding
 //   schema.json            the changelog's Spark schema (StructType JSON)
-//   changelog.properties   rowId (comma-separated), containsCarryoverRows,
+//   changelog.properties   rowId (comma-separated), rowVersion, containsCarryoverRows,
 //                          representsUpdateAsDeleteAndInsert, containsIntermediateChanges
 //   v<version>.arrow       one commit's change rows (Arrow IPC file format)
 // Catalog option `root` names the folder; stream option `commitsPerTrigger` (default 1)
@@ -178,6 +178,12 @@ public class BenchChangelogCatalog implements TableCatalog {
       }
       return Arrays.stream(ids.split(",")).map(s -> Expressions.column(s.trim()))
           .toArray(NamedReference[]::new);
+    }
+
+    @Override
+    public NamedReference rowVersion() {
+      String version = flags.getProperty("rowVersion", "").trim();
+      return version.isEmpty() ? Changelog.super.rowVersion() : Expressions.column(version);
     }
 
     @Override
