@@ -12,7 +12,10 @@ in one commit must meet in one task.
 
 - Commits that need no work (only inserts or only deletes, without update detection) are
   read like a raw feed.
-- Small commits are packed whole into partitions.
+- Small commits are packed whole into partitions, cut at even shares of their running
+  total (as files are, below), and a task resolves consecutive small commits together,
+  up to ``resolve_bytes`` at once: the passes' fixed work is paid once per gathering,
+  not once per commit.
 - A large commit of one kind under update detection (an append, a stream's first snapshot)
   only needs the check that no row id appears twice: its rows are read like a raw feed, and
   separate check tasks read just the row id columns, split by a hash of the row id.
@@ -35,11 +38,12 @@ large the commit, and reads a commit at most ``MAX_SPREAD`` times.
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from pyspark.sql.datasource import InputPartition
 from spark_cdc.server_plugin.row_level.rules import RowLevelRules
@@ -72,7 +76,8 @@ class FileGroup(InputPartition):
     whole commits whose rows the task resolves (the row-level passes), keeping only the
     rows of hash bucket ``bucket`` of ``buckets``, in ``spill`` parts on local disk when
     more than one; ``check_only`` reads only the row id and serves nothing, to check that
-    no row id changes twice in the commit (see ``partitions``)."""
+    no row id changes twice in the commit (see ``partitions``). Consecutive whole commits
+    of at most ``resolve_bytes`` of files together are resolved at once."""
 
     files: tuple[FileTask, ...]
     resolve: bool = False
@@ -80,6 +85,7 @@ class FileGroup(InputPartition):
     buckets: int = 1
     spill: int = 1
     check_only: bool = False
+    resolve_bytes: int = RESOLVE_BYTES
 
 
 def by_commit(files: Sequence[FileTask]) -> list[list[FileTask]]:
@@ -119,7 +125,7 @@ def plan_partitions(
         return pack_files(tasks, share)
     plain: list[FileTask] = []
     groups: list[FileGroup] = []
-    small: list[FileTask] = []
+    small: list[list[FileTask]] = []
     commits = by_commit(tasks)
     rewrites = sum(1 for c in commits if _cost(c) > share and not _one_kind(c))
     spread = max(1, parallelism // max(1, rewrites))  # the cores each large rewrite may use
@@ -130,18 +136,17 @@ def plan_partitions(
             continue
         size = _cost(commit)
         if size <= share:
-            if small and _cost(small) + size > share:
-                groups.append(FileGroup(tuple(small), resolve=True))
-                small = []
-            small += commit
-            continue
-        if one_kind:  # read like a raw feed; check tasks look for a row id changed twice
+            small.append(commit)
+        elif one_kind:  # read like a raw feed; check tasks look for a row id changed twice
             plain.extend(commit)
             groups += _buckets(commit, size * key_share, share, parallelism, resolve_bytes, True)
         else:
             groups += _buckets(commit, size, share, spread, resolve_bytes, False)
-    if small:
-        groups.append(FileGroup(tuple(small), resolve=True))
+    packed = _even_cuts([_cost(c) for c in small], share)
+    groups += [
+        FileGroup(tuple(t for c in part for t in c), resolve=True, resolve_bytes=resolve_bytes)
+        for part in _parts_of(small, packed)
+    ]
     return pack_files(plain, share) + groups if plain else groups
 
 
@@ -180,17 +185,29 @@ def bucket_count(size: float, share: float, parallelism: int, resolve_bytes: int
 
 
 def pack_files(tasks: Sequence[FileTask], share: float) -> list[FileGroup]:
-    """Consecutive files (commit order) in partitions of about ``share`` bytes. Cutting at
-    even shares of the running total avoids the straggler partition next-fit leaves."""
-    costs = [t.size + FILE_OPEN_COST for t in tasks]
+    """Consecutive files (commit order) in partitions of about ``share`` bytes."""
+    cuts = _even_cuts([t.size + FILE_OPEN_COST for t in tasks], share)
+    return [FileGroup(tuple(part)) for part in _parts_of(tasks, cuts)]
+
+
+def _even_cuts(costs: Sequence[int], share: float) -> list[int]:
+    """Each item's partition, consecutive items of about ``share`` in each. Cutting at even
+    shares of the running total avoids the straggler partition next-fit leaves (20 small
+    commits on 2 cores made 3 tasks, the last one commit alone)."""
     total = sum(costs)
     count = max(1, math.ceil(total / share))
-    groups: list[list[FileTask]] = [[] for _ in range(count)]
+    cuts = []
     done = 0
-    for task, cost in zip(tasks, costs, strict=True):
-        groups[min(count - 1, int((done + cost / 2) * count / total))].append(task)
+    for cost in costs:
+        cuts.append(min(count - 1, int((done + cost / 2) * count / total)))
         done += cost
-    return [FileGroup(tuple(group)) for group in groups if group]
+    return cuts
+
+
+def _parts_of(items: Sequence[Any], cuts: Sequence[int]) -> list[list[Any]]:
+    """``items`` split where their partition (``cuts``, ascending) changes."""
+    runs = itertools.groupby(zip(items, cuts, strict=True), key=lambda pair: pair[1])
+    return [[item for item, _ in run] for _, run in runs]
 
 
 def _share(tasks: Sequence[FileTask], parallelism: int) -> float:

@@ -136,6 +136,18 @@ def test_many_commits_are_packed_whole(cores: int, partitions: int) -> None:
     _each_file_once(tasks, groups)
 
 
+def test_small_commits_fill_the_cores_evenly() -> None:
+    """20 rewrites of 270 KB on 2 cores: two tasks of ten commits, not a third task with the
+    commit that did not fit (next-fit packing's straggler)."""
+    tasks = [t for v in range(20) for t in _rewrite(v, 1, 140_000)]
+    groups = plan_partitions(tasks, 2, UPDATES)
+    assert [sorted({t.version for t in g.files}) for g in groups] == [
+        list(range(10)),
+        list(range(10, 20)),
+    ]
+    assert all(g.resolve_bytes == RESOLVE_BYTES for g in groups)
+
+
 def test_commits_that_need_no_work_are_read_like_a_raw_feed() -> None:
     appends = [t for v in range(4) for t in _files(v, 30, 5 * MB, "insert")]
     groups = plan_partitions(appends, 64, CARRYOVERS)
@@ -219,6 +231,31 @@ def test_buckets_and_spilled_parts_serve_what_one_task_serves(tmp_path: Path) ->
     assert split == whole
     kinds = Counter(r["_change_type"] for r in whole)
     assert kinds == {"update_preimage": 15_000, "update_postimage": 15_000, "delete": 1_500}
+
+
+def test_small_commits_resolved_together_serve_what_each_alone_serves(tmp_path: Path) -> None:
+    """A task resolves its small commits in one pass (``resolveTaskBytes`` bounds how many):
+    every row keeps its own commit's version and timestamp, and a row id changed twice is
+    reported with its own commit's version."""
+    path = str(tmp_path / "t")
+    write_deltalake(path, big_rows(range(300), 1))
+    for version in range(1, 8):  # copy-on-write rewrites: carry-overs, updates, deletes
+        DeltaTable(path).update({"n": "n + 1"}, predicate=f"id % 7 = {version - 1}")
+        DeltaTable(path).delete(f"id % 50 = {version}")
+    options = {"rowId": "id", "computeUpdates": "true", "startingVersion": "1"}
+    together_groups, together = _served(path, parallelism="1", **options)
+    assert len(together_groups) == 1 and len(together_groups[0].files) > 14
+    _, alone = _served(path, parallelism="1", resolveTaskBytes="1k", **options)
+    assert together == alone
+    assert {r["_commit_version"] for r in together} == set(range(1, 15))
+    stamps = {r["_commit_version"]: r["_commit_timestamp"] for r in together}
+    assert len({(r["_commit_version"], r["_commit_timestamp"]) for r in together}) == 14
+    assert sorted(stamps.values()) == [stamps[v] for v in sorted(stamps)]
+    twice = big_rows(range(5), 2)
+    write_deltalake(path, pa.concat_tables([twice, twice.slice(3, 1)]), mode="append")
+    with pytest.raises(ChangelogSourceError) as caught:
+        _served(path, parallelism="1", **options)
+    assert caught.value.parameters == {"version": "15", "deletes": "0", "inserts": "2"}
 
 
 @pytest.mark.slow  # writes and reads a 150k-row table: about 3 s, idle
