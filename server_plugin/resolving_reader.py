@@ -16,7 +16,7 @@ import pyarrow as pa
 from pyspark.sql.types import StructType
 from spark_cdc.server_plugin.arrow_types import arrow_schema, from_numpy, int64_value, to_numpy
 from spark_cdc.server_plugin.change_batches import BATCH_VALUES, commit_timestamp
-from spark_cdc.server_plugin.partitions import FileGroup, FileTask, by_commit
+from spark_cdc.server_plugin.partitions import GATHER_BYTES, FileGroup, FileTask, by_commit
 from spark_cdc.server_plugin.row_level.arrays import array
 from spark_cdc.server_plugin.row_level.rules import (
     LINEAGE_COLUMNS,
@@ -70,7 +70,7 @@ def read_resolved(
 
 
 def _resolved_together(group: FileGroup) -> Iterator[list[list[FileTask]]]:
-    """The group's commits, consecutive ones resolved together up to ``resolve_bytes`` of
+    """The group's commits, consecutive ones resolved together up to ``GATHER_BYTES`` of
     files (whole commits only: a commit split into buckets or parts comes alone). One
     resolve of 10 commits of 10k rows took 4 ms, ten took 20 ms."""
     commits = by_commit(group.files)
@@ -78,10 +78,10 @@ def _resolved_together(group: FileGroup) -> Iterator[list[list[FileTask]]]:
         yield from ([commit] for commit in commits)
         return
     together: list[list[FileTask]] = []
-    size = 0
+    size, most = 0, min(group.resolve_bytes, GATHER_BYTES)
     for commit in commits:
         cost = sum(task.size for task in commit)
-        if together and size + cost > group.resolve_bytes:
+        if together and size + cost > most:
             yield together
             together, size = [], 0
         together.append(commit)

@@ -180,6 +180,7 @@ CODE_FIGURES: dict[str, Callable[[], bool]] = {
     "128 MB": lambda: _partitions().MAX_PARTITION_BYTES == 128 << 20,
     "128 KB": lambda: _partitions().FILE_OPEN_COST == 128 << 10,
     "64 MB": lambda: _partitions().RESOLVE_BYTES == 64 << 20,
+    "16 MB": lambda: _partitions().GATHER_BYTES == 16 << 20,
     "2 GiB": lambda: _state().STATE_MEMORY_BYTES == 2 << 30,
 }
 
