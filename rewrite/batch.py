@@ -36,12 +36,9 @@ from spark_cdc.rewrite.names import (
     INSERT,
     LAST_CHANGE_TYPE,
     MAX_IMAGE,
-    MAX_RV,
     MIN_IMAGE,
-    MIN_RV,
     ROW_COUNT,
     ROW_NUMBER,
-    RV_CNT,
     UPDATE_POSTIMAGE,
     UPDATE_PREIMAGE,
 )
@@ -54,6 +51,7 @@ from spark_cdc.rewrite.row_level import (
     keyed,
     relabelled_change_type,
     row_image,
+    row_version_aggregates,
     same_row_version,
 )
 from spark_cdc.rewrite.spec import ChangelogSpec
@@ -98,10 +96,7 @@ def _row_level(
     by_version = passes.carryover_removal and spec.row_version is not None
     aggregates = {CHANGE_COUNTS: F.sum(CHANGE_CODE)}
     if by_version:
-        version = F.col(spec.row_version)  # type: ignore[arg-type]
-        aggregates.update(
-            {MIN_RV: F.min(version), MAX_RV: F.max(version), RV_CNT: F.count(version)}
-        )
+        aggregates.update(row_version_aggregates(spec.row_version))  # type: ignore[arg-type]
     out = df.select("*", *[agg.over(group).alias(name) for name, agg in aggregates.items()])
     counts = F.col(CHANGE_COUNTS)
     out = out.withColumns(

@@ -73,11 +73,15 @@ def group_aggregates(row_version: str | None) -> dict[str, Column]:
         INS_CNT: F.count(F.when(change_type == INSERT, F.lit(1))),
     }
     if row_version is not None:
-        version = F.col(row_version)
-        aggregates.update(
-            {MIN_RV: F.min(version), MAX_RV: F.max(version), RV_CNT: F.count(version)}
-        )
+        aggregates.update(row_version_aggregates(row_version))
     return aggregates
+
+
+def row_version_aggregates(row_version: str) -> dict[str, Column]:
+    """A group's row-version bounds and non-NULL count, by name (carry-over removal by
+    row version, batch and streaming)."""
+    version = F.col(row_version)
+    return {MIN_RV: F.min(version), MAX_RV: F.max(version), RV_CNT: F.count(version)}
 
 
 def is_single_pair() -> Column:
