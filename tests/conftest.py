@@ -41,6 +41,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """The commands a test starts begin as from a terminal: a runner that started pytest in
+    the background or under ``nohup`` (SIGINT, SIGHUP ignored, which children inherit and
+    ``spark-cdc`` then leaves ignored) must not turn the stop-signal tests into no-ops."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    for name in (signal.SIGHUP, signal.SIGTERM):
+        if signal.getsignal(name) is signal.SIG_IGN:
+            signal.signal(name, signal.SIG_DFL)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark what needs the harness server and what is slow, so ``-m "not server and not slow"``
     (``./dev test --fast``) selects the quick loop without a list kept by hand: ``server`` for

@@ -50,13 +50,19 @@ class Stopped(BaseException):
 
 def catch_stop_signals() -> None:
     """From here on the first stop signal raises ``Stopped``; a second one ends the process
-    at once (``_second_signal``)."""
-    for stop_signal in STOP_SIGNALS:
+    at once (``_second_signal``). A stop signal the command was started with ignored stays
+    ignored, as Unix tools leave it: ``nohup spark-cdc tail ...`` keeps running when its
+    terminal closes, and a shell's background job is not stopped by Ctrl-C."""
+    for stop_signal in _caught():
         signal.signal(stop_signal, _first_signal)
 
 
+def _caught() -> list[signal.Signals]:
+    return [s for s in STOP_SIGNALS if signal.getsignal(s) is not signal.SIG_IGN]
+
+
 def _first_signal(signum: int, frame: FrameType | None) -> None:
-    for stop_signal in STOP_SIGNALS:
+    for stop_signal in _caught():
         signal.signal(stop_signal, _second_signal)
     # While the session closes, gRPC's own threads may still be reading from it and fail
     # (seen in CI: a traceback from a gRPC thread after Ctrl-C on a loaded machine). The

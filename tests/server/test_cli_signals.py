@@ -77,3 +77,23 @@ def test_a_second_signal_stops_at_once(
     code, took = stop(tail, signal.SIGINT)
     assert code == 0 and took < 10, tail.output
     assert "Traceback" not in tail.output
+
+
+def test_a_stop_signal_started_ignored_stays_ignored(
+    spark_remote: str, writing: str, commands: list[Command]
+) -> None:
+    """Under ``nohup`` (SIGHUP ignored) a closed terminal does not stop ``tail``: it goes on
+    reporting commits, and SIGTERM still stops it cleanly."""
+    tail = Command("tail", writing, *FROM_ZERO, "--remote", spark_remote, under=("nohup",))
+    commands.append(tail)
+    tail.wait_for("commit 1 ")
+    os.killpg(tail.process.pid, signal.SIGHUP)
+    seen = sum("commit " in line for line in tail.lines)
+    deadline = time.monotonic() + 120
+    while sum("commit " in line for line in tail.lines) <= seen + 1:
+        assert tail.process.poll() is None, f"SIGHUP under nohup stopped it:\n{tail.output}"
+        assert time.monotonic() < deadline, f"no commit reported after SIGHUP:\n{tail.output}"
+        time.sleep(0.2)
+    code, took = stop(tail, signal.SIGTERM)
+    assert_clean(tail, code, set())
+    assert took < EXIT_BOUND_S

@@ -16,11 +16,14 @@ from pathlib import Path
 
 
 class Command:
-    """``python -m spark_cdc ...`` with its output collected line by line, and its own
+    """``python -m spark_cdc ...`` (``under`` a launcher such as ``nohup`` if given) with its
+    output collected line by line, and its own
     ``TMPDIR`` (``tmp``), so that what it leaves there is its own and not another process's
     on the same machine."""
 
-    def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, *args: str, env: dict[str, str] | None = None, under: tuple[str, ...] = ()
+    ) -> None:
         self.lines: list[str] = []
         # Removed with this object (or at exit), whether or not a fixture tracks the command.
         self._tmp = tempfile.TemporaryDirectory(prefix="cdc-command-", ignore_cleanup_errors=True)
@@ -28,15 +31,16 @@ class Command:
         # A token in a --remote URL (the container harness's) must never be printed.
         self.secrets = [m for a in args for m in re.findall(r";token=([^;/]+)", a)]
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "spark_cdc", *args],
+            [*under, sys.executable, "-m", "spark_cdc", *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
             env={**os.environ, "TMPDIR": str(self.tmp), **(env or {})},
+            # No preexec_fn: it makes Python fork instead of vfork, and gRPC's fork handler
+            # in a child of a process with a live channel (this one's Spark session) can
+            # abort it before exec (grpc/grpc #43055; seen in CI as exit -6). The signal
+            # dispositions a command starts with are set in the harness (tests/conftest.py).
             start_new_session=True,
-            # As from a terminal: a runner that starts us in the background (SIGINT ignored,
-            # which children inherit) must not make Ctrl-C a no-op for the command.
-            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
