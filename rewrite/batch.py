@@ -10,8 +10,10 @@ order is the first one's, so Spark adds no sort between them.
 
 The row-level window keeps its per-row work small, because its cost is paid for every row
 of the feed: the deletes and inserts of a group are counted by one ``sum`` of a packed
-code, not two counts of conditional expressions. The measurements behind these choices:
-``tests/bench/batch.py`` (docs/benchmarks.md, the batch benchmark).
+code, not two counts of conditional expressions. The same code, descending with NULLs
+first, orders a row id's events within a commit, pre-events before post-events, for net
+changes: one helper column through the shuffle, not two. The measurements behind these
+choices: ``tests/bench/batch.py`` (docs/benchmarks.md, the batch benchmark).
 """
 
 from __future__ import annotations
@@ -28,7 +30,6 @@ from spark_cdc.rewrite.names import (
     COMMIT_VERSION,
     DEL_CNT,
     DELETE,
-    EVENT_RANK,
     FIRST_CHANGE_TYPE,
     HELPERS,
     IMAGE,
@@ -56,10 +57,10 @@ from spark_cdc.rewrite.row_level import (
 )
 from spark_cdc.rewrite.spec import ChangelogSpec
 
-# An insert counts 2^32 in the packed code, a delete 1: a group's sum holds both counts
+# A delete counts 2^32 in the packed code, an insert 1: a group's sum holds both counts
 # exactly, as a window group never reaches 2^31 rows.
-_INSERT_WEIGHT = 1 << 32
-_DELETE_MASK = _INSERT_WEIGHT - 1
+_DELETE_WEIGHT = 1 << 32
+_INSERT_MASK = _DELETE_WEIGHT - 1
 
 
 def batch_post_process(
@@ -67,30 +68,26 @@ def batch_post_process(
 ) -> DataFrame:
     """``df`` with the row-level passes ``passes`` and, if ``net``, net changes applied."""
     df, key = keyed(df, spec.row_id)
-    # The helpers are computed before the shuffle, where the scan's rows are built anyway:
-    # computed after it, they would cost every wide row one more copy before the sort.
-    helpers = {CHANGE_CODE: _change_code()} if passes.any else {}
-    # The event rank orders both windows. It is a column, not an expression in the windows'
-    # ORDER BY: Spark does not recognise two copies of an expression holding raise_error as
-    # equal, so each window function got its own Window operator and its own sort of every
-    # row (2M-row net_changes benchmark: 1.9-2.5 s against native's 1.1-1.3 s, before this).
-    if net:  # validated here if no pass counts changes
-        change_type = F.col(CHANGE_TYPE) if passes.any else checked_change_type()
-        helpers[EVENT_RANK] = F.when(change_type.isin(*PRE_EVENTS), F.lit(0)).otherwise(F.lit(1))
-    out = df.withColumns(helpers).repartition(*key)
+    # The code is computed before the shuffle, where the scan's rows are built anyway:
+    # computed after it, it would cost every wide row one more copy before the sort. It is
+    # a column, not an expression in the windows' ORDER BY: Spark does not recognise two
+    # copies of an expression holding raise_error as equal, so each window function got its
+    # own Window operator and its own sort of every row (2M-row net_changes benchmark:
+    # 1.9-2.5 s against native's 1.1-1.3 s, before the event order was a column).
+    out = df.withColumn(CHANGE_CODE, _change_code()).repartition(*key)
     if passes.any:
-        out = _row_level(out, spec, passes, key, ranked=net)
+        out = _row_level(out, spec, passes, key, ordered=net)
     if net:
         out = _net_changes(out, spec.row_id or (), compute_updates)
     return out.drop(*HELPERS)
 
 
 def _row_level(
-    df: DataFrame, spec: ChangelogSpec, passes: RowLevelPasses, key: list[Column], ranked: bool
+    df: DataFrame, spec: ChangelogSpec, passes: RowLevelPasses, key: list[Column], ordered: bool
 ) -> DataFrame:
     group: WindowSpec = Window.partitionBy(*key, F.col(COMMIT_VERSION))
-    if ranked:  # the net-changes window's order, so that one sort serves both
-        group = group.orderBy(F.col(EVENT_RANK)).rowsBetween(
+    if ordered:  # the net-changes window's order, so that one sort serves both
+        group = group.orderBy(_EVENT_ORDER).rowsBetween(
             Window.unboundedPreceding, Window.unboundedFollowing
         )
     by_version = passes.carryover_removal and spec.row_version is not None
@@ -100,7 +97,7 @@ def _row_level(
     out = df.select("*", *[agg.over(group).alias(name) for name, agg in aggregates.items()])
     counts = F.col(CHANGE_COUNTS)
     out = out.withColumns(
-        {DEL_CNT: counts.bitwiseAND(F.lit(_DELETE_MASK)), INS_CNT: F.shiftright(counts, 32)}
+        {DEL_CNT: F.shiftright(counts, 32), INS_CNT: counts.bitwiseAND(F.lit(_INSERT_MASK))}
     )
     if passes.carryover_removal:
         if by_version:
@@ -124,21 +121,28 @@ def _row_level(
 
 
 def _change_code() -> Column:
-    """1 for a delete, 2^32 for an insert, 0 for an update row; any other ``_change_type``
-    (NULL included) fails the query through ``checked_change_type``."""
+    """2^32 for a delete, 1 for an insert, 0 for an update's postimage, NULL for its
+    preimage; any other ``_change_type`` (NULL included) fails the query through
+    ``checked_change_type``. Summed, it counts a group's deletes and inserts; ordered by
+    ``_EVENT_ORDER``, it puts the pre-events (preimage, delete) before the post-events
+    (insert, postimage)."""
     change_type = F.col(CHANGE_TYPE)
     return (
-        F.when(change_type == DELETE, F.lit(1))
-        .when(change_type == INSERT, F.lit(_INSERT_WEIGHT))
-        .when(checked_change_type().isNotNull(), F.lit(0))
+        F.when(change_type == DELETE, F.lit(_DELETE_WEIGHT))
+        .when(change_type == INSERT, F.lit(1))
+        .when(change_type == UPDATE_POSTIMAGE, F.lit(0))
+        .when(checked_change_type().isNull(), F.lit(0))  # never true: validates the rest
     )
+
+
+_EVENT_ORDER = F.col(CHANGE_CODE).desc_nulls_first()
 
 
 def _net_changes(df: DataFrame, row_id: Sequence[str], compute_updates: bool) -> DataFrame:
     """Spark's net changes: per row id, its first and last event by (commit version, pre
     before post) and the (existedBefore, existsAfter) matrix keeping and relabelling them."""
     by_row = Window.partitionBy(*[F.col(c) for c in row_id]).orderBy(
-        F.col(COMMIT_VERSION).asc(), F.col(EVENT_RANK).asc()
+        F.col(COMMIT_VERSION).asc(), _EVENT_ORDER
     )
     whole = by_row.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
     out = df.select(

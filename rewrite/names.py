@@ -46,7 +46,6 @@ ROW_NUMBER = HELPER_PREFIX + "row_number"
 ROW_COUNT = HELPER_PREFIX + "row_count"
 FIRST_CHANGE_TYPE = HELPER_PREFIX + "first_row_change_type_value"
 LAST_CHANGE_TYPE = HELPER_PREFIX + "last_row_change_type_value"
-EVENT_RANK = HELPER_PREFIX + "event_rank"  # 0 for pre-events, 1 for post-events
 HELPERS = (
     DEL_CNT,
     CHANGE_CODE,
@@ -65,7 +64,6 @@ HELPERS = (
     ROW_COUNT,
     FIRST_CHANGE_TYPE,
     LAST_CHANGE_TYPE,
-    EVENT_RANK,
 )
 
 
