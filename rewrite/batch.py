@@ -87,7 +87,7 @@ def _row_level(
 ) -> DataFrame:
     group: WindowSpec = Window.partitionBy(*key, F.col(COMMIT_VERSION))
     if ordered:  # the net-changes window's order, so that one sort serves both
-        group = group.orderBy(_EVENT_ORDER).rowsBetween(
+        group = group.orderBy(_event_order()).rowsBetween(
             Window.unboundedPreceding, Window.unboundedFollowing
         )
     by_version = passes.carryover_removal and spec.row_version is not None
@@ -124,7 +124,7 @@ def _change_code() -> Column:
     """2^32 for a delete, 1 for an insert, 0 for an update's postimage, NULL for its
     preimage; any other ``_change_type`` (NULL included) fails the query through
     ``checked_change_type``. Summed, it counts a group's deletes and inserts; ordered by
-    ``_EVENT_ORDER``, it puts the pre-events (preimage, delete) before the post-events
+    ``_event_order``, it puts the pre-events (preimage, delete) before the post-events
     (insert, postimage)."""
     change_type = F.col(CHANGE_TYPE)
     return (
@@ -135,14 +135,18 @@ def _change_code() -> Column:
     )
 
 
-_EVENT_ORDER = F.col(CHANGE_CODE).desc_nulls_first()
+def _event_order() -> Column:
+    """A row id's events within a commit: pre-events first. A function, not a module
+    constant: a column function called at import would settle PySpark's debugging setting
+    before any session exists (``rewrite.column_functions``)."""
+    return F.col(CHANGE_CODE).desc_nulls_first()
 
 
 def _net_changes(df: DataFrame, row_id: Sequence[str], compute_updates: bool) -> DataFrame:
     """Spark's net changes: per row id, its first and last event by (commit version, pre
     before post) and the (existedBefore, existsAfter) matrix keeping and relabelling them."""
     by_row = Window.partitionBy(*[F.col(c) for c in row_id]).orderBy(
-        F.col(COMMIT_VERSION).asc(), _EVENT_ORDER
+        F.col(COMMIT_VERSION).asc(), _event_order()
     )
     whole = by_row.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
     out = df.select(
