@@ -3,16 +3,10 @@
 When the server's Python lacks a package the source imports (pyarrow, numpy), the source is
 still listed and every read names the package and its ``pip install``."""
 
-try:
-    from spark_cdc.server_plugin.delta.source import DeltaChangelogSource as DefaultSource
-except ModuleNotFoundError as error:
-    from spark_cdc.server_plugin.dependencies import for_missing_module, unavailable_source
+from spark_cdc.server_plugin.dependencies import discovered
 
-    needed = for_missing_module(error)
-    if needed is None:
-        raise
-    DefaultSource = unavailable_source(  # type: ignore[misc,assignment]  # the stand-in
-        "delta_changelog", needed, f"has no '{needed.package}'"
-    )
+DefaultSource = discovered(
+    "spark_cdc.server_plugin.delta.source", "DeltaChangelogSource", "delta_changelog"
+)
 
 __all__ = ["DefaultSource"]

@@ -3,8 +3,10 @@ type 2 (a history), exactly once, on any Spark Connect server >= 4.0.
 
 The parameters are Spark's ``create_auto_cdc_flow``'s (Spark Declarative Pipelines), so
 code moves either way. The client checks them and reduces the feed to one shape
-(``rewrite.apply_plan``); the server applies each batch in one process with delta-rs
-(``server_plugin.apply``), so no Delta jars are needed on the server.
+(``rewrite.apply_plan``), then writes it to the server's ``spark_cdc_apply`` sink by name
+(``server_plugin.apply.sink``): the server's installed code applies each batch with
+delta-rs, so no Delta jars are needed there and the client's Python need not be the
+server's.
 """
 
 from __future__ import annotations
@@ -18,9 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 from spark_cdc.rewrite.apply_plan import plan_apply
 from spark_cdc.rewrite.errors import cdc_error
-from spark_cdc.server_plugin.apply import task
+from spark_cdc.rewrite.server_code import make_available
+from spark_cdc.server_plugin.apply.sink import SINK_NAME, ApplyChangesSink, spec_options
 from spark_cdc.server_plugin.apply.spec import ApplySpec
-from spark_cdc.server_plugin.registration import ship_by_value
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -72,7 +74,8 @@ def apply_changes(
     ``_change_type = 'delete'``, its ``update_preimage`` rows are not applied, and those
     three columns stay out of the target. See docs/apply-changes.md for every parameter.
 
-    Reads the feed's schema (one round trip), as ``changes(tableName)`` reads a location.
+    Reads the feed's schema (one round trip), as ``changes(tableName)`` reads a location,
+    and once per session what the server has installed (see docs/getting-started.md).
 
     Examples
     --------
@@ -113,15 +116,14 @@ def apply_changes(
         tombstone_retention_ms=_retention_ms(tombstone_retention, scd_type),
         storage_options=tuple(sorted((storage_options or {}).items())),
     )
-    ship_by_value()
+    spark = feed.sparkSession
+    make_available(spark, ApplyChangesSink, "apply_changes")
+    options = spec_options(spec)
     if not feed.isStreaming:
-        rows = task.apply_once(plan.prepared, spec, version=0)
-        return AppliedChanges(
-            changes=sum(r["changes"] for r in rows),
-            keys=sum(r["keys"] for r in rows),
-            rows=sum(r["rows"] for r in rows),
-        )
-    writer = plan.prepared.writeStream.foreachBatch(task.each_micro_batch(spec))
+        plan.prepared.write.format(SINK_NAME).options(**options).mode("append").save()
+        done = spark.read.format(SINK_NAME).options(**options).load().collect()
+        return AppliedChanges(*done[0]) if done else AppliedChanges(0, 0, 0)
+    writer = plan.prepared.writeStream.format(SINK_NAME).options(**options)
     writer = writer.option("checkpointLocation", checkpoint_location)
     if trigger:
         writer = writer.trigger(**trigger)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from spark_cdc.rewrite.errors import cdc_error
 from spark_cdc.rewrite.row_level import RowLevelPasses
+from spark_cdc.rewrite.server_code import make_available
 from spark_cdc.rewrite.spec import ChangelogSpec
 from spark_cdc.server_plugin.cdc_options import NULLABLE_SCHEMA
 from spark_cdc.server_plugin.delta.options import ACCEPTED as DELTA_OPTIONS
@@ -21,7 +22,6 @@ from spark_cdc.server_plugin.delta.source import SOURCE_NAME, DeltaChangelogSour
 from spark_cdc.server_plugin.iceberg.options import ACCEPTED as ICEBERG_OPTIONS
 from spark_cdc.server_plugin.iceberg.options import CATALOG_PREFIX
 from spark_cdc.server_plugin.iceberg.source import IcebergChangelogSource
-from spark_cdc.server_plugin.registration import register_by_value
 
 if TYPE_CHECKING:
     from spark_cdc.rewrite.pyspark_internals import SparkSession
@@ -59,9 +59,10 @@ class ChangelogSource:
 
     def register(self, spark: SparkSession) -> None:
         """For a server without this package installed: register the source with this
-        session, its code shipped with the call (the server needs only its imports)."""
+        session, its code shipped with the call (the server needs only its imports). A
+        server with the package keeps its own (which clients on any Python can use)."""
         if self.plugin is not None:
-            register_by_value(spark, self.plugin)
+            make_available(spark, self.plugin, f"the {self.name} source")
 
     def spec(self, row_id: list[str] | None) -> ChangelogSpec:
         return ChangelogSpec(
@@ -159,7 +160,10 @@ def register_delta_changelog(spark: SparkSession) -> None:
     """Ship the ``delta_changelog`` source to a server without this package installed.
 
     The source's code goes with the call (registered by value); the server needs only its
-    imports (``deltalake``, ``pyarrow``). Call it once per session, before reading.
+    imports (``deltalake``, ``pyarrow``), and its Python must be this client's minor version
+    (else ``SPARK_CDC.SERVER_PYTHON_MISMATCH``). A server that has the package keeps its
+    own copy, which clients on any Python can use. One round trip asks the server which;
+    call it once per session, before reading.
 
     Parameters
     ----------

@@ -37,6 +37,7 @@ from spark_cdc.rewrite.row_level import (
     RowLevelPasses,
     checked_change_type,
 )
+from spark_cdc.rewrite.server_code import server_facts, uses_installed_code
 from spark_cdc.rewrite.spec import ChangelogSpec
 from spark_cdc.rewrite.streaming import with_commit_watermark
 from spark_cdc.server_plugin import conditions, errors
@@ -62,7 +63,9 @@ class NetChangesRelation(LogicalPlan):
     rows) depend on the input's schema, and the stateful API needs the output schema up
     front: only the server knows it. Asking at ``post_process`` time would cost a round
     trip per plan built, so this node asks once, when the plan is first sent (which is a
-    round trip anyway).
+    round trip anyway). Then too it learns which code runs the operator
+    (``rewrite.server_code``): the server's installed copy, referenced by name, or this
+    module shipped by value.
     """
 
     def __init__(self, source: DataFrame, spec: ChangelogSpec, rules: net_state.NetRules) -> None:
@@ -72,6 +75,7 @@ class NetChangesRelation(LogicalPlan):
         self._row_version = spec.row_version
         self._rules = rules
         self._resolved: DataFrame | None = None
+        self._installed_python: str | None = None  # the server's, when its copy runs
 
     def resolve(self) -> DataFrame:
         if self._resolved is None:
@@ -80,8 +84,10 @@ class NetChangesRelation(LogicalPlan):
             source = dataframe(child, self._spark)
             schema = source.schema
             _refuse_non_string_map_keys(schema)
+            if uses_installed_code(self._spark, "Streaming net changes"):
+                self._installed_python = server_facts(self._spark).python
             operator_input = _operator_input(source, schema, self._row_id, self._row_version)
-            out = _stateful(operator_input, self._rules)
+            out = _stateful(operator_input, self._rules, self._installed_python is None)
             self._resolved = _decoded(out, schema)
         return self._resolved
 
@@ -89,7 +95,35 @@ class NetChangesRelation(LogicalPlan):
         relation = proto.Relation()
         relation.CopyFrom(plan_of(self.resolve()).plan(session))
         relation.common.plan_id = plan_id_of(self)
+        if self._installed_python is not None:
+            _run_installed(relation, self._rules, self._installed_python)
         return relation
+
+
+def _run_installed(message: Any, rules: net_state.NetRules, python: str) -> None:
+    """The operator's function in ``message`` (a plan) as a reference to the server's
+    installed ``net_state``, for the server's Python: pickled by the standard library
+    (functions by name, never by value), at protocol 4, which Python 3.10-3.13 all read.
+    PySpark checks the plan's Python version against its worker's; the code it then runs
+    is the worker's own, so the version the client runs does not matter."""
+    import pickle
+
+    from pyspark.sql.connect import proto as connect_proto
+    from pyspark.util import PythonEvalType
+
+    if isinstance(message, connect_proto.PythonUDF):
+        if message.eval_type == PythonEvalType.SQL_GROUPED_MAP_PANDAS_UDF_WITH_STATE:
+            output_type = pickle.loads(message.command)[1]
+            function = net_state.pandas_function(rules)
+            message.command = pickle.dumps((function, output_type), protocol=4)
+            message.python_ver = python
+        return
+    for field, value in message.ListFields():
+        if field.type != field.TYPE_MESSAGE:
+            continue
+        for item in [value] if hasattr(value, "ListFields") else value:  # one, or repeated
+            if hasattr(item, "ListFields"):  # a map's values may be scalars
+                _run_installed(item, rules, python)
 
 
 def _operator_input(
@@ -137,14 +171,15 @@ def _identity(ids: list[Column], types: list[DataType | None]) -> Column:
     return F.to_json(F.struct(*ids), EXACT_JSON_OPTIONS)
 
 
-def _stateful(df: DataFrame, rules: net_state.NetRules) -> DataFrame:
+def _stateful(df: DataFrame, rules: net_state.NetRules, ship: bool) -> DataFrame:
     from pyspark import cloudpickle
     from pyspark.sql.streaming.state import GroupStateTimeout
 
-    # The server may not have this package: ship the operator's code with the plan, and the
-    # registry it raises its errors through (``net_state.error``).
-    for module in (net_state, conditions, errors):
-        cloudpickle.register_pickle_by_value(sys.modules[module.__name__])
+    # ``ship``: the server has no copy of this package, so the operator's code goes with the
+    # plan, and the registry it raises its errors through (``net_state.error``).
+    if ship:
+        for module in (net_state, conditions, errors):
+            cloudpickle.register_pickle_by_value(sys.modules[module.__name__])
     return df.groupBy(net_state.BUCKET).applyInPandasWithState(
         net_state.pandas_function(rules),
         net_state.OUTPUT_SCHEMA,

@@ -423,6 +423,19 @@ CONDITIONS: dict[str, Condition] = {
         "has none: install the jar-free client with `pip install 'spark-cdc-connect[client]'`, "
         "or full PySpark with `pip install 'spark-cdc-connect[pyspark]'`."
     ),
+    "SPARK_CDC.SERVER_PACKAGE_MISMATCH": Condition(
+        "<feature> runs on the server, whose spark-cdc-connect (<server>, protocol "
+        "<serverProtocol>) does not take what this client's (protocol <protocol>) sends, and "
+        "the server's Python differs from this client's, so this client's code cannot run "
+        "there either: install the same spark-cdc-connect release on the server and here."
+    ),
+    "SPARK_CDC.SERVER_PYTHON_MISMATCH": Condition(
+        "<feature> runs code on the server, which has no spark-cdc-connect installed, so the "
+        "code would go from this client, and Spark runs no Python code across minor versions "
+        "(the server's Python is <serverPython>, this client's <clientPython>): install "
+        "'spark-cdc-connect[server]' into the server's Python and restart it (its own copy "
+        "then runs, for clients on any Python), or run this client on Python <serverPython>."
+    ),
     "SPARK_CDC.TABLE_WITHOUT_LOCATION": Condition(
         "Table '<table>' has no location in the catalog (a view, or a table of a catalog "
         "that keeps none), so its change feed cannot be read: read the table's path with "

@@ -111,9 +111,21 @@ def for_missing_module(error: ModuleNotFoundError) -> Requirement | None:
     return next((r for r in SERVER_REQUIREMENTS if r.package == top), None)
 
 
+def discovered(module: str, attribute: str, name: str) -> type:
+    """A ``pyspark_*`` discovery module's ``DefaultSource``: ``attribute`` of ``module``, or,
+    when the server's Python lacks a package it imports, a stand-in that names it."""
+    try:
+        return getattr(importlib.import_module(module), attribute)
+    except ModuleNotFoundError as problem:
+        needed = for_missing_module(problem)
+        if needed is None:
+            raise
+        return unavailable_source(name, needed, f"has no '{needed.package}'")
+
+
 def unavailable_source(name: str, requirement: Requirement, problem: str) -> type:
-    """A stand-in for a source whose imports failed: Spark still lists ``name``, and every
-    read of it says which package is missing instead of that the source does not exist."""
+    """A stand-in for a source or sink whose imports failed: Spark still lists ``name``,
+    and every use of it says which package is missing instead of that it does not exist."""
     from pyspark.sql.datasource import DataSource
 
     def refuse(*_: object) -> None:
@@ -128,5 +140,7 @@ def unavailable_source(name: str, requirement: Requirement, problem: str) -> typ
             "schema": refuse,
             "reader": refuse,
             "streamReader": refuse,
+            "writer": refuse,
+            "streamWriter": refuse,
         },
     )

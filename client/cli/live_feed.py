@@ -1,9 +1,10 @@
 """A change feed brought to the client's terminal, commit by commit, as it arrives.
 
-In Spark Connect a ``foreachBatch`` function runs on the server, so it cannot print here.
 The stream reads the source's own feed and writes each micro-batch to its own parquet
-folder in a spool directory on the server; the client post-processes each finished
-micro-batch as a batch and reads the result. The source delivers whole commits per
+folder in a spool directory on the server, through the server's ``spark_cdc_spool`` sink
+(started by name: nothing pickled here runs there, so the client's Python need not be the
+server's); the client post-processes each finished micro-batch as a batch and reads the
+result. The source delivers whole commits per
 micro-batch, so the row-level passes give exactly what the streaming plan gives, with no
 watermark delay, and the client also knows each commit's raw change count: a commit whose
 changes were all carry-overs is reported, not silent.
@@ -23,7 +24,6 @@ import shutil
 import threading
 import time
 import uuid
-import warnings
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -35,46 +35,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from spark_cdc.rewrite.options import DeduplicationMode, OptionValue, parse_options
 from spark_cdc.rewrite.post_process import post_process
+from spark_cdc.rewrite.server_code import make_available
 from spark_cdc.rewrite.spec import ChangelogSpec
+from spark_cdc.server_plugin.spool import BATCH, SPOOL_SINK, SpoolSink
 from spark_cdc.server_plugin.vocabulary import COMMIT_TIMESTAMP, COMMIT_VERSION
-
-BATCH = "spark_cdc_batch"
-"""The spool's partition column: folder ``spark_cdc_batch=<id>`` holds micro-batch ``id``."""
-
-
-def _spool_writer(spool: str, checkpoint: str) -> Callable[[DataFrame, int], None]:
-    """The server-side function; a closure, so it travels by value and needs no package.
-
-    The micro-batch comes to the function's own process as Arrow and is written from there,
-    not by a Spark write job: a job the function starts goes on after the stream is stopped
-    (the server detaches it from the stopped worker) and landed its files after the client
-    had removed the spool (seen in the signal tests under load). Nothing is written once the
-    query's checkpoint, removed with the spool, is gone. The file is written into a hidden
-    folder (Spark lists no name starting with ".") that is renamed to its final name when
-    whole; a micro-batch Spark runs again after a failure finds its folder there and leaves
-    it. An empty micro-batch writes nothing: it has no commit to show. The client removes
-    each folder once it has read it."""
-
-    def write(batch: DataFrame, batch_id: int) -> None:
-        import os
-        import shutil
-        import uuid
-
-        import pyarrow.parquet as pq
-
-        table = batch.toArrow()
-        if table.num_rows == 0 or not os.path.isdir(checkpoint):  # or stopped meanwhile
-            return
-        final = f"{spool}/{BATCH}={batch_id}"
-        hidden = f"{spool}/.{BATCH}={batch_id}.{uuid.uuid4().hex}"
-        os.makedirs(hidden)
-        pq.write_table(table, f"{hidden}/part-0.parquet")
-        try:
-            os.rename(hidden, final)
-        except OSError:  # written by an earlier run of this micro-batch
-            shutil.rmtree(hidden, ignore_errors=True)
-
-    return write
 
 
 @dataclass(frozen=True)
@@ -119,7 +83,10 @@ class LiveFeed:
         return parse_options(self.options).deduplication_mode is DeduplicationMode.NET_CHANGES
 
     def start(self) -> LiveFeed:
-        writer = self.raw.writeStream.foreachBatch(_spool_writer(self.spool, self.checkpoint))
+        make_available(self.raw.sparkSession, SpoolSink, "spark-cdc tail")
+        writer = self.raw.writeStream.format(SPOOL_SINK).options(
+            spool=self.spool, checkpoint=self.checkpoint
+        )
         self.query = writer.option("checkpointLocation", self.checkpoint).start()
         return self
 
@@ -162,17 +129,26 @@ class LiveFeed:
                 by_version.setdefault(row[COMMIT_VERSION], []).append(row)
             versions = sorted(r[1] for r in counts if r[0] in group)
             yield [CommitChanges(v, *totals[v], by_version.get(v, [])) for v in versions]
-        self._remove([f"{self.spool}/{BATCH}={b}" for b in ready])
+        self._release(self.spool, before=self._next_batch)
 
-    def _remove(self, folders: list[str]) -> None:
-        """Remove folders where they are: on the server, by a one-task job (it may be
-        remote), or here when the server shares this disk."""
-        local = [f for f in folders if Path(f).exists()]
-        for folder in local:
-            shutil.rmtree(folder, ignore_errors=True)
-        remote = [f for f in folders if f not in local]
-        if remote:
-            _remove_on_server(self.raw.sparkSession, remote)
+    def _release(self, folder: str, before: int | None = None) -> None:
+        """Remove the spool's micro-batches below ``before`` (or all of ``folder``) where
+        they are: here when the server shares this disk, else on the server, through the
+        spool sink's reader (it may be remote)."""
+        if Path(folder).exists():
+            if before is None:
+                shutil.rmtree(folder, ignore_errors=True)
+            else:
+                for done in Path(folder).glob(f"{BATCH}=*"):
+                    if int(done.name.split("=", 1)[1]) < before:
+                        shutil.rmtree(done, ignore_errors=True)
+            return
+        release = self.raw.sparkSession.read.format(SPOOL_SINK).option("spool", folder)
+        if before is None:
+            release = release.option("everything", "true")
+        else:
+            release = release.option("before", str(before))
+        release.load().collect()
 
     def check(self) -> None:
         if self.query is not None and (error := self.query.exception()) is not None:
@@ -187,22 +163,8 @@ class LiveFeed:
         """
         end = time.monotonic() + deadline_s
         stopped = self.query is None or _within(end, self.query.stop)
-        removed = _within(end, lambda: self._remove([self.work_dir]))
+        removed = _within(end, lambda: self._release(self.work_dir))
         return stopped and removed
-
-
-def _remove_on_server(spark: SparkSession, folders: list[str]) -> None:
-    """Remove ``folders`` on the server, by a one-task job whose function travels by value."""
-
-    def remove(_):  # type: ignore[no-untyped-def]  # (no hints: Spark reads them as a UDF type)
-        import shutil
-
-        for folder in folders:
-            shutil.rmtree(folder, ignore_errors=True)
-
-    with warnings.catch_warnings():  # pyspark warns that a foreach function has no hints
-        warnings.simplefilter("ignore", UserWarning)
-        spark.range(1).foreach(remove)
 
 
 def _within(end: float, action: Callable[[], object]) -> bool:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -103,7 +104,8 @@ def _fail(message: str, token: str | None) -> None:
 def explain(error: BaseException) -> str:
     """One sentence for what the command line can run into. Our own errors arrive as
     ``[CONDITION] sentence`` already (``spark_cdc.compat.server_errors``); the rest are connection
-    problems, said plainly, or the first line of what Spark said."""
+    problems, said plainly, or the first line of what Spark said, with what a server's
+    Python raised when Spark's line is only the start of its traceback."""
     text = str(error)
     lowered = text.lower()
     if "unauthenticated" in lowered or "authentication token" in lowered:
@@ -117,10 +119,19 @@ def explain(error: BaseException) -> str:
         or "connection refused" in lowered
     ):
         return "Cannot reach the Spark Connect server: is it running, and is the URL right?"
-    for line in text.splitlines():
-        if line.strip():
-            return line.strip()
-    return type(error).__name__
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines:
+        return type(error).__name__
+    first = lines[0].removesuffix(_TRACEBACK).rstrip(": ")
+    causes = [line for line in lines if _CAUSE.match(line)]
+    if _TRACEBACK in text and causes:  # a server's Python failed: say what it raised
+        return f"{first}: {causes[-1]}"
+    return lines[0]
+
+
+_TRACEBACK = "Traceback (most recent call last):"
+# The last line of a Python traceback: the exception's class and message.
+_CAUSE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception)\w*: \S")
 
 
 def _demo(args: argparse.Namespace) -> int:

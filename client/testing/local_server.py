@@ -29,7 +29,13 @@ import pyspark
 from spark_cdc.server_plugin.conditions import ConditionError
 
 READY_LINE = "Spark Connect server started"
-DISCOVERY_MODULES = ("pyspark_delta_changelog", "pyspark_iceberg_changelog")
+DISCOVERY_MODULES = (
+    "pyspark_delta_changelog",
+    "pyspark_iceberg_changelog",
+    "pyspark_spark_cdc_apply",
+    "pyspark_spark_cdc_server",
+    "pyspark_spark_cdc_spool",
+)
 _CLIENT_ONLY_ENV = ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED", "SPARK_LOCAL_REMOTE")
 TOKEN_ENV = "SPARK_CONNECT_AUTHENTICATE_TOKEN"
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"

@@ -11,6 +11,7 @@ commit had not changed. A batch found applied to both is skipped.
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -79,15 +80,22 @@ def apply_batch(
     old = state_table.read(state, spec, batch.select(list(spec.keys)), truncating, memory)
     now = pa.scalar(int(time.time() * 1_000_000), pa.int64()).cast(APPLIED_AT_TYPE)
     resolution = resolve(_changes(spec, batch, old), spec, now)
+    outcome = Outcome(batch.num_rows, resolution.replaced.num_rows, _written(resolution), False)
     if not target_done:
-        _write_target(target, spec, version, resolution)
+        _write_target(target, spec, version, resolution, _described(spec, outcome))
     if resolution.truncated:
         state_table.overwrite(state, spec, version, resolution.state, memory)
     else:
         state_table.append(state, spec, version, resolution.state, memory)
     if spec.scd_type == 1 and tables.file_count(state) > spec.compact_after_files:
         _compact(state, spec, batch, now, memory)
-    return Outcome(batch.num_rows, resolution.replaced.num_rows, _written(resolution), False)
+    return outcome
+
+
+def _described(spec: ApplySpec, outcome: Outcome) -> str:
+    """The outcome as the target's commit keeps it (``tables.OUTCOME_KEY``), with the
+    writer's id: what a batch call reads back."""
+    return json.dumps({"app_id": spec.app_id, **dataclasses.asdict(outcome)})
 
 
 def _written(resolution: Resolution) -> int:
@@ -98,14 +106,20 @@ def _written(resolution: Resolution) -> int:
     return int(pc.sum(rows.column(ALIVE)).as_py() or 0)
 
 
-def _write_target(target: Any, spec: ApplySpec, version: int, resolution: Resolution) -> None:
+def _write_target(
+    target: Any, spec: ApplySpec, version: int, resolution: Resolution, outcome: str
+) -> None:
     if spec.scd_type == 2:
-        tables.replace_rows(target, spec, version, resolution.replaced, resolution.rows)
+        tables.replace_rows(
+            target, spec, version, resolution.replaced, resolution.rows, outcome=outcome
+        )
     elif resolution.truncated:
         alive = resolution.rows.filter(resolution.rows.column(ALIVE)).drop_columns([ALIVE])
-        tables.replace_rows(target, spec, version, resolution.replaced, alive, kept=resolution.kept)
+        tables.replace_rows(
+            target, spec, version, resolution.replaced, alive, resolution.kept, outcome
+        )
     else:
-        tables.upsert_rows(target, spec, version, resolution.rows)
+        tables.upsert_rows(target, spec, version, resolution.rows, outcome)
 
 
 def _compact(

@@ -35,6 +35,9 @@ WRITABLE_FEATURES = frozenset(
         "variantType-preview",
     }
 )
+# The commit info entry where a batch's target commit says what it did (its writer, its
+# counts): what a batch ``apply_changes`` call reads back.
+OUTCOME_KEY = "spark_cdc.outcome"
 _MARK = "__spark_cdc_key_"  # the merge source's copy of a key, on rows that delete
 _DROP = "__spark_cdc_drop"
 
@@ -127,12 +130,15 @@ def _check_schema(table: Any, path: str, schema: pa.Schema, spec: ApplySpec, rol
         raise error("APPLY_CHANGES.NEW_COLUMNS", path=path, columns=", ".join(added))
 
 
-def _commit_properties(spec: ApplySpec, version: int | None) -> Any:
+def _commit_properties(spec: ApplySpec, version: int | None, outcome: str | None = None) -> Any:
     from deltalake import CommitProperties, Transaction
 
     if version is None:
         return None
-    return CommitProperties(app_transactions=[Transaction(spec.app_id, version)])
+    return CommitProperties(
+        app_transactions=[Transaction(spec.app_id, version)],
+        custom_metadata={OUTCOME_KEY: outcome} if outcome else None,
+    )
 
 
 def applied(table: Any, spec: ApplySpec, version: int) -> bool:
@@ -145,7 +151,9 @@ def file_count(table: Any) -> int:
     return len(table.file_uris())
 
 
-def upsert_rows(table: Any, spec: ApplySpec, version: int, rows: pa.Table) -> None:
+def upsert_rows(
+    table: Any, spec: ApplySpec, version: int, rows: pa.Table, outcome: str | None = None
+) -> None:
     """One commit: each key of ``rows`` updated or inserted when ``ALIVE``, else deleted."""
     names = [n for n in rows.column_names if n != ALIVE]
     values = [n for n in names if n not in spec.keys]
@@ -160,7 +168,7 @@ def upsert_rows(table: Any, spec: ApplySpec, version: int, rows: pa.Table) -> No
 
     source = aligned(rows, table_schema(table)) if rows.num_rows else None
     match = " AND ".join(f"t.`{k}` = s.`{k}`" for k in spec.keys)
-    _merge(table, spec, version, source, match, clauses, rows.select(names).slice(0, 0))
+    _merge(table, spec, version, source, match, clauses, rows.select(names).slice(0, 0), outcome)
 
 
 def replace_rows(
@@ -170,6 +178,7 @@ def replace_rows(
     replaced: pa.Table,
     rows: pa.Table,
     kept: pa.Table | None = None,
+    outcome: str | None = None,
 ) -> None:
     """One commit: every row of the keys in ``replaced`` deleted, ``rows`` inserted and,
     when ``kept`` is given (a truncate), every row of a key not in ``kept`` deleted too."""
@@ -185,7 +194,7 @@ def replace_rows(
 
     match = " AND ".join(f"t.`{k}` = s.`{_MARK}{i}`" for i, k in enumerate(spec.keys))
     merged = source if source.num_rows or kept is not None else None
-    _merge(table, spec, version, merged, match, clauses, rows.slice(0, 0))
+    _merge(table, spec, version, merged, match, clauses, rows.slice(0, 0), outcome)
 
 
 def _merge(
@@ -196,10 +205,11 @@ def _merge(
     match: str,
     clauses: Callable[[Any], Any],
     empty: pa.Table,
+    outcome: str | None,
 ) -> None:
-    """One commit carrying the batch's marker: ``source`` (when given) merged into the
-    table with ``clauses``; a merge that changes nothing commits nothing, so then the
-    marker goes in an append of no rows (``empty``)."""
+    """One commit carrying the batch's marker (and its ``outcome``): ``source`` (when
+    given) merged into the table with ``clauses``; a merge that changes nothing commits
+    nothing, so then the marker goes in an append of no rows (``empty``)."""
     if source is not None:
         with refusing_races(table.table_uri):
             merger = table.merge(
@@ -209,11 +219,11 @@ def _merge(
                 target_alias="t",
                 streamed_exec=False,  # prunes the target's files by the source's keys
                 merge_schema=spec.schema_evolution,
-                commit_properties=_commit_properties(spec, version),
+                commit_properties=_commit_properties(spec, version, outcome),
             )
             clauses(merger).execute()
     if not applied(table, spec, version):
-        append_rows(table, spec, version, empty)
+        append_rows(table, spec, version, empty, outcome)
 
 
 def table_schema(table: Any) -> pa.Schema:
@@ -251,7 +261,9 @@ def _replacing_source(
     return pa.concat_tables(parts)
 
 
-def append_rows(table: Any, spec: ApplySpec, version: int, rows: pa.Table) -> None:
+def append_rows(
+    table: Any, spec: ApplySpec, version: int, rows: pa.Table, outcome: str | None = None
+) -> None:
     """One commit (even of no rows: it carries the marker)."""
     from deltalake import write_deltalake
 
@@ -261,7 +273,7 @@ def append_rows(table: Any, spec: ApplySpec, version: int, rows: pa.Table) -> No
             aligned(rows, table_schema(table)),
             mode="append",
             schema_mode="merge" if spec.schema_evolution else None,
-            commit_properties=_commit_properties(spec, version),
+            commit_properties=_commit_properties(spec, version, outcome),
         )
 
 

@@ -1,6 +1,10 @@
-"""A thin client: a virtualenv with PySpark's jar-free Connect client (``pyspark-client``)
-and this package's wheel, as a client app installs them. Full PySpark is not pulled in,
-``pip check`` passes, and reads give what full PySpark gives, on the test server.
+"""A thin client that is not the server: a virtualenv on another Python minor version than
+the server's (``tests.support.other_python``), with PySpark's jar-free Connect client
+(``pyspark-client``) and this package's wheel, as a client app installs them. Full PySpark
+is not pulled in, ``pip check`` passes, and every client-facing feature (reads batch and
+streaming with each pass, catalog-name and Iceberg reads, ``apply_changes`` batch and
+streaming, ``spark-cdc tail`` and ``apply`` with ``--remote``) gives what a client on the
+server's own Python gets, on the test server: the server runs its installed code, by name.
 
 First the wheel alone (no PySpark at all): the package names what to install. Needs PyPI
 (for pyspark-client and the wheels it needs), as any install does.
@@ -12,6 +16,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +27,7 @@ from spark_cdc import ChangelogReader
 
 from tests.support.apply_targets import feed_changes, model_rows, read_table, sorted_rows
 from tests.support.delta_tables import rows
+from tests.support.other_python import other_python
 
 THIN_CLIENT = "pyspark-client>=4.0,<5"
 # Builds virtualenvs. Three of the four tests need no harness server, but they stay here
@@ -58,7 +64,7 @@ def python(venv: Path, script: str) -> subprocess.CompletedProcess[str]:
 def bare(tmp_path_factory: pytest.TempPathFactory, wheel: Path) -> Iterator[Path]:
     """A virtualenv with the wheel and its dependencies, and no PySpark of any kind."""
     venv = tmp_path_factory.mktemp("thin") / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    subprocess.run([str(other_python()), "-m", "venv", str(venv)], check=True, timeout=300)
     done = pip(venv, "install", "-q", str(wheel))
     assert done.returncode == 0, done.stderr
     yield venv
@@ -177,3 +183,175 @@ def test_a_thin_client_applies_changes(
     assert done.stdout.startswith("AppliedChanges("), done.stdout
     changes = feed_changes(spark, path)
     assert sorted_rows(read_table(target)) == model_rows(changes, 2)
+
+
+# Each read a client can make, as Python source over `spark` (a session), `path` (a Delta
+# table written by three commits) and `iceberg` (an Iceberg table's folder); a stream is
+# run to its end through a memory sink named by `sink`.
+READS = {
+    "batch, rowId + computeUpdates": (
+        "read(spark).option('rowId', 'id').option('computeUpdates', True)"
+        ".option('startingVersion', 0).load(path)"
+    ),
+    "batch, netChanges": (
+        "read(spark).option('rowId', 'id').option('deduplicationMode', 'netChanges')"
+        ".option('computeUpdates', True).option('startingVersion', 0).load(path)"
+    ),
+    "batch, a catalog table's name": (
+        "read(spark).option('rowId', 'id').option('startingVersion', 0).changes(table)"
+    ),
+    "batch, Iceberg": "read(spark).format('iceberg').option('rowId', 'id').load(iceberg)",
+    "stream, rowId + computeUpdates": (
+        "readStream(spark).option('rowId', 'id').option('computeUpdates', True)"
+        ".option('startingVersion', 0).load(path)"
+    ),
+    "stream, netChanges": (
+        "readStream(spark).option('rowId', 'id').option('deduplicationMode', 'netChanges')"
+        ".option('startingVersion', 0).load(path)"
+    ),
+}
+
+_RUN_READS = """
+def rows(df):
+    return sorted(json.dumps([str(v) for v in r]) for r in df.collect())
+
+def run(name, code):
+    feed = eval(code)
+    if not feed.isStreaming:
+        return rows(feed)
+    sink = sink_prefix + str(abs(hash(name)))
+    query = feed.writeStream.format("memory").queryName(sink).start()
+    query.processAllAvailable()
+    query.stop()
+    return rows(spark.table(sink))
+"""
+
+
+def _delta_and_iceberg(spark: SparkSession, tmp_path: Path) -> dict[str, str]:
+    from tests.support.iceberg_tables import sql_catalog, table_folder
+
+    path = str(tmp_path / "orders")
+    write_deltalake(path, rows(range(4)))
+    DeltaTable(path).update({"amount": "-1.0"}, predicate="id = 2")
+    DeltaTable(path).delete("id = 3")
+    table = f"orders_{uuid.uuid4().hex[:8]}"
+    spark.sql(f"CREATE TABLE {table} USING parquet LOCATION '{path}'")
+    (tmp_path / "iceberg").mkdir()
+    catalog = sql_catalog(tmp_path / "iceberg")
+    catalog.create_namespace("db")
+    iceberg = catalog.create_table("db.orders", schema=rows([0]).schema)
+    iceberg.append(rows(range(3)))
+    iceberg.append(rows([7]))
+    return {"path": path, "table": table, "iceberg": table_folder(iceberg)}
+
+
+def test_every_read_from_a_client_on_another_python(
+    thin: Path, spark: SparkSession, spark_remote: str, tmp_path: Path
+) -> None:
+    """The six reads of READS give a client on another Python minor version than the
+    server's what they give a client on the server's own (the streaming net changes
+    operator is the server's installed one, referenced by name)."""
+    names = _delta_and_iceberg(spark, tmp_path)
+    setup = "\n".join(f"{k} = {v!r}" for k, v in names.items())
+    here: dict[str, list[str]] = {}
+    scope = {"json": json, "spark": spark, "sink_prefix": "here_", **names}
+    exec("from spark_cdc import read, readStream\n" + _RUN_READS, scope)
+    for name, code in READS.items():
+        here[name] = scope["run"](name, code)  # type: ignore[operator]
+    done = python(
+        thin,
+        f"""
+        import json, sys
+        from spark_cdc import connect, read, readStream
+        spark = connect({spark_remote!r})
+        sink_prefix = "thin_"
+        {textwrap.indent(setup, "        ").strip()}
+        {textwrap.indent(_RUN_READS, "        ").strip()}
+        got = {{name: run(name, code) for name, code in {READS!r}.items()}}
+        print("%d.%d" % sys.version_info[:2])
+        print(json.dumps(got))
+        spark.stop()
+        """,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    version, got = done.stdout.splitlines()[-2:]
+    assert version != f"{sys.version_info[0]}.{sys.version_info[1]}"
+    spark.sql(f"DROP TABLE {names['table']}")
+    assert json.loads(got) == here
+    assert all(here.values()), here
+
+
+def test_apply_changes_streams_from_a_client_on_another_python(
+    thin: Path, spark: SparkSession, spark_remote: str, tmp_path: Path
+) -> None:
+    path, target = str(tmp_path / "orders"), str(tmp_path / "history")
+    write_deltalake(path, rows(range(4)))
+    DeltaTable(path).update({"amount": "-1.0"}, predicate="id = 2")
+    DeltaTable(path).delete("id = 3")
+    done = python(
+        thin,
+        f"""
+        from spark_cdc import apply_changes, connect, readStream
+        spark = connect({spark_remote!r})
+        feed = readStream(spark).option("rowId", "id").option("computeUpdates", True)
+        feed = feed.option("startingVersion", 0).load({path!r})
+        query = apply_changes(feed, {target!r}, keys=["id"], sequence_by="_commit_version",
+                              stored_as_scd_type=2, checkpoint_location={target + "_chk"!r})
+        query.processAllAvailable()
+        query.stop()
+        spark.stop()
+        """,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert sorted_rows(read_table(target)) == model_rows(feed_changes(spark, path), 2)
+
+
+def test_the_command_line_from_a_client_on_another_python(
+    thin: Path, spark: SparkSession, spark_remote: str, tmp_path: Path
+) -> None:
+    """``spark-cdc tail`` and ``spark-cdc apply`` with ``--remote``."""
+    from tests.support.processes import Command
+
+    path, target = str(tmp_path / "orders"), str(tmp_path / "mirror")
+    write_deltalake(path, rows(range(3)))
+    client = thin / "bin" / "python"
+    tail = Command("tail", path, "--row-id", "id", "--remote", spark_remote, python=client)
+    try:
+        tail.wait_for("commit 0 ")
+        DeltaTable(path).update({"amount": "-1.0"}, predicate="id = 1")
+        tail.wait_for("commit 1 ")
+    finally:
+        assert tail.interrupt() == 0, tail.output
+    assert "update_postimage" in tail.output and "Traceback" not in tail.output
+    apply = Command(
+        "apply", path, "--target", target, "--keys", "id", "--remote", spark_remote, python=client
+    )
+    try:
+        apply.wait_for("batch 0: ")
+    finally:
+        assert apply.interrupt() == 0, apply.output
+    assert sorted_rows(read_table(target)) == model_rows(feed_changes(spark, path), 1)
+
+
+def test_a_client_on_another_python_learns_the_servers(
+    thin: Path, spark: SparkSession, spark_remote: str
+) -> None:
+    """The server's Python as a server with the package tells it, and as a server without
+    it gives it away: by refusing a shipped function with ``PYTHON_VERSION_MISMATCH``."""
+    from spark_cdc.rewrite.server_code import server_facts
+    from spark_cdc.server_plugin.server_info import PROTOCOL
+
+    facts = server_facts(spark)
+    assert facts.protocol == PROTOCOL
+    done = python(
+        thin,
+        f"""
+        from spark_cdc import connect
+        from spark_cdc.rewrite.server_code import _worker_python, server_facts
+        spark = connect({spark_remote!r})
+        print(server_facts(spark).python, _worker_python(spark))
+        spark.stop()
+        """,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == [facts.python, facts.python]

@@ -16,13 +16,18 @@ from pathlib import Path
 
 
 class Command:
-    """``python -m spark_cdc ...`` (``under`` a launcher such as ``nohup`` if given) with its
+    """``python -m spark_cdc ...`` (``under`` a launcher such as ``nohup`` if given; ``python``
+    another interpreter than this one, such as a thin client's) with its
     output collected line by line, and its own
     ``TMPDIR`` (``tmp``), so that what it leaves there is its own and not another process's
     on the same machine."""
 
     def __init__(
-        self, *args: str, env: dict[str, str] | None = None, under: tuple[str, ...] = ()
+        self,
+        *args: str,
+        env: dict[str, str] | None = None,
+        under: tuple[str, ...] = (),
+        python: str | Path = sys.executable,
     ) -> None:
         self.lines: list[str] = []
         # Removed with this object (or at exit), whether or not a fixture tracks the command.
@@ -31,7 +36,7 @@ class Command:
         # A token in a --remote URL (the container harness's) must never be printed.
         self.secrets = [m for a in args for m in re.findall(r";token=([^;/]+)", a)]
         self.process = subprocess.Popen(
-            [*under, sys.executable, "-m", "spark_cdc", *args],
+            [*under, str(python), "-m", "spark_cdc", *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,

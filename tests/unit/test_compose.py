@@ -66,7 +66,7 @@ def test_the_image_receives_what_the_package_needs() -> None:
     sources = {part for line in copied for part in line.split()}
     for needed in (
         "pyproject.toml",
-        "pyspark_delta_changelog.py",
+        "pyspark_*.py",
         "client",
         "rewrite",
         "server_plugin",

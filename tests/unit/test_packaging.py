@@ -18,6 +18,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from spark_cdc.testing.local_server import DISCOVERY_MODULES
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -91,7 +92,7 @@ def test_the_server_side_import_loads_no_connect_client() -> None:
     pull in PySpark's Connect client (pandas, grpc), which costs every task's collection."""
     program = (
         "import sys\n"
-        "import pyspark_delta_changelog, pyspark_iceberg_changelog\n"
+        f"import {', '.join(DISCOVERY_MODULES)}\n"
         "heavy = [m for m in ('pandas', 'grpc', 'pyspark.sql.connect') if m in sys.modules]\n"
         "assert not heavy, heavy\n"
     )
@@ -103,7 +104,7 @@ def test_the_server_side_import_loads_no_connect_client() -> None:
 def test_the_wheel_installs_one_namespace_and_the_discovery_module(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     top = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
-    assert top == {"spark_cdc", "pyspark_delta_changelog.py", "pyspark_iceberg_changelog.py"}
+    assert top == {"spark_cdc", *(f"{m}.py" for m in DISCOVERY_MODULES)}
     for needed in (
         "spark_cdc/__init__.py",
         "spark_cdc/py.typed",

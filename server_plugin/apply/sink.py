@@ -1,0 +1,204 @@
+"""``spark_cdc_apply``: ``apply_changes``' engine as a Python data source *writer* the server
+discovers (``pyspark_spark_cdc_apply``), so a client on any Python starts it by name with
+options, and nothing it pickled runs on the server.
+
+Spark's commit protocol carries exactly-once: each task hands its partition of the prepared
+feed back as a commit message (Arrow IPC, compressed), and once every task succeeded the
+driver's ``commit`` applies the batch (``apply.batch``) with the batch's number: 0 for a
+batch DataFrame (its writer id is its own), the micro-batch id for a stream, the marker a
+restarted stream finds in the tables. A failed task or stage aborts before anything is
+written. The driver's Python process keeps the state table's rows between a stream's
+micro-batches (``StateMemory``), one table at a time.
+
+Reading ``spark_cdc_apply`` with a writer's options returns what that writer's batch did,
+from the target's commit (``OUTCOME_KEY`` in its commit info): the counts a batch call
+returns to the client.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    DataSourceStreamWriter,
+    InputPartition,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import StructType
+from spark_cdc.server_plugin.apply.spec import ApplySpec
+from spark_cdc.server_plugin.apply.state import StateMemory
+from spark_cdc.server_plugin.apply.tables import OUTCOME_KEY
+from spark_cdc.server_plugin.apply.task import applied
+from spark_cdc.server_plugin.dependencies import DELTALAKE, require
+from spark_cdc.server_plugin.errors import error
+
+SINK_NAME = "spark_cdc_apply"
+SPEC_OPTION = "spec"
+STORAGE_PREFIX = "storage."
+OUTCOME_SCHEMA = "changes long, keys long, rows long"
+# How far back the outcome of a batch is looked for in the target's history.
+_OUTCOME_SEARCH = 50
+
+
+def spec_options(spec: ApplySpec) -> dict[str, str]:
+    """``spec`` as the sink's options: the storage options apart, under ``storage.<KEY>``,
+    so that Spark's redaction of secret-looking option names applies to them."""
+    described = dataclasses.asdict(spec)
+    storage = dict(described.pop("storage_options"))
+    return {
+        SPEC_OPTION: json.dumps(described),
+        **{STORAGE_PREFIX + k: v for k, v in storage.items()},
+    }
+
+
+def spec_from_options(options: Mapping[str, str]) -> ApplySpec:
+    raw = next((v for k, v in options.items() if k.lower() == SPEC_OPTION), None)
+    if raw is None:
+        raise error("APPLY_CHANGES.INTERNAL_ERROR", path="?", problem="the sink got no spec")
+    described = json.loads(raw)
+    fields = {f.name: f for f in dataclasses.fields(ApplySpec)}
+    for name, value in described.items():
+        if isinstance(value, list) and name in fields:
+            described[name] = tuple(value)
+    storage = tuple(
+        sorted(
+            (k[len(STORAGE_PREFIX) :], str(v))
+            for k, v in options.items()
+            if k.lower().startswith(STORAGE_PREFIX)
+        )
+    )
+    return ApplySpec(**described, storage_options=storage)
+
+
+@dataclass
+class StagedChanges(WriterCommitMessage):
+    """One task's partition of the prepared feed, as a compressed Arrow IPC stream."""
+
+    data: bytes
+    rows: int
+
+
+class ApplyChangesSink(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return SINK_NAME
+
+    def schema(self) -> str:
+        return OUTCOME_SCHEMA
+
+    def writer(self, schema: StructType, overwrite: bool) -> BatchApplier:
+        require(DELTALAKE, SINK_NAME)
+        return BatchApplier(spec_from_options(self.options))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> StreamApplier:
+        require(DELTALAKE, SINK_NAME)
+        return StreamApplier(spec_from_options(self.options))
+
+    def reader(self, schema: StructType) -> OutcomeReader:
+        require(DELTALAKE, SINK_NAME)
+        return OutcomeReader(spec_from_options(self.options))
+
+
+def _staged(batches: Iterator[pa.RecordBatch]) -> StagedChanges:
+    collected = list(batches)
+    rows = sum(b.num_rows for b in collected)
+    if not rows:
+        return StagedChanges(b"", 0)
+    sink = pa.BufferOutputStream()
+    options = pa.ipc.IpcWriteOptions(compression="zstd")
+    with pa.ipc.new_stream(sink, collected[0].schema, options=options) as stream:
+        for batch in collected:
+            stream.write_batch(batch)
+    return StagedChanges(sink.getvalue().to_pybytes(), rows)
+
+
+def _unstaged(messages: list[Any]) -> pa.Table | None:
+    """The batch's rows from every task's message (None: no rows)."""
+    tables = [
+        pa.ipc.open_stream(pa.py_buffer(m.data)).read_all()
+        for m in messages
+        if isinstance(m, StagedChanges) and m.rows
+    ]
+    if not tables:
+        return None
+    return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+
+
+class BatchApplier(DataSourceArrowWriter):
+    """A batch DataFrame applied once, as this writer's batch 0."""
+
+    def __init__(self, spec: ApplySpec) -> None:
+        self.spec = spec
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedChanges:
+        return _staged(iterator)
+
+    def commit(self, messages: list[Any]) -> None:
+        table = _unstaged(messages)
+        if table is not None:
+            applied(self.spec, table, 0)
+
+    def abort(self, messages: list[Any]) -> None:
+        """Nothing was written: the rows travel in the messages."""
+
+
+# The state a stream's micro-batches leave, kept by the driver's Python process for the next
+# micro-batch of the same writer (one writer's at a time: memory does not grow with streams).
+_MEMORY: dict[tuple[str, str], StateMemory] = {}
+
+
+def _memory_for(spec: ApplySpec) -> StateMemory:
+    key = (spec.state, spec.app_id)
+    if key not in _MEMORY:
+        _MEMORY.clear()
+        _MEMORY[key] = StateMemory()
+    return _MEMORY[key]
+
+
+class StreamApplier(DataSourceStreamWriter, DataSourceArrowWriter):
+    """Each micro-batch applied as this writer's batch ``batchId``. Also a
+    ``DataSourceArrowWriter``: Spark 4.0 hands a stream writer Arrow batches only then (4.1+
+    has ``DataSourceStreamArrowWriter`` and takes this too)."""
+
+    def __init__(self, spec: ApplySpec) -> None:
+        self.spec = spec
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedChanges:
+        return _staged(iterator)
+
+    # A stream writer's commit and abort take the batch id (DataSourceStreamWriter's).
+    def commit(self, messages: list[Any], batchId: int) -> None:  # type: ignore[override]
+        table = _unstaged(messages)
+        if table is not None:
+            applied(self.spec, table, batchId, _memory_for(self.spec))
+
+    def abort(self, messages: list[Any], batchId: int) -> None:  # type: ignore[override]
+        """Nothing was written: the rows travel in the messages."""
+
+
+class OutcomeReader(DataSourceReader):
+    """What this writer's batch did: one row, or none when it applied nothing."""
+
+    def __init__(self, spec: ApplySpec) -> None:
+        self.spec = spec
+
+    def read(self, partition: InputPartition) -> Iterator[tuple[int, int, int]]:
+        from deltalake import DeltaTable
+
+        options = dict(self.spec.storage_options) or None
+        if not DeltaTable.is_deltatable(self.spec.target, storage_options=options):
+            return
+        target = DeltaTable(self.spec.target, storage_options=options)
+        for commit in target.history(_OUTCOME_SEARCH):
+            found = json.loads(commit.get(OUTCOME_KEY) or "{}")
+            if found.get("app_id") == self.spec.app_id:
+                yield found["changes"], found["keys"], found["rows"]
+                return
