@@ -59,7 +59,11 @@ def uses_installed_code(spark: Any, feature: str) -> bool:
     """True when the server's installed package runs ``feature``; False when code shipped
     from this client must (the server lacks the package, or has another protocol of it) and
     can (same Python minor version). Refused by name otherwise."""
-    facts = server_facts(spark)
+    return runs_installed_code(server_facts(spark), feature)
+
+
+def runs_installed_code(facts: ServerFacts, feature: str) -> bool:
+    """``uses_installed_code``'s decision, for a server with ``facts``."""
     if facts.runs_installed_code:
         return True
     if facts.python == client_python():
@@ -81,12 +85,13 @@ def uses_installed_code(spark: Any, feature: str) -> bool:
 
 
 def _asked(spark: Any) -> ServerFacts:
-    from pyspark.errors import AnalysisException
+    from pyspark.errors import PySparkException
 
     try:
         row = spark.read.format(INFO_SOURCE).load().first()
-    except AnalysisException as problem:
-        if "DATA_SOURCE_NOT_FOUND" not in str(problem.getCondition()):
+    except PySparkException as problem:
+        # An AnalysisException on 4.1+; 4.0 sends an UnknownException naming the condition.
+        if "DATA_SOURCE_NOT_FOUND" not in f"{problem.getCondition()} {problem}":
             raise
         return ServerFacts(python=_worker_python(spark))
     return ServerFacts(python=row[0], protocol=int(row[1]), package=row[2])

@@ -2,11 +2,15 @@
 runs one) while the stream applies micro-batches and a writer keeps committing to the
 source, then a new server resumes from the same checkpoint. The target must equal the model
 of the source's whole change feed: no change lost, none applied twice, whatever the kill
-interrupted (a micro-batch's read, its target commit, the state commit after it)."""
+interrupted (a micro-batch's read, its target commit, the state commit after it). And
+nothing of a killed server keeps running."""
 
 from __future__ import annotations
 
+import os
 import random
+import signal
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -78,3 +82,60 @@ def test_killed_servers_neither_lose_nor_repeat_a_change(
             query.stop()
     print(f"writer: {writer.stats}; state version: {_state_version(target)}")
     assert sorted_rows(read_table(target)) == model_rows(feed_changes(spark, source), scd_type)
+
+
+def _descendants(pid: int) -> set[int]:
+    """Every process below ``pid``, from ``ps``."""
+    table = subprocess.run(["ps", "-e", "-o", "pid=,ppid="], capture_output=True, text=True)
+    children: dict[int, list[int]] = {}
+    for line in table.stdout.splitlines():
+        child, parent = map(int, line.split())
+        children.setdefault(parent, []).append(child)
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (an ended child whose new parent has not reaped it yet)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.filterwarnings("ignore:StreamingQueryListenerBus Handler thread:UserWarning")
+def test_nothing_of_a_server_killed_mid_batch_keeps_running(
+    spark: SparkSession, tmp_path: Path, seed: int
+) -> None:
+    """SIGKILL of the server's JVM alone (not its process group) while an ``apply_changes``
+    stream and a streaming net changes read run: every Python process it started ends
+    with it (a ``foreachBatch`` worker used to live on for more than ten minutes)."""
+    source, target, checkpoint = (str(tmp_path / n) for n in ("orders", "mirror", "cp"))
+    with TableWriter(source, seed, pause=(0.1, 0.4)) as writer:
+        with dedicated_session(tmp_path, "server") as (server, session):
+            process = getattr(server, "process", None)
+            if process is None:
+                pytest.skip("the harness runs a container, whose processes end with it")
+            query = _started(session, source, target, checkpoint, 1)
+            net = readStream(session).option("rowId", "id").option("computeUpdates", True)
+            net = net.option("deduplicationMode", "netChanges").load(source)
+            netting = net.writeStream.format("noop").start()
+            _wait_for_applied_batch(query, target)
+            assert netting.isActive
+            workers = _descendants(process.pid)
+            assert workers, "the server started no process"
+            os.kill(process.pid, signal.SIGKILL)
+            deadline = time.monotonic() + 120
+            while (left := {p for p in workers if _running(p)}) and time.monotonic() < deadline:
+                time.sleep(1)
+            assert not left, subprocess.run(
+                ["ps", "-o", "pid,args", "-p", ",".join(map(str, left))],
+                capture_output=True,
+                text=True,
+            ).stdout
+        writer.stop()

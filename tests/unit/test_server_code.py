@@ -1,0 +1,75 @@
+"""Which code runs server-side work (``rewrite.server_code``): the server's installed copy
+whenever its protocol is this client's, code shipped from here only to the same Python,
+and a named refusal otherwise; and the apply sink's options carry its spec whole."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from spark_cdc.rewrite.errors import CdcAnalysisException
+from spark_cdc.rewrite.server_code import ServerFacts, client_python, runs_installed_code
+from spark_cdc.server_plugin.apply.sink import spec_from_options, spec_options
+from spark_cdc.server_plugin.apply.spec import ApplySpec
+from spark_cdc.server_plugin.server_info import PROTOCOL
+
+OTHER = "3.99"
+
+
+@pytest.mark.parametrize("python", [client_python(), OTHER])
+def test_a_server_with_the_package_runs_its_own_copy_for_any_client(python: str) -> None:
+    assert runs_installed_code(ServerFacts(python, PROTOCOL, "0.1.0"), "apply_changes")
+
+
+@pytest.mark.parametrize("protocol", [None, PROTOCOL + 1])
+def test_the_same_python_gets_code_shipped_from_here(protocol: int | None) -> None:
+    assert not runs_installed_code(ServerFacts(client_python(), protocol), "apply_changes")
+
+
+def test_another_python_without_the_package_is_refused_naming_both() -> None:
+    with pytest.raises(CdcAnalysisException) as refused:
+        runs_installed_code(ServerFacts(OTHER), "Streaming net changes")
+    assert refused.value.getCondition() == "SPARK_CDC.SERVER_PYTHON_MISMATCH"
+    assert refused.value.getMessageParameters() == {
+        "feature": "Streaming net changes",
+        "serverPython": OTHER,
+        "clientPython": client_python(),
+    }
+    assert "install 'spark-cdc-connect[server]'" in str(refused.value)
+
+
+def test_another_python_with_another_protocol_is_refused_naming_the_releases() -> None:
+    with pytest.raises(CdcAnalysisException) as refused:
+        runs_installed_code(ServerFacts(OTHER, PROTOCOL + 1, "9.9.9"), "apply_changes")
+    assert refused.value.getCondition() == "SPARK_CDC.SERVER_PACKAGE_MISMATCH"
+    assert refused.value.getMessageParameters() == {
+        "feature": "apply_changes",
+        "server": "9.9.9",
+        "serverProtocol": str(PROTOCOL + 1),
+        "protocol": str(PROTOCOL),
+    }
+
+
+def test_the_apply_sinks_options_carry_its_spec_and_keep_storage_apart() -> None:
+    spec = ApplySpec(
+        target="s3://b/t",
+        state="s3://b/t__state",
+        keys=("id", "region"),
+        columns=("id", "region", "v"),
+        sequence_names=("_commit_version",),
+        scd_type=2,
+        tracked=("v",),
+        ignore_null_updates=True,
+        changelog_pairs=True,
+        schema_evolution=False,
+        app_id="spark-cdc-apply-x",
+        tombstone_retention_ms=int(timedelta(days=1).total_seconds() * 1000),
+        storage_options=(
+            ("AWS_ENDPOINT_URL", "http://127.0.0.1:1"),
+            ("AWS_SECRET_ACCESS_KEY", "s"),
+        ),
+    )
+    options = spec_options(spec)
+    assert "s" not in options["spec"].split('"')  # the secret is not in the spec's text
+    assert options["storage.AWS_SECRET_ACCESS_KEY"] == "s"
+    assert spec_from_options(options) == spec
