@@ -182,8 +182,13 @@ def start_local_server(
     log_path: str | Path | None = None,
     extra_python_path: list[str] | None = None,
     timeout: float = 240.0,
+    discover: bool = True,
 ) -> LocalServer:
     """Start ``SparkConnectServer`` and return once it accepts connections.
+
+    ``discover=False`` hides this package's sources and sinks from Spark's discovery when
+    the package is not installed where Spark looks (an editable install): the server then
+    shows its clients what a server without the package does.
 
     ``driver_memory`` defaults to 4g: the stock 1g dies with OutOfMemoryError under a
     streaming aggregation of a few million rows.
@@ -227,7 +232,8 @@ def start_local_server(
         PYSPARK_DRIVER_PYTHON=sys.executable,
         SPARK_LOCAL_IP=host,
     )
-    python_path = [*(extra_python_path or []), *_discovery_path(log_path.parent)]
+    discovery = _discovery_path(log_path.parent) if discover else []
+    python_path = [*(extra_python_path or []), *discovery]
     if python_path:
         env["PYTHONPATH"] = os.pathsep.join([*python_path, env.get("PYTHONPATH", "")])
     log: IO[bytes] = open(log_path, "wb")  # noqa: SIM115 - owned by the child process

@@ -270,18 +270,3 @@ def _copy_data_file(path: str, i: int) -> str:
     target = source.with_name(f"copy-{i}.parquet")
     shutil.copy(source, target)
     return str(target.relative_to(path))
-
-
-def test_registered_from_the_client(spark_remote: str, tmp_path: Path) -> None:
-    """A server without the plugin installed gets it by value from the client."""
-    from spark_cdc import register_delta_changelog
-
-    path = str(tmp_path / "t")
-    dml(path)
-    session = SparkSession.builder.remote(spark_remote).create()
-    try:
-        register_delta_changelog(session)
-        got = ChangelogReader(session).options(startingVersion=3, endingVersion=3).changes(path)
-        assert [(r.id, r._change_type) for r in got.collect()] == [(4, "delete")]
-    finally:
-        session.stop()

@@ -355,3 +355,92 @@ def test_a_client_on_another_python_learns_the_servers(
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.split() == [facts.python, facts.python]
+
+
+@pytest.fixture(scope="module")
+def server_without_the_package(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A local server whose Spark discovers none of this package's sources and sinks: what
+    a server without the package shows its clients."""
+    import importlib.util
+    import site
+
+    from spark_cdc.testing.local_server import start_local_server
+
+    spec = importlib.util.find_spec("pyspark_spark_cdc_server")
+    assert spec is not None and spec.origin
+    if str(Path(spec.origin).parent) in site.getsitepackages():
+        pytest.skip("the package is installed where Spark discovers it (not editable)")
+    log = tmp_path_factory.mktemp("bare-server") / "server.log"
+    server = start_local_server(
+        conf={"spark.sql.shuffle.partitions": "2"}, log_path=log, discover=False
+    )
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+@pytest.mark.local_process
+def test_a_server_without_the_package_refuses_another_python_up_front(
+    thin: Path, server_without_the_package: str, tmp_path: Path
+) -> None:
+    """Where only code shipped from the client could do the work, a client on another
+    Python is refused by name before anything starts: streaming net changes over any
+    DataFrame (``post_process``), ``apply_changes``, registering a source."""
+    done = python(
+        thin,
+        f"""
+        from pyspark.sql import functions as F
+        from spark_cdc import ChangelogSpec, apply_changes, connect, post_process
+        from spark_cdc import register_delta_changelog
+        spark = connect({server_without_the_package!r})
+        rate = spark.readStream.format("rate").load().select(
+            (F.col("value") % 3).alias("id"), F.lit("insert").alias("_change_type"),
+            F.col("value").alias("_commit_version"), F.col("timestamp").alias("_commit_timestamp"))
+        feed = spark.range(3).select(F.col("id"), F.lit(1).alias("v"))
+        attempts = {{
+            "netChanges": lambda: post_process(rate, ChangelogSpec(row_id=["id"]),
+                {{"deduplicationMode": "netChanges"}}).writeStream.format("noop").start(),
+            "apply_changes": lambda: apply_changes(feed, {str(tmp_path / "t")!r}, keys=["id"],
+                                                   sequence_by="v"),
+            "register": lambda: register_delta_changelog(spark),
+        }}
+        for name, attempt in attempts.items():
+            try:
+                attempt()
+                print(name, "ran")
+            except Exception as error:
+                print(name, error.getCondition(), error.getMessageParameters()["serverPython"])
+        spark.stop()
+        """,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    here = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    assert done.stdout.split("\n")[:3] == [
+        f"{name} SPARK_CDC.SERVER_PYTHON_MISMATCH {here}"
+        for name in ("netChanges", "apply_changes", "register")
+    ], done.stdout
+    assert not (tmp_path / "t").exists()
+
+
+@pytest.mark.local_process
+def test_a_server_without_the_package_gets_it_from_a_client_on_its_python(
+    server_without_the_package: str, tmp_path: Path
+) -> None:
+    """The source and the apply sink, shipped by value."""
+    from spark_cdc import AppliedChanges, apply_changes, register_delta_changelog
+
+    path, target = str(tmp_path / "t"), str(tmp_path / "mirror")
+    write_deltalake(path, rows(range(2)))
+    DeltaTable(path).delete("id = 1")
+    session = SparkSession.builder.remote(server_without_the_package).create()
+    try:
+        register_delta_changelog(session)
+        got = ChangelogReader(session).options(startingVersion=1).changes(path)
+        assert [(r.id, r._change_type) for r in got.collect()] == [(1, "delete")]
+        feed = ChangelogReader(session).options(startingVersion=0).changes(path)
+        done = apply_changes(feed, target, keys=["id"], sequence_by="_commit_version")
+        assert done == AppliedChanges(changes=3, keys=2, rows=1)
+    finally:
+        session.stop()
+    assert sorted_rows(read_table(target)) == sorted_rows(rows([0]))

@@ -162,3 +162,30 @@ def test_commands_that_start_a_server_refuse_without_deltalake(
     assert line.startswith("spark-cdc: [DELTA_CHANGELOG.MISSING_DEPENDENCY] This Python"), line
     assert f"`{sys.executable} -m pip install 'deltalake>=1.4.2'`" in line
     assert "Starting a local Spark Connect server" not in command.output
+
+
+# What Spark 4.2 sent `spark-cdc tail` from a client on another Python than the server's,
+# before the sources ran the server's own code: a Python traceback after Spark's sentence.
+_WORKER_FAILURE = """[PYTHON_DATA_SOURCE_ERROR] Failed to create Python data source instance: \
+Traceback (most recent call last):
+  File "/opt/spark/python/pyspark/sql/worker/create_data_source.py", line 70, in main
+    check_python_version(infile)
+  File "/opt/spark/python/pyspark/worker_util.py", line 79, in check_python_version
+    raise PySparkRuntimeError(
+pyspark.errors.exceptions.base.PySparkRuntimeError: [PYTHON_VERSION_MISMATCH] Python in worker \
+has different version: 3.11 than that in driver: 3.12, PySpark cannot run with different minor \
+versions.
+\tat org.apache.spark.api.python.BasePythonRunner.handlePythonException(PythonRunner.scala:1)
+"""
+
+
+def test_a_server_side_python_failure_is_said_with_its_cause() -> None:
+    from spark_cdc.cli.main import explain
+
+    assert explain(RuntimeError(_WORKER_FAILURE)) == (
+        "[PYTHON_DATA_SOURCE_ERROR] Failed to create Python data source instance: "
+        "pyspark.errors.exceptions.base.PySparkRuntimeError: [PYTHON_VERSION_MISMATCH] Python "
+        "in worker has different version: 3.11 than that in driver: 3.12, PySpark cannot run "
+        "with different minor versions."
+    )
+    assert explain(RuntimeError("[X] one line\nmore")) == "[X] one line"
