@@ -4,10 +4,10 @@ The stream reads the source's own feed and writes each micro-batch to its own pa
 folder in a spool directory on the server, through the server's ``spark_cdc_spool`` sink
 (started by name: nothing pickled here runs there, so the client's Python need not be the
 server's); the client post-processes each finished micro-batch as a batch and reads the
-result. The source delivers whole commits per
-micro-batch, so the row-level passes give exactly what the streaming plan gives, with no
-watermark delay, and the client also knows each commit's raw change count: a commit whose
-changes were all carry-overs is reported, not silent.
+result. The source delivers whole commits per micro-batch, so the row-level passes give
+exactly what the streaming plan gives, with no watermark delay, and the client also knows
+each commit's raw change count: a commit whose changes were all carry-overs is reported,
+not silent.
 Net changes are computed within each micro-batch.
 
 A micro-batch is finished when its folder exists: the writer fills a hidden folder and

@@ -70,6 +70,13 @@ def bare(tmp_path_factory: pytest.TempPathFactory, wheel: Path) -> Iterator[Path
     yield venv
 
 
+def three_commits(path: str) -> None:
+    """A Delta table of three commits: an insert, an update, a delete."""
+    write_deltalake(path, rows(range(4)))
+    DeltaTable(path).update({"amount": "-1.0"}, predicate="id = 2")
+    DeltaTable(path).delete("id = 3")
+
+
 def installed(venv: Path) -> set[str]:
     listed = pip(venv, "list", "--format", "json")
     return {entry["name"].lower() for entry in json.loads(listed.stdout)}
@@ -122,9 +129,7 @@ def test_a_thin_client_reads_what_full_pyspark_reads(
     thin: Path, spark: SparkSession, spark_remote: str, tmp_path: Path
 ) -> None:
     path = str(tmp_path / "orders")
-    write_deltalake(path, rows(range(4)))
-    DeltaTable(path).update({"amount": "-1.0"}, predicate="id = 2")
-    DeltaTable(path).delete("id = 3")
+    three_commits(path)
     options = {"rowId": "id", "computeUpdates": True, "startingVersion": 0}
     here = ChangelogReader(spark).options(**options).changes(path)
     done = python(
@@ -164,9 +169,7 @@ def test_a_thin_client_applies_changes(
     """``apply_changes`` from a client with no deltalake and no Spark jars: the server
     applies, with delta-rs."""
     path, target = str(tmp_path / "orders"), str(tmp_path / "history")
-    write_deltalake(path, rows(range(4)))
-    DeltaTable(path).update({"amount": "-1.0"}, predicate="id = 2")
-    DeltaTable(path).delete("id = 3")
+    three_commits(path)
     done = python(
         thin,
         f"""
@@ -231,9 +234,7 @@ def _delta_and_iceberg(spark: SparkSession, tmp_path: Path) -> dict[str, str]:
     from tests.support.iceberg_tables import sql_catalog, table_folder
 
     path = str(tmp_path / "orders")
-    write_deltalake(path, rows(range(4)))
-    DeltaTable(path).update({"amount": "-1.0"}, predicate="id = 2")
-    DeltaTable(path).delete("id = 3")
+    three_commits(path)
     table = f"orders_{uuid.uuid4().hex[:8]}"
     spark.sql(f"CREATE TABLE {table} USING parquet LOCATION '{path}'")
     (tmp_path / "iceberg").mkdir()
@@ -285,9 +286,7 @@ def test_apply_changes_streams_from_a_client_on_another_python(
     thin: Path, spark: SparkSession, spark_remote: str, tmp_path: Path
 ) -> None:
     path, target = str(tmp_path / "orders"), str(tmp_path / "history")
-    write_deltalake(path, rows(range(4)))
-    DeltaTable(path).update({"amount": "-1.0"}, predicate="id = 2")
-    DeltaTable(path).delete("id = 3")
+    three_commits(path)
     done = python(
         thin,
         f"""
