@@ -73,3 +73,55 @@ def test_the_apply_sinks_options_carry_its_spec_and_keep_storage_apart() -> None
     assert "s" not in options["spec"].split('"')  # the secret is not in the spec's text
     assert options["storage.AWS_SECRET_ACCESS_KEY"] == "s"
     assert spec_from_options(options) == spec
+
+
+def _what_a_client_sends() -> dict[str, object]:
+    """The shapes a client's requests to the server's installed code take: the apply sink's
+    spec and option names, the net changes operator's rules and
+    its function's parameters, and the operator's row layout."""
+    import dataclasses
+    import inspect
+
+    from spark_cdc.rewrite import net_state
+    from spark_cdc.server_plugin.apply import sink
+
+    return {
+        "apply spec": [f.name for f in dataclasses.fields(ApplySpec)],
+        "apply options": [sink.SPEC_OPTION, sink.STORAGE_PREFIX],
+        "net rules": [f.name for f in dataclasses.fields(net_state.NetRules)],
+        "net function": list(inspect.signature(net_state.net_changes).parameters),
+        "net rows": [net_state.OUTPUT_SCHEMA, net_state.STATE_SCHEMA, net_state.BUCKETS],
+    }
+
+
+# What each protocol's clients send. A change to any of these shapes is a new protocol: bump
+# server_plugin.server_info.PROTOCOL and record the new shapes here (servers of the old one
+# then refuse clients of the new one by name instead of failing in a worker).
+PROTOCOLS = {
+    1: {
+        "apply spec": [
+            "target",
+            "state",
+            "keys",
+            "columns",
+            "sequence_names",
+            "scd_type",
+            "tracked",
+            "ignore_null_updates",
+            "changelog_pairs",
+            "schema_evolution",
+            "app_id",
+            "tombstone_retention_ms",
+            "storage_options",
+            "compact_after_files",
+        ],
+        "apply options": ["spec", "storage."],
+        "net rules": ["carryover_removal", "by_row_version", "update_detection", "compute_updates"],
+        "net function": ["rules", "key", "frames", "state"],
+        "net rows": ["data string, meta string, change string", "windows binary", 256],
+    }
+}
+
+
+def test_what_a_client_sends_is_the_protocols() -> None:
+    assert _what_a_client_sends() == PROTOCOLS[PROTOCOL]
