@@ -22,7 +22,7 @@ from pyspark.sql import SparkSession
 from spark_cdc import apply_changes, readStream
 
 from tests.support.apply_targets import feed_changes, model_rows, read_table, sorted_rows
-from tests.support.harness import dedicated_session
+from tests.support.harness import TEST_SERVER_CONF, dedicated_session
 from tests.support.writer import TableWriter
 
 
@@ -107,35 +107,39 @@ def _running(pid: int) -> bool:
         return False
 
 
+@pytest.mark.local_process  # a local server: a container's processes end with it anyway
 @pytest.mark.timeout(900)
 @pytest.mark.filterwarnings("ignore:StreamingQueryListenerBus Handler thread:UserWarning")
-def test_nothing_of_a_server_killed_mid_batch_keeps_running(
-    spark: SparkSession, tmp_path: Path, seed: int
-) -> None:
+def test_nothing_of_a_server_killed_mid_batch_keeps_running(tmp_path: Path, seed: int) -> None:
     """SIGKILL of the server's JVM alone (not its process group) while an ``apply_changes``
     stream and a streaming net changes read run: every Python process it started ends
     with it (a ``foreachBatch`` worker used to live on for more than ten minutes)."""
+    from spark_cdc.testing.local_server import start_local_server
+
     source, target, checkpoint = (str(tmp_path / n) for n in ("orders", "mirror", "cp"))
-    with TableWriter(source, seed, pause=(0.1, 0.4)) as writer:
-        with dedicated_session(tmp_path, "server") as (server, session):
-            process = getattr(server, "process", None)
-            if process is None:
-                pytest.skip("the harness runs a container, whose processes end with it")
+    server = start_local_server(conf=TEST_SERVER_CONF, log_path=tmp_path / "server.log")
+    session = SparkSession.builder.remote(server.url).create()
+    try:
+        with TableWriter(source, seed, pause=(0.1, 0.4)) as writer:
             query = _started(session, source, target, checkpoint, 1)
             net = readStream(session).option("rowId", "id").option("computeUpdates", True)
             net = net.option("deduplicationMode", "netChanges").load(source)
             netting = net.writeStream.format("noop").start()
             _wait_for_applied_batch(query, target)
             assert netting.isActive
-            workers = _descendants(process.pid)
+            workers = _descendants(server.process.pid)
             assert workers, "the server started no process"
-            os.kill(process.pid, signal.SIGKILL)
+            os.kill(server.process.pid, signal.SIGKILL)
             deadline = time.monotonic() + 120
             while (left := {p for p in workers if _running(p)}) and time.monotonic() < deadline:
                 time.sleep(1)
-            assert not left, subprocess.run(
-                ["ps", "-o", "pid,args", "-p", ",".join(map(str, left))],
-                capture_output=True,
-                text=True,
-            ).stdout
-        writer.stop()
+            writer.stop()
+        assert not left, subprocess.run(
+            ["ps", "-o", "pid,args", "-p", ",".join(map(str, left))],
+            capture_output=True,
+            text=True,
+        ).stdout
+    finally:
+        session.release_session_on_close = False  # the server is gone: nothing to release
+        session.stop()
+        server.stop()
