@@ -21,7 +21,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Generic, NamedTuple, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from spark_cdc.server_plugin.errors import ChangelogSourceError, error
 from spark_cdc.server_plugin.vocabulary import RANGE_OPTIONS
@@ -220,6 +220,13 @@ OPTIONS: tuple[OptionDoc, ...] = (
 
 def option_names(scope: str) -> tuple[str, ...]:
     return tuple(o.name for o in OPTIONS if o.scope == scope and "<" not in o.name)
+
+
+def option(options: Mapping[str, Any], name: str) -> str | None:
+    """The value of option ``name`` in ``options``, found as Spark finds it: case-insensitively
+    (the options a Python data source receives are already keyed so, a plain dict may not be)."""
+    wanted = name.lower()
+    return next((str(v) for k, v in options.items() if str(k).lower() == wanted), None)
 
 
 def canonical(

@@ -31,15 +31,12 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 from pyspark.sql.types import StructType
+from spark_cdc.server_plugin.cdc_options import option
 
 SPOOL_SINK = "spark_cdc_spool"
 BATCH = "spark_cdc_batch"
 """The spool's partition column: folder ``spark_cdc_batch=<id>`` holds micro-batch ``id``."""
 RELEASE_SCHEMA = "removed int"
-
-
-def _option(options: Any, name: str) -> str | None:
-    return next((str(v) for k, v in options.items() if k.lower() == name.lower()), None)
 
 
 @dataclass
@@ -61,15 +58,15 @@ class SpoolSink(DataSource):
         return RELEASE_SCHEMA
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> SpoolWriter:
-        spool, checkpoint = _option(self.options, "spool"), _option(self.options, "checkpoint")
+        spool, checkpoint = option(self.options, "spool"), option(self.options, "checkpoint")
         assert spool and checkpoint, "the spool sink needs spool and checkpoint options"
         return SpoolWriter(spool, checkpoint)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return _Release(
-            _option(self.options, "spool") or "",
-            _option(self.options, "before"),
-            _option(self.options, "everything") == "true",
+            option(self.options, "spool") or "",
+            option(self.options, "before"),
+            option(self.options, "everything") == "true",
         )
 
 

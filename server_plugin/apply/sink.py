@@ -37,6 +37,7 @@ from spark_cdc.server_plugin.apply.spec import ApplySpec
 from spark_cdc.server_plugin.apply.state import StateMemory
 from spark_cdc.server_plugin.apply.tables import OUTCOME_KEY
 from spark_cdc.server_plugin.apply.task import applied
+from spark_cdc.server_plugin.cdc_options import option
 from spark_cdc.server_plugin.dependencies import DELTALAKE, require
 from spark_cdc.server_plugin.errors import error
 
@@ -60,7 +61,7 @@ def spec_options(spec: ApplySpec) -> dict[str, str]:
 
 
 def spec_from_options(options: Mapping[str, str]) -> ApplySpec:
-    raw = next((v for k, v in options.items() if k.lower() == SPEC_OPTION), None)
+    raw = option(options, SPEC_OPTION)
     if raw is None:
         raise error("APPLY_CHANGES.INTERNAL_ERROR", path="?", problem="the sink got no spec")
     described = json.loads(raw)
