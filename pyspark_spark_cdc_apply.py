@@ -5,7 +5,7 @@ Python start it by name; a missing deltalake is named on every use."""
 from spark_cdc.server_plugin.dependencies import discovered
 
 DefaultSource = discovered(
-    "spark_cdc.server_plugin.apply.sink", "ApplyChangesSink", "spark_cdc_apply"
+    "spark_cdc.server_plugin.sinks.apply.sink", "ApplyChangesSink", "spark_cdc_apply"
 )
 
 __all__ = ["DefaultSource"]

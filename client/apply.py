@@ -4,7 +4,7 @@ type 2 (a history), exactly once, on any Spark Connect server >= 4.0.
 The parameters are Spark's ``create_auto_cdc_flow``'s (Spark Declarative Pipelines), so
 code moves either way. The client checks them and reduces the feed to one shape
 (``rewrite.apply_plan``), then writes it to the server's ``spark_cdc_apply`` sink by name
-(``server_plugin.apply.sink``): the server's installed code applies each batch with
+(``server_plugin.sinks.apply.sink``): the server's installed code applies each batch with
 delta-rs, so no Delta jars are needed there and the client's Python need not be the
 server's.
 """
@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 from spark_cdc.rewrite.apply_plan import plan_apply
 from spark_cdc.rewrite.errors import cdc_error
 from spark_cdc.rewrite.server_code import make_available
-from spark_cdc.server_plugin.apply.sink import SINK_NAME, ApplyChangesSink, spec_options
-from spark_cdc.server_plugin.apply.spec import ApplySpec
+from spark_cdc.server_plugin.sinks.apply.sink import SINK_NAME, ApplyChangesSink, spec_options
+from spark_cdc.server_plugin.sinks.apply.spec import ApplySpec
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from spark_cdc.rewrite.errors import cdc_error
-from spark_cdc.server_plugin.apply.spec import (
+from spark_cdc.server_plugin.sinks.apply.spec import (
     DELETE,
     END_AT,
     OP,

@@ -1,7 +1,7 @@
 """Spark's CDC options, checked once for the client and every source, and documented once.
 
 The client (``spark_cdc.rewrite.options``, ``ChangelogReader``) and each source
-(``spark_cdc.server_plugin.source_options``) give the options they received to
+(``spark_cdc.server_plugin.changefeed.source_options``) give the options they received to
 ``check_cdc_options`` and get the same answer, or the same refusal: the same condition,
 parameters and sentence (``spark_cdc.server_plugin.conditions``). The checks run in Spark's
 order (``ChangelogInfoUtils.fromOptions``: the booleans and the mode, then the range's kind,

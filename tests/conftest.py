@@ -129,7 +129,7 @@ def spark_remote(
 @pytest.fixture(scope="session")
 def spark(spark_remote: str) -> Iterator[SparkSession]:
     from spark_cdc import register_delta_changelog, register_iceberg_changelog
-    from spark_cdc.server_plugin.sample_changelog import register
+    from spark_cdc.server_plugin.changefeed.sample_changelog import register
 
     session = SparkSession.builder.remote(spark_remote).getOrCreate()
     register(session)

@@ -37,7 +37,7 @@ from spark_cdc.rewrite.options import DeduplicationMode, OptionValue, parse_opti
 from spark_cdc.rewrite.post_process import post_process
 from spark_cdc.rewrite.server_code import make_available
 from spark_cdc.rewrite.spec import ChangelogSpec
-from spark_cdc.server_plugin.spool import BATCH, SPOOL_SINK, SpoolSink
+from spark_cdc.server_plugin.sinks.spool import BATCH, SPOOL_SINK, SpoolSink
 from spark_cdc.server_plugin.vocabulary import COMMIT_TIMESTAMP, COMMIT_VERSION
 
 

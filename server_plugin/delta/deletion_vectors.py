@@ -6,7 +6,7 @@ which rows a file still holds), so they are read here, on the executors, from th
 places the protocol allows (``u``: a file next to the table named by a z85-encoded UUID,
 ``p``: an absolute path, ``i``: inline in the log). The bitmap format is Delta's
 RoaringBitmapArray: a magic number, then 64-bit row positions as 32-bit Roaring bitmaps in
-the portable serialization (``spark_cdc.server_plugin.roaring``).
+the portable serialization (``spark_cdc.server_plugin.changefeed.roaring``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from spark_cdc.server_plugin.roaring import BitmapError, roaring64_positions
+from spark_cdc.server_plugin.changefeed.roaring import BitmapError, roaring64_positions
 
 MAGIC = 1681511377  # RoaringBitmapArray in the portable format
 _Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"

@@ -23,7 +23,11 @@ from spark_cdc.server_plugin.arrow_types import (
     parsed_value,
     text_value,
 )
-from spark_cdc.server_plugin.change_batches import BATCH_VALUES, commit_timestamp, refuse_nulls
+from spark_cdc.server_plugin.changefeed.change_batches import (
+    BATCH_VALUES,
+    commit_timestamp,
+    refuse_nulls,
+)
 from spark_cdc.server_plugin.delta.column_mapping import ColumnMapping
 from spark_cdc.server_plugin.delta.deletion_vectors import (
     DeletionVectorError,

@@ -1,11 +1,12 @@
-"""``delta_changelog`` options: the common ones (``spark_cdc.server_plugin.source_options``),
+"""``delta_changelog`` options: the common ones
+(``spark_cdc.server_plugin.changefeed.source_options``),
 with ``storage.<KEY>`` going to delta-rs as storage options."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from spark_cdc.server_plugin.source_options import (
+from spark_cdc.server_plugin.changefeed.source_options import (
     STORAGE_PREFIX,
     OptionSet,
     SourceOptions,

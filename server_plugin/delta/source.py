@@ -18,14 +18,23 @@ from pyspark.sql.datasource import (
     InputPartition,
 )
 from pyspark.sql.types import StructType
-from spark_cdc.server_plugin.admission import AVAILABLE_NOW, AdmissionControl
-from spark_cdc.server_plugin.change_batches import read_group
-from spark_cdc.server_plugin.changelog_schema import (
+from spark_cdc.server_plugin.changefeed.admission import AVAILABLE_NOW, AdmissionControl
+from spark_cdc.server_plugin.changefeed.change_batches import read_group
+from spark_cdc.server_plugin.changefeed.changelog_schema import (
     as_nullable,
     changelog_schema,
     declared_schema,
     row_id_paths,
 )
+from spark_cdc.server_plugin.changefeed.offsets import Offset, check_forward
+from spark_cdc.server_plugin.changefeed.partitions import (
+    RESOLVE_BYTES,
+    FileGroup,
+    default_parallelism,
+    plan_partitions,
+)
+from spark_cdc.server_plugin.changefeed.resolving_reader import read_resolved
+from spark_cdc.server_plugin.changefeed.source_options import SourceOptions
 from spark_cdc.server_plugin.delta.column_mapping import ColumnMapping
 from spark_cdc.server_plugin.delta.file_reader import check_no_reserved_columns, read_task
 from spark_cdc.server_plugin.delta.file_tasks import FileTask, commit_tasks, snapshot_tasks
@@ -40,16 +49,7 @@ from spark_cdc.server_plugin.delta.table_schema import (
 from spark_cdc.server_plugin.delta.timeline import TimedCommit, Timeline
 from spark_cdc.server_plugin.dependencies import DELTALAKE, require
 from spark_cdc.server_plugin.errors import ChangelogSourceError, error, internal_errors
-from spark_cdc.server_plugin.offsets import Offset, check_forward
-from spark_cdc.server_plugin.partitions import (
-    RESOLVE_BYTES,
-    FileGroup,
-    default_parallelism,
-    plan_partitions,
-)
-from spark_cdc.server_plugin.resolving_reader import read_resolved
 from spark_cdc.server_plugin.row_level.rules import RowLevelRules
-from spark_cdc.server_plugin.source_options import SourceOptions
 
 SOURCE_NAME = "delta_changelog"
 

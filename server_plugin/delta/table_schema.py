@@ -1,5 +1,5 @@
 """Delta table schemas as the change feed sees them, and when an older one can be read as
-newer (the changelog's own columns: ``spark_cdc.server_plugin.changelog_schema``).
+newer (the changelog's own columns: ``spark_cdc.server_plugin.changefeed.changelog_schema``).
 
 Delta stores the schema as Spark's own StructType JSON, so it parses directly. Field
 metadata (comments, generation expressions) is not part of a change feed and is dropped.

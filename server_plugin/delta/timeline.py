@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql.types import StructType
-from spark_cdc.server_plugin.commit_timestamps import next_timestamp
+from spark_cdc.server_plugin.changefeed.commit_timestamps import next_timestamp
 from spark_cdc.server_plugin.delta.log import Commit, DeltaLog, check_readable_protocol
 from spark_cdc.server_plugin.delta.table_schema import physical_schema, table_schema
 from spark_cdc.server_plugin.errors import ChangelogSourceError, error

@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 from spark_cdc.server_plugin.arrow_types import to_numpy
+from spark_cdc.server_plugin.changefeed.roaring import roaring64_positions
 from spark_cdc.server_plugin.iceberg.changes import EQUALITY_DELETES
 from spark_cdc.server_plugin.iceberg.manifests import FileEntry
-from spark_cdc.server_plugin.roaring import roaring64_positions
 from spark_cdc.server_plugin.row_level.rules import group_rows
 
 _NONE = np.empty(0, np.int64)

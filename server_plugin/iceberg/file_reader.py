@@ -16,7 +16,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from spark_cdc.server_plugin.arrow_types import from_numpy, int64_value, text_value
-from spark_cdc.server_plugin.change_batches import BATCH_VALUES, commit_timestamp, refuse_nulls
+from spark_cdc.server_plugin.changefeed.change_batches import (
+    BATCH_VALUES,
+    commit_timestamp,
+    refuse_nulls,
+)
 from spark_cdc.server_plugin.errors import error
 from spark_cdc.server_plugin.iceberg.changes import IcebergTask
 from spark_cdc.server_plugin.iceberg.deletes import DeleteReader

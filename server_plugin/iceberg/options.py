@@ -1,4 +1,5 @@
-"""``iceberg_changelog`` options: the common ones (``spark_cdc.server_plugin.source_options``),
+"""``iceberg_changelog`` options: the common ones
+(``spark_cdc.server_plugin.changefeed.source_options``),
 ``storage.<KEY>`` as pyiceberg table and FileIO properties, ``branch``, and snapshot ids as
 range bounds (``startingSnapshotId`` / ``endingSnapshotId``, which take the bound
 inclusiveness options as versions do)."""
@@ -8,13 +9,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from spark_cdc.server_plugin.errors import error
-from spark_cdc.server_plugin.source_options import (
+from spark_cdc.server_plugin.changefeed.source_options import (
     STORAGE_PREFIX,
     OptionSet,
     SourceOptions,
     parse_source_options,
 )
+from spark_cdc.server_plugin.errors import error
 
 SOURCE = "iceberg_changelog"
 STARTING_SNAPSHOT, ENDING_SNAPSHOT = "startingSnapshotId", "endingSnapshotId"

@@ -5,7 +5,7 @@ Iceberg jars: read with pyiceberg and pyarrow.
 A branch's snapshots are its commits (``timeline``), each snapshot's changes its added,
 removed and newly deleted rows (``changes``), read per data file (``file_reader``). The
 planning, the row-level passes and the streams' admission control are the Delta source's
-(``spark_cdc.server_plugin.partitions``, ``resolving_reader``, ``admission``): a
+(``spark_cdc.server_plugin.changefeed.partitions``, ``resolving_reader``, ``admission``): a
 micro-batch holds whole snapshots, never part of one.
 """
 
@@ -22,14 +22,22 @@ from pyspark.sql.datasource import (
     InputPartition,
 )
 from pyspark.sql.types import StructType
-from spark_cdc.server_plugin.admission import AVAILABLE_NOW, AdmissionControl
-from spark_cdc.server_plugin.change_batches import read_group
-from spark_cdc.server_plugin.changelog_schema import (
+from spark_cdc.server_plugin.changefeed.admission import AVAILABLE_NOW, AdmissionControl
+from spark_cdc.server_plugin.changefeed.change_batches import read_group
+from spark_cdc.server_plugin.changefeed.changelog_schema import (
     changelog_schema,
     declared_schema,
     row_id_paths,
 )
-from spark_cdc.server_plugin.commit_timestamps import next_timestamp
+from spark_cdc.server_plugin.changefeed.commit_timestamps import next_timestamp
+from spark_cdc.server_plugin.changefeed.offsets import ICEBERG, Offset, check_forward
+from spark_cdc.server_plugin.changefeed.partitions import (
+    RESOLVE_BYTES,
+    FileGroup,
+    default_parallelism,
+    plan_partitions,
+)
+from spark_cdc.server_plugin.changefeed.resolving_reader import read_resolved
 from spark_cdc.server_plugin.dependencies import PYICEBERG, require
 from spark_cdc.server_plugin.errors import ChangelogSourceError, error, internal_errors
 from spark_cdc.server_plugin.iceberg.changes import (
@@ -50,14 +58,6 @@ from spark_cdc.server_plugin.iceberg.options import (
 from spark_cdc.server_plugin.iceberg.table import open_table
 from spark_cdc.server_plugin.iceberg.table_schema import identifier_paths, spark_schema
 from spark_cdc.server_plugin.iceberg.timeline import TimedSnapshot, Timeline, timeline
-from spark_cdc.server_plugin.offsets import ICEBERG, Offset, check_forward
-from spark_cdc.server_plugin.partitions import (
-    RESOLVE_BYTES,
-    FileGroup,
-    default_parallelism,
-    plan_partitions,
-)
-from spark_cdc.server_plugin.resolving_reader import read_resolved
 from spark_cdc.server_plugin.row_level.rules import RowLevelRules
 
 SOURCE_NAME = SOURCE

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from spark_cdc.server_plugin.commit_timestamps import next_timestamp
+from spark_cdc.server_plugin.changefeed.commit_timestamps import next_timestamp
 from spark_cdc.server_plugin.errors import error
 
 

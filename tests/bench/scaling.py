@@ -34,7 +34,7 @@ from typing import Any
 from pyspark.sql import DataFrame
 from spark_cdc.late_rows import first_drop
 from spark_cdc.rewrite import ChangelogSpec, post_process
-from spark_cdc.server_plugin.sample_changelog import register
+from spark_cdc.server_plugin.changefeed.sample_changelog import register
 
 from tests.bench.common import Bench, Figure
 from tests.support.feeds import feed, row

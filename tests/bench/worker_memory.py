@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 
 from spark_cdc import ChangelogReader
+from spark_cdc.server_plugin.changefeed.partitions import FILE_OPEN_COST
 from spark_cdc.server_plugin.delta.source import DeltaChangelogSource
-from spark_cdc.server_plugin.partitions import FILE_OPEN_COST
 
 from tests.bench.common import Bench, Figure
 from tests.bench.streaming import delta_table

@@ -24,7 +24,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 from spark_cdc import ChangelogReader
-from spark_cdc.server_plugin.commit_timestamps import next_timestamp
+from spark_cdc.server_plugin.changefeed.commit_timestamps import next_timestamp
 
 from tests.support.delta_tables import (
     SCENARIOS,

@@ -10,7 +10,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import ArrayType, BinaryType, MapType, StructType, TimestampType
-from spark_cdc.server_plugin.sample_changelog import SOURCE_NAME, commits_option
+from spark_cdc.server_plugin.changefeed.sample_changelog import SOURCE_NAME, commits_option
 
 BASE_TIME = datetime(2024, 1, 1, tzinfo=timezone.utc)
 SCHEMA = "id int, v string, _change_type string, _commit_version long, _commit_timestamp timestamp"

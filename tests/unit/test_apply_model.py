@@ -17,10 +17,11 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from spark_cdc.server_plugin.apply import state, tables
-from spark_cdc.server_plugin.apply.batch import apply_batch
-from spark_cdc.server_plugin.apply.history import ALIVE
-from spark_cdc.server_plugin.apply.spec import (
+from spark_cdc.server_plugin.errors import ChangelogSourceError
+from spark_cdc.server_plugin.sinks.apply import state, tables
+from spark_cdc.server_plugin.sinks.apply.batch import apply_batch
+from spark_cdc.server_plugin.sinks.apply.history import ALIVE
+from spark_cdc.server_plugin.sinks.apply.spec import (
     DELETE,
     END_AT,
     OP,
@@ -30,8 +31,7 @@ from spark_cdc.server_plugin.apply.spec import (
     ApplySpec,
     sequence_column,
 )
-from spark_cdc.server_plugin.apply.state import StateMemory
-from spark_cdc.server_plugin.errors import ChangelogSourceError
+from spark_cdc.server_plugin.sinks.apply.state import StateMemory
 
 from tests.support.apply_model import Change, Conflict, scd1, scd2
 from tests.support.apply_targets import read_table, sorted_rows

@@ -10,9 +10,9 @@ import pytest
 from pyspark.errors import AnalysisException
 from spark_cdc.rewrite.options import parse_options
 from spark_cdc.server_plugin.cdc_options import NULLABLE_SCHEMA, OPTIONS, row_id
+from spark_cdc.server_plugin.changefeed.source_options import COMMON_OPTION_NAMES as OPTION_NAMES
 from spark_cdc.server_plugin.delta.options import parse_delta_options as parse_source_options
 from spark_cdc.server_plugin.errors import ChangelogSourceError
-from spark_cdc.server_plugin.source_options import COMMON_OPTION_NAMES as OPTION_NAMES
 
 from tests.support.errors import assert_condition
 

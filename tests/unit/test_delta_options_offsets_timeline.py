@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from spark_cdc.server_plugin.commit_timestamps import next_timestamp, parse_timestamp_ms
+from spark_cdc.server_plugin.changefeed.commit_timestamps import next_timestamp, parse_timestamp_ms
+from spark_cdc.server_plugin.changefeed.offsets import Offset, check_forward
 from spark_cdc.server_plugin.delta.options import parse_delta_options as parse_source_options
 from spark_cdc.server_plugin.errors import ChangelogSourceError
-from spark_cdc.server_plugin.offsets import Offset, check_forward
 
 
 def test_trigger_limits_follow_delta() -> None:

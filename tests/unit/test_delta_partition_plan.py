@@ -12,17 +12,17 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
-from spark_cdc.server_plugin.delta.file_tasks import FileTask
-from spark_cdc.server_plugin.delta.options import parse_delta_options as parse_source_options
-from spark_cdc.server_plugin.delta.source import DeltaChangelogSource
-from spark_cdc.server_plugin.errors import ChangelogSourceError
-from spark_cdc.server_plugin.partitions import (
+from spark_cdc.server_plugin.changefeed.partitions import (
     FILE_OPEN_COST,
     MAX_SPREAD,
     RESOLVE_BYTES,
     FileGroup,
     plan_partitions,
 )
+from spark_cdc.server_plugin.delta.file_tasks import FileTask
+from spark_cdc.server_plugin.delta.options import parse_delta_options as parse_source_options
+from spark_cdc.server_plugin.delta.source import DeltaChangelogSource
+from spark_cdc.server_plugin.errors import ChangelogSourceError
 from spark_cdc.server_plugin.row_level.rules import RowLevelRules
 
 from tests.support.delta_tables import big_rows

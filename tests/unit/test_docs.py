@@ -186,11 +186,11 @@ CODE_FIGURES: dict[str, Callable[[], bool]] = {
 
 
 def _partitions() -> ModuleType:
-    return importlib.import_module("spark_cdc.server_plugin.partitions")
+    return importlib.import_module("spark_cdc.server_plugin.changefeed.partitions")
 
 
 def _state() -> ModuleType:
-    return importlib.import_module("spark_cdc.server_plugin.apply.state")
+    return importlib.import_module("spark_cdc.server_plugin.sinks.apply.state")
 
 
 def _stated_figures() -> list[tuple[str, int, str]]:

@@ -73,6 +73,45 @@ def test_layers_import_nothing_above_them(folder: str, allowed: set[str]) -> Non
         assert not upward, f"{path} imports a layer above it: {sorted(upward)}"
 
 
+def _module_of(path: str) -> str:
+    """``server_plugin/delta/log.py`` → ``spark_cdc.server_plugin.delta.log``."""
+    return "spark_cdc." + path.removesuffix(".py").replace("/", ".")
+
+
+PARTS = ("row_level", "changefeed", "delta", "iceberg", "sinks")  # server_plugin's folders
+
+
+def _part(module: str) -> str | None:
+    """Which part of ``server_plugin`` a module of it belongs to: one of ``PARTS``, or
+    ``root`` for the modules its root holds; None outside ``server_plugin``."""
+    parts = module.split(".")
+    if parts[:2] != ["spark_cdc", "server_plugin"]:
+        return None
+    return parts[2] if len(parts) > 2 and parts[2] in PARTS else "root"
+
+
+@pytest.mark.parametrize(
+    ("part", "allowed"),
+    [
+        ("root", {"root"}),
+        ("row_level", {"root", "row_level"}),
+        ("changefeed", {"root", "row_level", "changefeed"}),
+        ("delta", {"root", "row_level", "changefeed", "delta"}),
+        ("iceberg", {"root", "row_level", "changefeed", "iceberg"}),
+        ("sinks", {"root", *PARTS}),
+    ],
+)
+def test_server_parts_import_only_what_is_beneath_them(part: str, allowed: set[str]) -> None:
+    """The map in server_plugin/__init__.py: the root imports none of the folders, the
+    shared change-feed machinery no format, a format no other format, nothing a sink."""
+    files = _imports(ROOT / "server_plugin")
+    mine = {p: n for p, n in files.items() if _part(_module_of(p)) == part}
+    assert mine, f"no module of server_plugin is in {part}"
+    for path, names in mine.items():
+        above = sorted(n for n in names if _part(n) not in (None, *allowed))
+        assert not above, f"{path} imports a part of server_plugin above it: {above}"
+
+
 def test_nothing_but_the_command_line_imports_it() -> None:
     """``spark_cdc.cli`` is imported by its own modules and by ``python -m spark_cdc``
     (``client/__main__.py``) only."""

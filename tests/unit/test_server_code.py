@@ -9,9 +9,9 @@ from datetime import timedelta
 import pytest
 from spark_cdc.rewrite.errors import CdcAnalysisException
 from spark_cdc.rewrite.server_code import ServerFacts, client_python, runs_installed_code
-from spark_cdc.server_plugin.apply.sink import spec_from_options, spec_options
-from spark_cdc.server_plugin.apply.spec import ApplySpec
 from spark_cdc.server_plugin.server_info import PROTOCOL
+from spark_cdc.server_plugin.sinks.apply.sink import spec_from_options, spec_options
+from spark_cdc.server_plugin.sinks.apply.spec import ApplySpec
 
 OTHER = "3.99"
 
@@ -83,7 +83,7 @@ def _what_a_client_sends() -> dict[str, object]:
     import inspect
 
     from spark_cdc.rewrite import net_state
-    from spark_cdc.server_plugin.apply import sink
+    from spark_cdc.server_plugin.sinks.apply import sink
 
     return {
         "apply spec": [f.name for f in dataclasses.fields(ApplySpec)],

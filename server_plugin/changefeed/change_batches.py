@@ -14,8 +14,8 @@ from spark_cdc.server_plugin.arrow_types import arrow_schema, int64_value
 from spark_cdc.server_plugin.errors import error
 
 if TYPE_CHECKING:
-    from spark_cdc.server_plugin.partitions import FileGroup, FileTask
-    from spark_cdc.server_plugin.resolving_reader import TaskReader
+    from spark_cdc.server_plugin.changefeed.partitions import FileGroup, FileTask
+    from spark_cdc.server_plugin.changefeed.resolving_reader import TaskReader
 
 # Arrow batches of about a million values: big enough to amortize the per-batch cost of the
 # Python-to-JVM hand-over (256k rows of 4 columns read ~10% faster than 64k), small enough

@@ -20,10 +20,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from spark_cdc.server_plugin.apply import tables
-from spark_cdc.server_plugin.apply.spec import OP, TRUNCATE, ApplySpec
 from spark_cdc.server_plugin.arrow_types import from_numpy, to_numpy
 from spark_cdc.server_plugin.delta.log import DeltaLog
+from spark_cdc.server_plugin.sinks.apply import tables
+from spark_cdc.server_plugin.sinks.apply.spec import OP, TRUNCATE, ApplySpec
 
 # The most Arrow memory a writer keeps the state in; Parquet files expand about three times.
 STATE_MEMORY_BYTES = 2 << 30

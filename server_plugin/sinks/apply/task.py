@@ -5,10 +5,10 @@ delta-rs failure as the target's, anything else as a bug of ours."""
 from __future__ import annotations
 
 import pyarrow as pa
-from spark_cdc.server_plugin.apply.batch import Outcome, apply_batch
-from spark_cdc.server_plugin.apply.spec import ApplySpec
-from spark_cdc.server_plugin.apply.state import StateMemory
 from spark_cdc.server_plugin.errors import ChangelogSourceError, error
+from spark_cdc.server_plugin.sinks.apply.batch import Outcome, apply_batch
+from spark_cdc.server_plugin.sinks.apply.spec import ApplySpec
+from spark_cdc.server_plugin.sinks.apply.state import StateMemory
 
 
 def applied(

@@ -14,9 +14,9 @@ from contextlib import contextmanager
 from typing import Any
 
 import pyarrow as pa
-from spark_cdc.server_plugin.apply.history import ALIVE
-from spark_cdc.server_plugin.apply.spec import ApplySpec
 from spark_cdc.server_plugin.errors import error
+from spark_cdc.server_plugin.sinks.apply.history import ALIVE
+from spark_cdc.server_plugin.sinks.apply.spec import ApplySpec
 
 # Writer features delta-rs 1.x writes correctly; any other one (row tracking, in-commit
 # timestamps, domain metadata, clustering, identity columns, type widening...) it refuses.

@@ -15,8 +15,13 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql.types import StructType
 from spark_cdc.server_plugin.arrow_types import arrow_schema, from_numpy, int64_value, to_numpy
-from spark_cdc.server_plugin.change_batches import BATCH_VALUES, commit_timestamp
-from spark_cdc.server_plugin.partitions import GATHER_BYTES, FileGroup, FileTask, by_commit
+from spark_cdc.server_plugin.changefeed.change_batches import BATCH_VALUES, commit_timestamp
+from spark_cdc.server_plugin.changefeed.partitions import (
+    GATHER_BYTES,
+    FileGroup,
+    FileTask,
+    by_commit,
+)
 from spark_cdc.server_plugin.row_level.arrays import array
 from spark_cdc.server_plugin.row_level.rules import (
     LINEAGE_COLUMNS,

@@ -33,13 +33,13 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 from pyspark.sql.types import StructType
-from spark_cdc.server_plugin.apply.spec import ApplySpec
-from spark_cdc.server_plugin.apply.state import StateMemory
-from spark_cdc.server_plugin.apply.tables import OUTCOME_KEY
-from spark_cdc.server_plugin.apply.task import applied
 from spark_cdc.server_plugin.cdc_options import option
 from spark_cdc.server_plugin.dependencies import DELTALAKE, require
 from spark_cdc.server_plugin.errors import error
+from spark_cdc.server_plugin.sinks.apply.spec import ApplySpec
+from spark_cdc.server_plugin.sinks.apply.state import StateMemory
+from spark_cdc.server_plugin.sinks.apply.tables import OUTCOME_KEY
+from spark_cdc.server_plugin.sinks.apply.task import applied
 
 SINK_NAME = "spark_cdc_apply"
 SPEC_OPTION = "spec"

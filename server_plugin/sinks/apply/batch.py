@@ -19,9 +19,13 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from spark_cdc.server_plugin.apply import state as state_table
-from spark_cdc.server_plugin.apply import tables
-from spark_cdc.server_plugin.apply.history import (
+from spark_cdc.server_plugin.arrow_types import from_numpy, to_numpy
+from spark_cdc.server_plugin.errors import error
+from spark_cdc.server_plugin.row_level.arrays import array
+from spark_cdc.server_plugin.row_level.hashing import rows_hash
+from spark_cdc.server_plugin.sinks.apply import state as state_table
+from spark_cdc.server_plugin.sinks.apply import tables
+from spark_cdc.server_plugin.sinks.apply.history import (
     ALIVE,
     APPLIED_AT,
     HASH,
@@ -30,7 +34,7 @@ from spark_cdc.server_plugin.apply.history import (
     compacted,
     resolve,
 )
-from spark_cdc.server_plugin.apply.spec import (
+from spark_cdc.server_plugin.sinks.apply.spec import (
     DELETE,
     END_AT,
     OP,
@@ -39,11 +43,7 @@ from spark_cdc.server_plugin.apply.spec import (
     ApplySpec,
     sequence_column,
 )
-from spark_cdc.server_plugin.apply.state import StateMemory
-from spark_cdc.server_plugin.arrow_types import from_numpy, to_numpy
-from spark_cdc.server_plugin.errors import error
-from spark_cdc.server_plugin.row_level.arrays import array
-from spark_cdc.server_plugin.row_level.hashing import rows_hash
+from spark_cdc.server_plugin.sinks.apply.state import StateMemory
 
 APPLIED_AT_TYPE = pa.timestamp("us", "UTC")
 

@@ -24,7 +24,12 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from spark_cdc.server_plugin.apply.spec import (
+from spark_cdc.server_plugin.arrow_types import from_numpy, to_numpy
+from spark_cdc.server_plugin.errors import error
+from spark_cdc.server_plugin.row_level.arrays import array, valid
+from spark_cdc.server_plugin.row_level.equality import values_equal
+from spark_cdc.server_plugin.row_level.rules import group_rows
+from spark_cdc.server_plugin.sinks.apply.spec import (
     DELETE,
     END_AT,
     OP,
@@ -33,11 +38,6 @@ from spark_cdc.server_plugin.apply.spec import (
     UPSERT,
     ApplySpec,
 )
-from spark_cdc.server_plugin.arrow_types import from_numpy, to_numpy
-from spark_cdc.server_plugin.errors import error
-from spark_cdc.server_plugin.row_level.arrays import array, valid
-from spark_cdc.server_plugin.row_level.equality import values_equal
-from spark_cdc.server_plugin.row_level.rules import group_rows
 
 # Columns the changes carry besides the prepared feed's: an identity of the change (a hash
 # of what it sets, so a change seen twice is one change), whether it comes from the batch

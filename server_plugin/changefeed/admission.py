@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from spark_cdc.server_plugin.partitions import FileTask
-from spark_cdc.server_plugin.source_options import SourceOptions
+from spark_cdc.server_plugin.changefeed.partitions import FileTask
+from spark_cdc.server_plugin.changefeed.source_options import SourceOptions
 
 try:  # Spark 4.2+: admission control and trigger(availableNow=True) for Python sources.
     from pyspark.sql.streaming.datasource import (

@@ -23,7 +23,7 @@ from typing import Any
 
 from spark_cdc.server_plugin import cdc_options
 from spark_cdc.server_plugin.cdc_options import NULLABLE_SCHEMA, ROW_ID, CdcRequest
-from spark_cdc.server_plugin.commit_timestamps import parse_timestamp_ms
+from spark_cdc.server_plugin.changefeed.commit_timestamps import parse_timestamp_ms
 from spark_cdc.server_plugin.errors import error
 from spark_cdc.server_plugin.vocabulary import RANGE_OPTIONS
 
