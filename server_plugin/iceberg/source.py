@@ -12,7 +12,7 @@ micro-batch holds whole snapshots, never part of one.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator
 from typing import Any
 
 from pyspark.sql.datasource import (
@@ -22,24 +22,19 @@ from pyspark.sql.datasource import (
     InputPartition,
 )
 from pyspark.sql.types import StructType
-from spark_cdc.server_plugin.changefeed.admission import AVAILABLE_NOW, AdmissionControl
-from spark_cdc.server_plugin.changefeed.change_batches import read_group
-from spark_cdc.server_plugin.changefeed.changelog_schema import (
-    changelog_schema,
-    declared_schema,
-    row_id_paths,
-)
+from spark_cdc.server_plugin.changefeed.bounds import first_version, last_version
+from spark_cdc.server_plugin.changefeed.changelog_schema import changelog_schema, row_id_paths
 from spark_cdc.server_plugin.changefeed.commit_timestamps import next_timestamp
-from spark_cdc.server_plugin.changefeed.offsets import ICEBERG, Offset, check_forward
-from spark_cdc.server_plugin.changefeed.partitions import (
-    RESOLVE_BYTES,
-    FileGroup,
-    default_parallelism,
-    plan_partitions,
+from spark_cdc.server_plugin.changefeed.offsets import ICEBERG, Offset
+from spark_cdc.server_plugin.changefeed.reader import (
+    END_BOUNDS,
+    ChangelogFileReader,
+    declared,
+    options_for_schema,
 )
-from spark_cdc.server_plugin.changefeed.resolving_reader import read_resolved
+from spark_cdc.server_plugin.changefeed.stream_reader import Served, TimelineStreamReader
 from spark_cdc.server_plugin.dependencies import PYICEBERG, require
-from spark_cdc.server_plugin.errors import ChangelogSourceError, error, internal_errors
+from spark_cdc.server_plugin.errors import error, internal_errors
 from spark_cdc.server_plugin.iceberg.changes import (
     IcebergTask,
     TableLayout,
@@ -71,13 +66,13 @@ class IcebergChangelogSource(DataSource):
 
     def schema(self) -> StructType:
         require(PYICEBERG, SOURCE_NAME)
-        options = _options_for_schema(self.options)
+        options = options_for_schema(parse_iceberg_options, self.options, _END_BOUNDS)
         path = options.common.path
         with internal_errors(path, family=ICEBERG):
             table = _Table(options)
             bounded = options.common.has_end or options.ending_snapshot is not None
             last = table.batch_range()[1] if bounded else None
-            return _declared(changelog_schema(table.spark_schema(last)), options)
+            return declared(changelog_schema(table.spark_schema(last)), options.common)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         require(PYICEBERG, SOURCE_NAME)
@@ -92,23 +87,7 @@ class IcebergChangelogSource(DataSource):
             return IcebergChangelogStreamReader(options, schema)
 
 
-def _options_for_schema(raw: Mapping[str, str]) -> IcebergOptions:
-    """As the Delta source's: a bad end bound is left to the reader, which names it."""
-    try:
-        return parse_iceberg_options(raw)
-    except ChangelogSourceError:
-        kept = {k: v for k, v in raw.items() if k.lower() not in _END_BOUNDS}
-        if len(kept) == len(raw):
-            raise
-        return parse_iceberg_options(kept)
-
-
-_END_BOUNDS = ("endingversion", "endingtimestamp", ENDING_SNAPSHOT.lower())
-
-
-def _declared(strict: StructType, options: IcebergOptions) -> StructType:
-    common = options.common
-    return declared_schema(strict, common.resolves, common.compute_updates, common.nullable_schema)
+_END_BOUNDS = (*END_BOUNDS, ENDING_SNAPSHOT.lower())
 
 
 class _Table:
@@ -156,40 +135,38 @@ class _Table:
     def tasks(self, timed: TimedSnapshot) -> list[IcebergTask]:
         return snapshot_tasks(timed, snapshot_files(timed.snapshot, self.table.io), self.layout)
 
+    @property
+    def versions(self) -> list[int]:
+        return [t.version for t in self.snapshots]
+
+    def first_version(self, batch: bool, newest: int | None = None) -> int | None:
+        """Where the starting options put a read's start (``bounds.first_version``)."""
+        start = self.options.starting_snapshot
+        return first_version(
+            self.options.common,
+            self.versions,
+            self.first_at_or_after,
+            batch=batch,
+            newest=newest,
+            from_bound=None if start is None else self.version_of(start, STARTING_SNAPSHOT),
+        )
+
     def batch_range(self) -> tuple[int, int]:
         """The versions a batch read covers; an empty range is ``first > last``."""
-        common = self.options.common
-        if common.starting_latest:
-            raise error("INVALID_CDC_OPTION.LATEST_IN_BATCH")
-        versions = [t.version for t in self.snapshots]
-        latest = versions[-1] if versions else 0
-        inclusive = 0 if common.starting_inclusive else 1
-        if self.options.starting_snapshot is not None:
-            first = self.version_of(self.options.starting_snapshot, STARTING_SNAPSHOT) + inclusive
-        elif common.starting_version is not None:
-            if common.starting_version > latest:
-                raise _starting_after_latest(common.starting_version, latest)
-            first = common.starting_version + inclusive
-        elif common.starting_earliest:
-            first = versions[0] if versions else 0
-        elif common.starting_timestamp_ms is not None:
-            found = self.first_at_or_after(common.starting_timestamp_ms + inclusive)
-            if found is None:
-                raise error("INVALID_CDC_OPTION.STARTING_TIMESTAMP_AFTER_LATEST")
-            first = found
-        else:
-            first = 0
-        last = latest
-        ending = 0 if common.ending_inclusive else 1
-        if self.options.ending_snapshot is not None:
-            last = self.version_of(self.options.ending_snapshot, ENDING_SNAPSHOT) - ending
-        elif common.ending_version is not None:
-            last = min(latest, common.ending_version - ending)
-        elif common.ending_timestamp_ms is not None:
-            stamp = common.ending_timestamp_ms - ending
-            kept = [t.version for t in self.snapshots if t.timestamp_ms <= stamp]
-            last = kept[-1] if kept else -1
+        first = self.first_version(batch=True)
+        assert first is not None  # a batch read always starts somewhere
+        end = self.options.ending_snapshot
+        last = last_version(
+            self.options.common,
+            self.versions[-1] if self.snapshots else 0,
+            self._last_at_or_before,
+            None if end is None else self.version_of(end, ENDING_SNAPSHOT),
+        )
         return self.checked_first(first), last
+
+    def _last_at_or_before(self, timestamp_ms: int) -> int | None:
+        kept = [t.version for t in self.snapshots if t.timestamp_ms <= timestamp_ms]
+        return kept[-1] if kept else None
 
     def checked_first(self, first: int) -> int:
         """``first``, or the oldest version still readable when the snapshots before it
@@ -215,17 +192,23 @@ class _Table:
         return oldest
 
 
-class _Reader:
-    """What the batch and the stream reader share; pickled to executors for ``read``."""
+class _IcebergReader(ChangelogFileReader):
+    """How an Iceberg table's files are read, for the batch and the stream reader."""
+
+    FAMILY = ICEBERG
+    SHIPPED = (*ChangelogFileReader.SHIPPED, "iceberg", "context")
 
     def __init__(self, options: IcebergOptions, schema: StructType) -> None:
+        super().__init__(options.common, schema)
         self.iceberg = options
-        self.options = options.common
-        self.schema = schema
-        self.parallelism = options.common.parallelism or default_parallelism()
-        self.rules: RowLevelRules | None = None
-        self.strict_schema = schema
         self.context: ReadContext | None = None
+
+    def uri(self) -> str:
+        return self.iceberg.common.path
+
+    def read_task(self, target: Any, task: Any) -> Iterator[Any]:
+        assert self.context is not None
+        return read_task(self.context, target, task)
 
     def _use_schema_of(self, table: _Table, version: int | None) -> None:
         """Read every file into the schema of ``version`` (by field id), as ``schema()``
@@ -248,54 +231,8 @@ class _Reader:
                 paths, common.drop_carryovers, common.compute_updates, _has_lineage(table)
             )
 
-    def _partitions(self, tasks: Sequence[IcebergTask]) -> list[FileGroup]:
-        common = self.options
-        budget = common.resolve_task_bytes or RESOLVE_BYTES
-        keys = self.rules.key_names if self.rules else set()
-        key_share = max(1, len(keys)) / max(1, len(self.table_schema.fields))
-        return plan_partitions(tasks, self.parallelism, self.rules, budget, min(1.0, key_share))
 
-    def __getstate__(self) -> dict[str, Any]:
-        return {
-            "options": self.iceberg,
-            "schema": self.schema,
-            "strict_schema": self.strict_schema,
-            "context": self.context,
-            "rules": self.rules,
-        }
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.iceberg, self.schema = state["options"], state["schema"]
-        self.options = self.iceberg.common
-        self.strict_schema, self.context = state["strict_schema"], state["context"]
-        self.rules = state["rules"]
-
-    def read(self, partition: InputPartition) -> Iterator[Any]:
-        if not isinstance(partition, FileGroup):  # Spark's placeholder for "no partitions"
-            return
-        context = self.context
-        assert context is not None
-        versions = sorted({task.version for task in partition.files})
-        files = [task.path for task in partition.files]
-
-        def read(target: Any, task: Any) -> Iterator[Any]:
-            return read_task(context, target, task)
-
-        with internal_errors(
-            context.table,
-            versions[0] if len(versions) == 1 else ", ".join(map(str, versions)),
-            f"'{files[0]}'" if len(files) == 1 else f"one of {len(files)}",
-            family=ICEBERG,
-        ):
-            if partition.resolve and self.rules is not None:
-                yield from read_resolved(
-                    read, self.schema, partition, self.rules, self.strict_schema
-                )
-                return
-            yield from read_group(read, self.schema, partition)
-
-
-class IcebergChangelogReader(_Reader, DataSourceReader):
+class IcebergChangelogReader(_IcebergReader, DataSourceReader):
     def __init__(self, options: IcebergOptions, schema: StructType) -> None:
         table = _Table(options)
         super().__init__(options, schema)
@@ -304,141 +241,56 @@ class IcebergChangelogReader(_Reader, DataSourceReader):
         has_end = options.common.has_end or options.ending_snapshot is not None
         self._use_schema_of(table, self.range[1] if has_end else None)
 
-    def partitions(self) -> Sequence[InputPartition]:
-        with internal_errors(self.table.path, family=ICEBERG):
+    def partitions(self) -> list[InputPartition]:
+        with self.errors_named():
             first, last = self.range
             tasks: list[IcebergTask] = []
             for timed in self.table.snapshots:
                 if first <= timed.version <= last:
                     tasks += self.table.tasks(timed)
-            return self._partitions(tasks)
+            return list(self._partitions(tasks))
 
 
-class IcebergChangelogStreamReader(
-    _Reader,
-    AdmissionControl,
-    DataSourceStreamReader,
-    *AVAILABLE_NOW,  # type: ignore[misc]
-):
-    """Admits whole snapshots per micro-batch, within maxFilesPerTrigger/maxBytesPerTrigger
-    (on servers that pass limits: 4.2+), but always at least one."""
+class IcebergChangelogStreamReader(_IcebergReader, TimelineStreamReader):
+    """The streaming protocol (``TimelineStreamReader``) over a branch's snapshots, the
+    table's metadata read afresh on every call."""
 
     def __init__(self, options: IcebergOptions, schema: StructType) -> None:
         table = _Table(options)
         super().__init__(options, schema)
         self._use_schema_of(table, None)
-        self.path = table.path
         self.table_id = str(table.metadata.table_uuid)
         self.started_at = table.snapshots[-1].version if table.snapshots else 0
-        self.target: int | None = None  # trigger(availableNow=True): the last version to read
-        self.position: Offset | None = None
-        self._planned: tuple[Offset, Offset, list[IcebergTask]] | None = None
-        self._served = False
         self._table = table
 
     def _fresh(self) -> _Table:
         self._table = _Table(self.iceberg)
         return self._table
 
-    def initialOffset(self) -> dict[str, Any]:
-        with internal_errors(self.path, family=ICEBERG):
-            return self._initial_offset().to_json()
+    def _first_version(self) -> int | None:
+        return self._table.first_version(batch=False, newest=self.started_at)
 
-    def _initial_offset(self) -> Offset:
-        common, table = self.options, self._table
-        inclusive = 0 if common.starting_inclusive else 1
-        if self.iceberg.starting_snapshot is not None:
-            first = table.version_of(self.iceberg.starting_snapshot, STARTING_SNAPSHOT)
-            return Offset(self.table_id, first + inclusive, False, None)
-        if common.starting_version is not None:
-            if common.starting_version > self.started_at:
-                raise _starting_after_latest(common.starting_version, self.started_at)
-            return Offset(self.table_id, common.starting_version + inclusive, False, None)
-        if common.starting_timestamp_ms is not None:
-            found = table.first_at_or_after(common.starting_timestamp_ms + inclusive)
-            first = found if found is not None else self.started_at + 1
-            return Offset(self.table_id, first, False, None)
-        if common.starting_earliest:
-            first = table.snapshots[0].version if table.snapshots else 0
-            return Offset(self.table_id, first, False, None)
-        return Offset(self.table_id, None, not common.starting_latest, None)
-
-    def prepareForTriggerAvailableNow(self) -> None:
+    def _head(self, last: int | None) -> Served | None:
         table = self._fresh()
-        self.target = table.snapshots[-1].version if table.snapshots else 0
+        chosen = [t for t in table.snapshots if last is None or t.version <= last]
+        if not chosen:
+            return None
+        head = chosen[-1]
+        return Served(head.version, head.timestamp_ms, head.snapshot.snapshot_id)
 
-    def latestOffset(
-        self, start: dict[str, Any] | None = None, limit: Any = None
-    ) -> dict[str, Any]:
-        with internal_errors(self.path, family=ICEBERG):
-            if start is not None:
-                begin = Offset.from_json(start, self.table_id, ICEBERG)
-            else:
-                begin = self.position or self._initial_offset()
-            end = self._advance(begin, limit)
-            self.position = end
-            return end.to_json()
-
-    def _advance(self, start: Offset, limit: Any) -> Offset:
-        table = self._fresh()
-        if start.version is None:  # the first batch pins the snapshot: the table or latest
-            head = self._head(table)
-            self._served = start.initial_snapshot and head is not None
-            if head is None:  # an empty table: its first snapshot is the first change
-                return Offset(self.table_id, 0, False, None)
-            return Offset(
-                self.table_id, head.version + 1, False, head.timestamp_ms, head.snapshot.snapshot_id
-            )
-        budget = self._budget(limit)
-        end, batch = start, list[IcebergTask]()
-        try:
-            for timed in self._snapshots_from(table, start, self.target):
-                problem = self._schema_problem(table, timed)
-                if problem is not None:
-                    raise problem
-                tasks = table.tasks(timed)
-                if not budget.admit(tasks):
-                    break
-                end = Offset(
-                    self.table_id,
-                    timed.version + 1,
-                    False,
-                    timed.timestamp_ms,
-                    timed.snapshot.snapshot_id,
-                )
-                batch += tasks
-        except ChangelogSourceError:
-            if not budget.commits and (not self._served or self.target is not None):
-                raise
-            # As the Delta source: serve what came before, answer "no new data" once so a
-            # downstream watermark releases the last snapshot's rows, then fail.
-        self._served = budget.commits > 0
-        self._planned = (start, end, batch)
-        return end
-
-    def _head(self, table: _Table) -> TimedSnapshot | None:
-        chosen = [t for t in table.snapshots if self.target is None or t.version <= self.target]
-        return chosen[-1] if chosen else None
-
-    def _snapshots_from(
-        self, table: _Table, start: Offset, last: int | None
-    ) -> Iterator[TimedSnapshot]:
+    def _commits(self, start: Offset, last: int | None) -> Iterator[tuple[Served, list[Any]]]:
         """The branch's snapshots from ``start`` (its ``version`` on) up to ``last``, their
         timestamps continuing the offset's chain; the offset's snapshot must still be on the
         branch (else the history was rewritten, or expired: data loss)."""
         assert start.version is not None
+        table = self._fresh()
         snapshots = table.snapshots
         begin = start.version
         served = start.snapshot_id
         if served is not None and served not in {t.snapshot.snapshot_id for t in snapshots}:
             oldest = snapshots[0] if snapshots else None
             if oldest is None or not table.timeline.expired_before or begin >= oldest.version:
-                raise error(
-                    "ICEBERG_CHANGELOG.HISTORY_REWRITTEN",
-                    snapshotId=served,
-                    path=self.path,
-                    branch=self.iceberg.branch,
-                )
+                raise self._rewritten(served)
             if oldest.snapshot.parent_snapshot_id != served:  # the snapshots between expired
                 begin = table.checked_first(begin)
         elif served is None:
@@ -450,7 +302,11 @@ class IcebergChangelogStreamReader(
             if last is not None and timed.version > last:
                 break
             previous = next_timestamp(timed.snapshot.timestamp_ms, previous)
-            yield TimedSnapshot(timed.snapshot, timed.version, previous)
+            chained = TimedSnapshot(timed.snapshot, timed.version, previous)
+            problem = self._schema_problem(table, chained)
+            if problem is not None:
+                raise problem
+            yield Served(timed.version, previous, timed.snapshot.snapshot_id), table.tasks(chained)
 
     def _schema_problem(self, table: _Table, timed: TimedSnapshot) -> Exception | None:
         if timed.version <= self.started_at:
@@ -467,51 +323,25 @@ class IcebergChangelogStreamReader(
             "with the new schema (a new checkpoint if columns were dropped or retyped).",
         )
 
-    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
-        with internal_errors(self.path, family=ICEBERG):
-            return self._stream_partitions(start, end)
-
-    def _stream_partitions(
-        self, start: dict[str, Any], end: dict[str, Any]
-    ) -> Sequence[InputPartition]:
-        first = Offset.from_json(start, self.table_id, ICEBERG)
-        last = Offset.from_json(end, self.table_id, ICEBERG)
-        check_forward(first, last, ICEBERG)
-        if self.position is None or (self.position.version or 0) < (last.version or 0):
-            self.position = last
-        if first.version is None:
-            if not first.initial_snapshot or last.version is None or last.snapshot_id is None:
-                return []
-            return self._partitions(self._initial_tasks(last))
-        if self._planned is not None and self._planned[:2] == (first, last):
-            return self._partitions(self._planned[2])
-        assert last.version is not None
-        table = self._fresh()
-        tasks: list[IcebergTask] = []
-        for timed in self._snapshots_from(table, first, last.version - 1):
-            problem = self._schema_problem(table, timed)
-            if problem is not None:
-                raise problem
-            tasks += table.tasks(timed)
-        return self._partitions(tasks)
-
-    def _initial_tasks(self, last: Offset) -> list[IcebergTask]:
+    def _snapshot_tasks(self, pinned: Offset) -> list[Any]:
         """The table as of the pinned snapshot, as inserts at its version."""
+        if pinned.snapshot_id is None:  # an empty table when the stream started
+            return []
         table = self._table
         for timed in table.snapshots:
-            if timed.snapshot.snapshot_id == last.snapshot_id:
-                pinned = TimedSnapshot(timed.snapshot, timed.version, last.previous_ms or 0)
+            if timed.snapshot.snapshot_id == pinned.snapshot_id:
+                at = TimedSnapshot(timed.snapshot, timed.version, pinned.previous_ms or 0)
                 files = snapshot_files(timed.snapshot, table.table.io)
-                return table_tasks(pinned, files, table.layout)
-        raise error(
+                return list(table_tasks(at, files, table.layout))
+        raise self._rewritten(pinned.snapshot_id)
+
+    def _rewritten(self, snapshot_id: int) -> Exception:
+        return error(
             "ICEBERG_CHANGELOG.HISTORY_REWRITTEN",
-            snapshotId=last.snapshot_id,
-            path=self.path,
+            snapshotId=snapshot_id,
+            path=self.uri(),
             branch=self.iceberg.branch,
         )
-
-    def commit(self, end: dict[str, Any]) -> None:
-        pass
 
 
 def _row_id(
@@ -536,11 +366,3 @@ def _has_lineage(table: _Table) -> bool:
     reserved = {name for _, name in LINEAGE_FIELDS}
     names = {f.name for s in table.metadata.schemas for f in s.fields}
     return table.metadata.format_version >= 3 and not names & reserved
-
-
-def _starting_after_latest(version: int, latest: int) -> Exception:
-    return error(
-        "INVALID_CDC_OPTION.STARTING_VERSION_AFTER_LATEST",
-        startingVersion=version,
-        latestVersion=latest,
-    )

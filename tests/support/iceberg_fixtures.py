@@ -33,3 +33,13 @@ def require_tables() -> None:
     if named:
         pytest.fail(f"{message}: the folders {', '.join(ROOTS[r] for r in named)} name")
     pytest.skip(f"{message} (set {VARIABLE} and {CONFORMANCE_VARIABLE} to where they are)")
+
+
+def table_named(name: str) -> Path:
+    """Table ``name``'s folder; missing, the test is skipped saying how to get the tables,
+    or fails where a variable names their root (as CI does)."""
+    found = next((f for f in FOLDERS if f.name == name), None)
+    if found is None:
+        require_tables()  # skips or fails, naming the roots
+        pytest.fail(f"Iceberg table {name} is not among the {len(FOLDERS)} tables found")
+    return found

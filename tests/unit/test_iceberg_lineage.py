@@ -6,7 +6,6 @@ the fixture whose compaction wrote them into its one data file."""
 from __future__ import annotations
 
 import pyarrow as pa
-import pytest
 from spark_cdc.server_plugin.iceberg.changes import TableLayout, table_tasks
 from spark_cdc.server_plugin.iceberg.file_reader import ReadContext, read_task
 from spark_cdc.server_plugin.iceberg.manifests import snapshot_files
@@ -15,21 +14,19 @@ from spark_cdc.server_plugin.iceberg.timeline import timeline
 from spark_cdc.server_plugin.row_level.rules import LINEAGE_COLUMNS
 from spark_cdc.server_plugin.vocabulary import CHANGE_TYPE
 
-from tests.support.iceberg_fixtures import FOLDERS
+from tests.support.iceberg_fixtures import table_named
 from tests.support.iceberg_io import storage_options
 
-LINEAGE_TABLE = next((f for f in FOLDERS if f.name == "spark_v3_row_lineage"), None)
 # The fixture's README: rows i = 1, 2, 3 came with the appends of sequence numbers 1, 2, 3
 # and row ids 0, 1, 2; the compaction's file materializes (0,1), (1,2), (2,3).
 DOCUMENTED = {1: (0, 1), 2: (1, 2), 3: (2, 3)}
 
 
-@pytest.mark.skipif(LINEAGE_TABLE is None, reason="the shared Iceberg fixtures are not here")
 def test_rows_carry_the_lineage_they_inherit_or_were_written_with() -> None:
-    assert LINEAGE_TABLE is not None
-    table = open_table(str(LINEAGE_TABLE), storage_options(LINEAGE_TABLE))
+    folder = table_named("spark_v3_row_lineage")
+    table = open_table(str(folder), storage_options(folder))
     metadata = table.metadata
-    context = ReadContext(str(LINEAGE_TABLE), table.io, metadata, metadata.schema(), True)
+    context = ReadContext(str(folder), table.io, metadata, metadata.schema(), True)
     target = pa.schema(
         [
             pa.field("i", pa.int32()),

@@ -11,7 +11,7 @@ from spark_cdc.server_plugin.iceberg.manifests import snapshot_files
 from spark_cdc.server_plugin.iceberg.table import open_table
 from spark_cdc.server_plugin.iceberg.timeline import timeline
 
-from tests.support.iceberg_fixtures import FOLDERS, ICEBERG_FIXTURES
+from tests.support.iceberg_fixtures import FOLDERS, table_named
 from tests.support.iceberg_io import storage_options
 
 
@@ -38,7 +38,7 @@ def test_a_snapshots_own_manifests_give_its_parents_files(folder: Path) -> None:
 
 
 def test_deletion_vectors_in_one_puffin_file_are_two_files() -> None:
-    folder = ICEBERG_FIXTURES / "spark_v3_deletion_vectors"
+    folder = table_named("spark_v3_deletion_vectors")
     table = open_table(str(folder), storage_options(folder))
     delete = timeline(table.metadata).snapshots[-1].snapshot
     vectors = [e for e in snapshot_files(delete, table.io).added.values() if e.content == 1]

@@ -13,7 +13,7 @@ from spark_cdc.server_plugin.errors import ChangelogSourceError
 from spark_cdc.server_plugin.iceberg.table import open_table
 from spark_cdc.server_plugin.iceberg.timeline import timeline
 
-from tests.support.iceberg_fixtures import FOLDERS, ICEBERG_FIXTURES
+from tests.support.iceberg_fixtures import FOLDERS, ICEBERG_FIXTURES, table_named
 from tests.support.iceberg_io import storage_options
 
 EXPECTED = ICEBERG_FIXTURES / "expected_snapshots.json"
@@ -60,7 +60,7 @@ def test_the_fixtures_snapshots_are_the_expected_ones(name: str) -> None:
 
 
 def test_an_unknown_branch_is_refused_by_name() -> None:
-    folder = FOLDERS[0]
+    folder = table_named("spark_v3_deletion_vectors")
     metadata = open_table(str(folder), storage_options(folder)).metadata
     with pytest.raises(ChangelogSourceError) as refused:
         timeline(metadata, "nope", table=str(folder))
