@@ -19,11 +19,10 @@ except that ``changes(tableName)`` asks the catalog once where the table is.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, TypeVar
 
 from pyspark.sql import DataFrame
-from pyspark.sql.connect import functions as F
+from spark_cdc.range_hints import option_text, range_hints
 from spark_cdc.rewrite.column_functions import settle_column_functions
 from spark_cdc.rewrite.errors import as_analysis_exception, cdc_error
 from spark_cdc.rewrite.options import KNOWN_OPTIONS, CdcOptions, OptionValue, parse_options
@@ -32,8 +31,7 @@ from spark_cdc.rewrite.spec import ChangelogSpec
 from spark_cdc.server_plugin.cdc_options import row_id as row_id_columns
 from spark_cdc.server_plugin.cdc_options import unknown_option
 from spark_cdc.server_plugin.errors import ChangelogSourceError
-from spark_cdc.server_plugin.vocabulary import RANGE_OPTIONS
-from spark_cdc.sources import DEFAULT_FORMAT, ChangelogSource, source_for
+from spark_cdc.sources import DEFAULT_FORMAT, ChangelogSource, source_for, table_location
 
 if TYPE_CHECKING:
     from spark_cdc.rewrite.pyspark_internals import SparkSession
@@ -42,9 +40,6 @@ _CDC_OPTIONS = {name.lower(): name for name in KNOWN_OPTIONS}
 _ROW_ID = "rowId"
 _POST_PROCESSING = "postProcessing"
 _WHERE = ("source", "client")
-# A zone-less timestamp means the session's time zone, which only the server knows; the
-# source gets a bound this much wider, and post_process filters rows exactly.
-_ANY_ZONE = timedelta(hours=18)
 
 R = TypeVar("R", bound="ChangelogReaderBase")
 
@@ -237,10 +232,14 @@ class ChangelogReaderBase:
         opts = self._check_range(cdc, source)
         at_source = where == "source" and self._source.resolves_row_level
         passes, _ = planned_passes(spec, opts, at_source and self._source.finds_row_id)
+        if row_id is not None and self._source.resolves_row_level:
+            # The source checks it while Spark resolves the relation, before the plan's own
+            # references: a column the table lacks is named with the table's columns.
+            source["rowId"] = ",".join(row_id)
         if not (at_source and passes.any):
             return post_process(self._load(path, source), spec, cdc)
         source.update(self._source.resolution_options(row_id, passes, self._streaming))
-        feed = _referencing(self._load(path, source), row_id)
+        feed = refuse_reserved_columns(self._load(path, source))
         return post_process(feed, self._source.resolved_spec(row_id, passes), cdc)
 
     def changes(self, tableName: str) -> DataFrame:
@@ -276,7 +275,7 @@ class ChangelogReaderBase:
             return self.load(tableName)
         if self._names_tables():  # the source's own catalog resolves the name
             return self.load(tableName)
-        return self.load(_table_location(self._spark, tableName))
+        return self.load(table_location(self._spark, tableName))
 
     def _names_tables(self) -> bool:
         prefix = self._source.catalog_prefix
@@ -311,7 +310,7 @@ class ChangelogReaderBase:
             elif key.lower() in _CDC_OPTIONS:
                 cdc[_CDC_OPTIONS[key.lower()]] = value
             elif name is not None or key.lower().startswith(prefixes):
-                source[key] = _text(value)
+                source[key] = option_text(value)
             else:
                 raise self._unknown_option(key)
         named = str(cdc.get("startingVersion", "")).strip().lower()
@@ -332,7 +331,7 @@ class ChangelogReaderBase:
         range goes to the source as a hint."""
         opts = parse_options(cdc, streaming=self._streaming)
         if self._source.takes_range:
-            hints = self._range_for_source(cdc)
+            hints = range_hints(cdc, self._streaming)
             source.update({k: v for k, v in hints.items() if k not in source})
         return opts
 
@@ -340,22 +339,6 @@ class ChangelogReaderBase:
         if self._streaming:
             return self._spark.readStream.format(self._source.name).options(**source).load(path)
         return self._spark.read.format(self._source.name).options(**source).load(path)
-
-    def _range_for_source(self, cdc: dict[str, OptionValue]) -> dict[str, str]:
-        """What lets the source skip commits outside the range; post_process still filters
-        the rows exactly, so a hint may be wider than the range, never narrower."""
-        exact = [n for n in RANGE_OPTIONS if n not in ("startingTimestamp", "endingTimestamp")]
-        hints = {name: _text(cdc[name]) for name in exact if name in cdc}
-        for name, widen in (("startingTimestamp", -_ANY_ZONE), ("endingTimestamp", _ANY_ZONE)):
-            if name in cdc:
-                hint = _timestamp_hint(str(cdc[name]), widen)
-                if hint is not None:
-                    hints[name] = hint
-                elif self._streaming and name == "startingTimestamp":
-                    raise cdc_error(
-                        "INVALID_CDC_OPTION.INVALID_TIMESTAMP", option=name, value=cdc[name]
-                    )
-        return hints
 
     def _unknown_option(self, key: str) -> Exception:
         """Refused here, not by the source on the server, so the message keeps the user's
@@ -417,31 +400,6 @@ class ChangelogStreamReader(ChangelogReaderBase):
     _streaming = True
 
 
-def _table_location(spark: SparkSession, table: str) -> str:
-    """Where the catalog keeps ``table``: one round trip."""
-    described = spark.sql("DESCRIBE TABLE EXTENDED IDENTIFIER(:table)", args={"table": table})
-    for row in described.collect():
-        if row["col_name"] == "Location" and row["data_type"]:
-            return _path(str(row["data_type"]))
-    raise cdc_error("SPARK_CDC.TABLE_WITHOUT_LOCATION", table=table)
-
-
-def _path(location: str) -> str:
-    """A catalog's ``file:/data/t`` as the plain path ``/data/t``; other URIs as they are."""
-    if location.startswith("file:") and not location.startswith("file://"):
-        return location[len("file:") :]
-    return location
-
-
-def _referencing(df: DataFrame, row_id: list[str] | None) -> DataFrame:
-    """``df``, failing analysis as the client's plan would when a row id column is not in
-    the table (``UNRESOLVED_COLUMN``) or a column uses our helper prefix; both tests fold
-    away. The source checks the row id too, but only after Spark's analysis."""
-    if row_id is not None:
-        df = df.where(F.struct(*[F.col(c) for c in row_id]).isNull() | F.lit(True))
-    return refuse_reserved_columns(df)
-
-
 def _where(value: OptionValue) -> str:
     where = str(value).strip().lower()
     if where not in _WHERE:
@@ -456,20 +414,3 @@ def _row_id(value: OptionValue) -> list[str]:
         return list(row_id_columns(value))
     except ChangelogSourceError as refused:
         raise as_analysis_exception(refused) from None
-
-
-def _text(value: OptionValue) -> str:
-    return str(value).lower() if isinstance(value, bool) else str(value)
-
-
-def _timestamp_hint(text: str, widen: timedelta) -> str | None:
-    """The bound for the source: as given when it names its zone, else widened by the
-    largest zone offset and in UTC; None when it is not a plain date-time."""
-    value = text.strip()
-    try:
-        moment = datetime.fromisoformat(value[:-1] + "+00:00" if value.endswith("Z") else value)
-    except ValueError:
-        return None
-    if moment.tzinfo is not None:
-        return moment.isoformat()
-    return (moment + widen).replace(tzinfo=timezone.utc).isoformat()

@@ -197,3 +197,16 @@ def register_iceberg_changelog(spark: SparkSession) -> None:
     >>> feed = spark_cdc.read(spark).format("iceberg").load("/data/orders")  # doctest: +SKIP
     """
     ICEBERG.register(spark)
+
+
+def table_location(spark: SparkSession, table: str) -> str:
+    """Where Spark's catalog keeps ``table``, as a path a source reads: one round trip."""
+    described = spark.sql("DESCRIBE TABLE EXTENDED IDENTIFIER(:table)", args={"table": table})
+    for row in described.collect():
+        if row["col_name"] == "Location" and row["data_type"]:
+            location = str(row["data_type"])
+            # A catalog's ``file:/data/t`` is the plain path ``/data/t``; other URIs stay.
+            if location.startswith("file:") and not location.startswith("file://"):
+                return location[len("file:") :]
+            return location
+    raise cdc_error("SPARK_CDC.TABLE_WITHOUT_LOCATION", table=table)

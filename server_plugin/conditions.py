@@ -357,8 +357,9 @@ CONDITIONS: dict[str, Condition] = {
         "'2024-05-01 12:00:00Z'."
     ),
     "INVALID_CDC_OPTION.INVALID_VERSION": Condition(
-        "Option '<option>' must be a commit version (a whole number >= 0; a Delta table's "
-        "startingVersion also takes 'earliest', and a stream's 'latest'), got '<value>'."
+        "Option '<option>' must be a commit version (a whole number >= 0; the "
+        "delta_changelog and iceberg_changelog sources' startingVersion also takes "
+        "'earliest', and a stream's 'latest'), got '<value>'."
     ),
     "INVALID_CDC_OPTION.LATEST_IN_BATCH": Condition(
         "startingVersion 'latest' is for streams; a batch read needs a version number."
@@ -449,9 +450,15 @@ CONDITIONS: dict[str, Condition] = {
         "Cannot read the token file <file>: <reason>; give a readable file, or '-' for "
         "standard input."
     ),
-    "SPARK_CDC_CLI.UNKNOWN_ROW_ID_COLUMN": Condition(
-        "--row-id names <missing>, which the table <table> does not have; its columns are: "
-        "<columns>."
+    "SPARK_CDC_CLI.UNAUTHENTICATED": Condition(
+        "The server refused the connection: wrong or missing token; give the server's token "
+        "with $SPARK_CDC_TOKEN or --token-file."
+    ),
+    "SPARK_CDC_CLI.UNKNOWN_COLUMN": Condition(
+        "<flag> names <missing>, which the table <table> does not have; its columns are: <columns>."
+    ),
+    "SPARK_CDC_CLI.UNREACHABLE": Condition(
+        "Cannot reach the Spark Connect server: is it running, and is --remote right?"
     ),
     "SPARK_CDC_CONNECTION.UNAUTHENTICATED": Condition(
         "The Spark Connect server at <host>:<port> refused the session: wrong or missing "

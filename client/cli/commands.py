@@ -179,15 +179,16 @@ def _sortable(value: Any) -> tuple[int, Any]:
     return (0, value) if is_number else (1, str(value))
 
 
-def _user_columns(spark: Any, table: str, row_id: Any) -> list[str]:
+def _user_columns(spark: Any, table: str, row_id: Any, flag: str = "--row-id") -> list[str]:
     """The table's columns, row id first; a row id column the table lacks is named with the
-    columns it has, before any stream starts."""
+    columns it has and the ``flag`` that gave it, before any stream starts."""
     columns = [c for c in spark.read.format("delta_changelog").load(table).columns]
     table_columns = [c for c in columns if not c.startswith("_")]
     missing = [c for c in row_id if c.split(".")[0] not in columns]
     if missing:
         raise CliError(
-            "SPARK_CDC_CLI.UNKNOWN_ROW_ID_COLUMN",
+            "SPARK_CDC_CLI.UNKNOWN_COLUMN",
+            flag=flag,
             missing=", ".join(missing),
             table=table,
             columns=", ".join(table_columns),
@@ -224,6 +225,7 @@ def apply(args: argparse.Namespace) -> int:
     try:
         with session(args.remote, args.token) as spark:
             register_delta_changelog(spark)
+            _user_columns(spark, args.source, keys, "--keys")
             feed = readStream(spark).options(**options).load(args.source)
             query = apply_changes(
                 feed,

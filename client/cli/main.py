@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         require_pyspark()
         token = args.token = _token(args)
     except (CliError, MissingPySpark) as error:
-        _fail(str(error), None)
+        _fail(str(error))
         return 1
     catch_stop_signals()
     # PySpark logs every server error it raises as a multi-KB JSON line on stderr; the
@@ -58,9 +58,9 @@ def main(argv: list[str] | None = None) -> int:
         failed = False
         return 0
     except CliError as error:
-        _fail(str(error), token)
+        _fail(str(masked(error, token)))
     except Exception as error:  # anything from Spark or the OS: one sentence
-        _fail(explain(error), token)
+        _fail(explain(error, token))
     finally:
         remove_scratch(keep_server_log=failed)
     return 1
@@ -95,30 +95,38 @@ def entry() -> None:
     os._exit(code)
 
 
-def _fail(message: str, token: str | None) -> None:
-    if token:
-        message = message.replace(token, "***")
+def _fail(message: str) -> None:
     print(f"spark-cdc: {message}", file=sys.stderr)
 
 
-def explain(error: BaseException) -> str:
+def masked(error: CliError, token: str | None) -> CliError:
+    """``error`` with the token masked where it can be: in the values the sentence quotes.
+    The sentence's own words are ours and hold no token (a token that is also a word, say
+    ``wrong``, leaves "wrong or missing token" as it is)."""
+    if not token or not any(token in value for value in error.parameters.values()):
+        return error
+    hidden = {name: value.replace(token, "***") for name, value in error.parameters.items()}
+    return CliError(error.condition, **hidden)
+
+
+def explain(error: BaseException, token: str | None = None) -> str:
     """One sentence for what the command line can run into. Our own errors arrive as
     ``[CONDITION] sentence`` already (``spark_cdc.compat.server_errors``); the rest are connection
-    problems, said plainly, or the first line of what Spark said, with what a server's
-    Python raised when Spark's line is only the start of its traceback."""
+    problems, said under our conditions, or the first line of what Spark said (the token
+    masked in it), with what a server's Python raised when Spark's line is only the start
+    of its traceback."""
     text = str(error)
     lowered = text.lower()
     if "unauthenticated" in lowered or "authentication token" in lowered:
-        return (
-            "The server refused the connection: wrong or missing token "
-            "(set $SPARK_CDC_TOKEN or --token-file)."
-        )
+        return str(CliError("SPARK_CDC_CLI.UNAUTHENTICATED"))
     if (
         "unavailable" in lowered
         or "failed to connect" in lowered
         or "connection refused" in lowered
     ):
-        return "Cannot reach the Spark Connect server: is it running, and is the URL right?"
+        return str(CliError("SPARK_CDC_CLI.UNREACHABLE"))
+    if token:  # Spark's text, a value we quote: it may hold the session's URL
+        text = text.replace(token, "***")
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     if not lines:
         return type(error).__name__
@@ -148,15 +156,17 @@ def _parser() -> argparse.ArgumentParser:
         prog="spark-cdc",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Change data capture for Spark Connect: follow a Delta table's change\n"
-        "feed with carry-overs removed and updates detected, run the demo, or start a\n"
-        "local Spark Connect server that has the delta_changelog source.",
+        "feed with carry-overs removed and updates detected, apply it to a target table,\n"
+        "run the demo, or start a local Spark Connect server that has this package's\n"
+        "sources and sinks.",
         epilog="examples:\n"
         "  spark-cdc demo\n"
         "  spark-cdc serve --port 15002\n"
-        "  spark-cdc tail /data/orders --row-id order_id --remote sc://localhost:15002\n\n"
+        "  spark-cdc tail /data/orders --row-id order_id --remote sc://localhost:15002\n"
+        "  spark-cdc apply /data/orders --target /data/orders_mirror --keys order_id\n\n"
         "Ctrl-C, SIGTERM or SIGHUP stops any command cleanly.",
     )
-    subcommands = parser.add_subparsers(required=True, metavar="{serve,demo,tail}")
+    subcommands = parser.add_subparsers(required=True)  # lists every command
 
     def with_token(sub: argparse.ArgumentParser) -> None:
         given = sub.add_mutually_exclusive_group()
@@ -183,7 +193,7 @@ def _parser() -> argparse.ArgumentParser:
 
     serve = subcommands.add_parser(
         "serve",
-        help="run a local Spark Connect server with the delta_changelog source",
+        help="run a local Spark Connect server with this package's sources and sinks",
         description="Run a Spark Connect server from the installed pyspark, with this "
         "package's delta_changelog source, until stopped.",
     )

@@ -15,7 +15,7 @@ from typing import Any, ClassVar, TypeVar
 from pyspark.sql.datasource import InputPartition
 from pyspark.sql.types import StructType
 from spark_cdc.server_plugin.changefeed.change_batches import read_group
-from spark_cdc.server_plugin.changefeed.changelog_schema import declared_schema
+from spark_cdc.server_plugin.changefeed.changelog_schema import declared_schema, row_id_paths
 from spark_cdc.server_plugin.changefeed.offsets import DELTA
 from spark_cdc.server_plugin.changefeed.partitions import (
     RESOLVE_BYTES,
@@ -51,7 +51,11 @@ def options_for_schema(
 
 
 def declared(strict: StructType, options: SourceOptions) -> StructType:
-    """The schema a read declares for a table's changelog schema ``strict``."""
+    """The schema a read declares for a table's changelog schema ``strict``; a ``rowId``
+    the table lacks is refused here, while Spark resolves the relation, before anything
+    downstream refers to it (``INVALID_CDC_OPTION.UNKNOWN_ROW_ID_COLUMN``)."""
+    if options.row_id is not None:
+        row_id_paths(options.row_id, StructType(strict.fields[:-3]))  # the table's columns
     return declared_schema(
         strict, options.resolves, options.compute_updates, options.nullable_schema
     )

@@ -81,14 +81,20 @@ def test_tail_says_what_each_commit_had_and_what_was_removed(
     ], tail.output
 
 
-def test_tail_names_a_missing_row_id_column(spark_remote: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("command", "flag"), [("tail", "--row-id"), ("apply", "--keys")])
+def test_a_missing_key_column_is_named_with_the_flag_that_gave_it(
+    spark_remote: str, tmp_path: Path, command: str, flag: str
+) -> None:
     path = str(tmp_path / "orders")
     write_deltalake(path, rows(range(2)))
-    tail = Command("tail", path, "--row-id", "order_id", "--remote", spark_remote)
-    assert tail.finish() == 1
-    assert len(tail.lines) == 1, tail.output
-    assert "--row-id names order_id" in tail.lines[0] and "id, name, amount" in tail.lines[0]
-    assert "__spark_cdc" not in tail.output
+    extra = ["--target", str(tmp_path / "mirror")] if command == "apply" else []
+    run = Command(command, path, flag, "order_id", *extra, "--remote", spark_remote)
+    assert run.finish() == 1
+    assert run.lines == [
+        f"spark-cdc: [SPARK_CDC_CLI.UNKNOWN_COLUMN] {flag} names order_id, which the table "
+        f"{path} does not have; its columns are: id, name, amount."
+    ], run.output
+    assert not (tmp_path / "mirror").exists()  # refused before anything was written
 
 
 def test_tail_with_net_changes(spark_remote: str, tmp_path: Path) -> None:

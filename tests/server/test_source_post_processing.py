@@ -320,22 +320,25 @@ def test_an_unknown_change_type_fails_alike(spark: SparkSession, tmp_path: Path)
     assert source == client == (condition, {"changeType": "upsert"})
 
 
+@pytest.mark.parametrize("streaming", [False, True], ids=["batch", "stream"])
 def test_a_row_id_the_table_lacks_or_a_reserved_column_fails_alike(
-    spark: SparkSession, tmp_path: Path
+    spark: SparkSession, tmp_path: Path, streaming: bool
 ) -> None:
+    """Whichever side post-processes, a row id the table lacks is named by the source, with
+    the table's columns, while Spark resolves the relation (INVALID_CDC_OPTION, as the
+    docs say), and a column of the reserved prefix by the client's plan."""
     path = str(tmp_path / "t")
     write_deltalake(path, rows(range(3)))
-    (source, _), (client, _) = _both_paths(spark, path, False, rowId="nope", computeUpdates=True)
-    assert source == client and source.startswith("UNRESOLVED_COLUMN")
+    found = _both_paths(spark, path, streaming, rowId="nope", computeUpdates=True)
+    expected = {"option": "rowId", "value": "nope", "columns": "id, name, amount"}
+    assert found == [("INVALID_CDC_OPTION.UNKNOWN_ROW_ID_COLUMN", expected)] * 2
     reserved = str(tmp_path / "reserved")
     write_deltalake(reserved, rows(range(3)).append_column("__spark_cdc_x", pa.array([1, 2, 3])))
-    (source, _), (client, _) = _both_paths(spark, reserved, False, rowId="id")
+    (source, _), (client, _) = _both_paths(spark, reserved, streaming, rowId="id")
     assert source == client and source.startswith("DATATYPE_MISMATCH")
-    # Read directly, the source names the row id it cannot find.
+    # Read directly, the source names the row id it cannot find the same way.
     direct = spark.read.format("delta_changelog").options(rowId="nope", computeUpdates="true")
-    condition, parameters = _condition(lambda: direct.load(path).collect())
-    expected = ("INVALID_CDC_OPTION.UNKNOWN_ROW_ID_COLUMN", "rowId")
-    assert (condition, parameters["option"]) == expected
+    assert _condition(lambda: direct.load(path).collect()) == found[0]
 
 
 def test_post_processing_option_is_checked(spark: SparkSession) -> None:

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from deltalake import write_deltalake
 from pyspark.sql import SparkSession
-from spark_cdc.cli.lifecycle import quiet_grpc
+from spark_cdc.cli.lifecycle import CliError, quiet_grpc
+from spark_cdc.cli.main import explain, masked
 from spark_cdc.testing.local_server import free_port
 
 from tests.support.delta_tables import rows
@@ -93,8 +94,9 @@ def test_wrong_token_is_one_sentence_without_the_token(tmp_path: Path) -> None:
         )
         assert tail.finish() == 1
         assert tail.lines == [
-            "spark-cdc: The server refused the connection: wrong or missing token "
-            "(set $SPARK_CDC_TOKEN or --token-file)."
+            "spark-cdc: [SPARK_CDC_CLI.UNAUTHENTICATED] The server refused the connection: "
+            "wrong or missing token; give the server's token with $SPARK_CDC_TOKEN or "
+            "--token-file."
         ]
     finally:
         assert server.interrupt() == 0
@@ -180,7 +182,6 @@ versions.
 
 
 def test_a_server_side_python_failure_is_said_with_its_cause() -> None:
-    from spark_cdc.cli.main import explain
 
     assert explain(RuntimeError(_WORKER_FAILURE)) == (
         "[PYTHON_DATA_SOURCE_ERROR] Failed to create Python data source instance: "
@@ -189,3 +190,17 @@ def test_a_server_side_python_failure_is_said_with_its_cause() -> None:
         "with different minor versions."
     )
     assert explain(RuntimeError("[X] one line\nmore")) == "[X] one line"
+
+
+@pytest.mark.plan_only
+def test_the_token_is_masked_as_a_value_not_as_a_word() -> None:
+    """A token that is also a word of our sentences leaves them whole; where a value the
+    sentence quotes (a parameter, Spark's text) holds it, it is masked."""
+    refused = explain(RuntimeError("UNAUTHENTICATED: bad token"), token="wrong")
+    assert refused == str(CliError("SPARK_CDC_CLI.UNAUTHENTICATED"))
+    assert "wrong or missing token" in refused
+    quoted = masked(CliError("SPARK_CDC_CLI.TOKEN_FILE_EMPTY", file="/keys/wrong"), "wrong")
+    assert quoted.getMessageParameters() == {"file": "/keys/***"}
+    assert str(quoted).startswith("[SPARK_CDC_CLI.TOKEN_FILE_EMPTY] ")
+    spark_text = explain(RuntimeError("[X] session sc://h:1/;token=s3cret failed"), "s3cret")
+    assert spark_text == "[X] session sc://h:1/;token=*** failed"
