@@ -92,7 +92,7 @@ def test_a_missing_key_column_is_named_with_the_flag_that_gave_it(
     assert run.finish() == 1
     assert run.lines == [
         f"spark-cdc: [SPARK_CDC_CLI.UNKNOWN_COLUMN] {flag} names order_id, which the table "
-        f"{path} does not have; its columns are: id, name, amount."
+        f"{path} does not have; its columns are: id, name, amount, part."
     ], run.output
     assert not (tmp_path / "mirror").exists()  # refused before anything was written
 

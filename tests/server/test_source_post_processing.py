@@ -330,7 +330,7 @@ def test_a_row_id_the_table_lacks_or_a_reserved_column_fails_alike(
     path = str(tmp_path / "t")
     write_deltalake(path, rows(range(3)))
     found = _both_paths(spark, path, streaming, rowId="nope", computeUpdates=True)
-    expected = {"option": "rowId", "value": "nope", "columns": "id, name, amount"}
+    expected = {"option": "rowId", "value": "nope", "columns": "id, name, amount, part"}
     assert found == [("INVALID_CDC_OPTION.UNKNOWN_ROW_ID_COLUMN", expected)] * 2
     reserved = str(tmp_path / "reserved")
     write_deltalake(reserved, rows(range(3)).append_column("__spark_cdc_x", pa.array([1, 2, 3])))
