@@ -147,13 +147,16 @@ def test_errors_that_are_not_ours_are_untouched(spark: SparkSession) -> None:
 
 
 def test_spark_s_error_about_our_plan_is_its_sentence_without_the_plan(
-    spark: SparkSession, delta_table: str, capfd: pytest.CaptureFixture[str]
+    spark: SparkSession, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    """A rowId naming no column: Spark's condition and parameters (the column and the
-    feed's columns), its one sentence, none of our helper columns, no plan, no log line."""
-    reader = ChangelogReader(spark).options(rowId="order_id", computeUpdates=True)
+    """``post_process`` over a DataFrame told of a row id it lacks: Spark's condition and
+    parameters (the column and the feed's columns), its one sentence, none of our helper
+    columns, no plan, no log line. (Read through our sources, the source names such a row
+    id first: tests/server/test_source_post_processing.py.)"""
+    changes = feed(spark, [row(1, "a", "insert", 1)])
+    out = post_process(changes, ChangelogSpec(row_id=["order_id"]), {"computeUpdates": True})
     with pytest.raises(AnalysisException) as caught:
-        reader.changes(delta_table).collect()
+        out.collect()
     error = caught.value
     assert error.getCondition() == "UNRESOLVED_COLUMN.WITH_SUGGESTION"
     assert error.getMessageParameters()["objectName"] == "`order_id`"
