@@ -77,6 +77,13 @@ class TimelineStreamReader(
         """The newest commit now, or the newest up to ``last``; None: the table has none."""
         raise NotImplementedError
 
+    def _newest_version(self) -> int | None:
+        """The newest version now, what ``trigger(availableNow=True)`` reads up to. A format
+        that can list versions without reading the newest commit overrides this: a damaged
+        newest commit must fail the stream when it is reached, after the ones before it."""
+        head = self._head(None)
+        return head.version if head is not None else None
+
     def _commits(self, start: Offset, last: int | None) -> Iterator[tuple[Served, list[FileTask]]]:
         """The commits from ``start`` up to ``last`` (None: the newest), in order, with their
         file tasks; raises, when it reaches it, a commit this stream cannot serve."""
@@ -100,8 +107,8 @@ class TimelineStreamReader(
 
     def prepareForTriggerAvailableNow(self) -> None:
         with self.errors_named():
-            head = self._head(None)
-            self.target = head.version if head is not None else 0
+            newest = self._newest_version()
+            self.target = newest if newest is not None else 0
 
     def latestOffset(
         self, start: dict[str, Any] | None = None, limit: Any = None

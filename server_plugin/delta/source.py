@@ -182,9 +182,12 @@ class DeltaChangelogStreamReader(_DeltaReader, TimelineStreamReader):
         )
 
     def _head(self, last: int | None) -> Served:
-        pinned = last if last is not None else _commit_versions(self.log)[-1]
+        pinned = last if last is not None else self._newest_version()
         recorded = self.log.commit(pinned)
         return Served(pinned, recorded.timestamp_ms if recorded is not None else None)
+
+    def _newest_version(self) -> int:
+        return _commit_versions(self.log)[-1]
 
     def _commits(self, start: Offset, last: int | None) -> Iterator[tuple[Served, list[Any]]]:
         assert start.version is not None

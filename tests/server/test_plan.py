@@ -113,11 +113,12 @@ def test_changelog_reader_makes_no_server_round_trip(
     read = str(out._plan.plan(spark.client))
     assert rpcs.calls == []
     assert reads_a_stream(out) == streaming
-    # The source gets the range (to skip commits) and its own options.
-    for sent in ('"delta_changelog"', '"startingVersion"', '"maxFilesPerTrigger"'):
+    # The source gets the range (to skip commits), its own options and the row id (to name
+    # a column the table lacks while Spark resolves the relation).
+    for sent in ('"delta_changelog"', '"startingVersion"', '"maxFilesPerTrigger"', '"rowId"'):
         assert sent in read
     if where == "client":  # the client plans the passes: a window or a watermarked aggregate
-        assert '"rowId"' not in read and '"computeUpdates"' not in read
+        assert '"computeUpdates"' not in read and '"deduplicationMode"' not in read
         assert ("window {" in read) != ("with_watermark" in read)
     else:  # the source resolves them: no window, aggregate or watermark in the plan
         for sent in ('"rowId"', '"computeUpdates"', '"deduplicationMode"', f'"{NULLABLE_SCHEMA}"'):
