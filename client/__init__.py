@@ -29,7 +29,7 @@ from spark_cdc.compat.hooks import when_imported
 from spark_cdc.server_plugin.conditions import ConditionError
 
 if TYPE_CHECKING:
-    from spark_cdc.apply import AppliedChanges, apply_changes
+    from spark_cdc.apply import AppliedChanges, applied_batches, apply_changes
     from spark_cdc.changelog_reader import (
         ChangelogReader,
         ChangelogStreamReader,
@@ -57,6 +57,7 @@ _EXPORTS = {
     "register_iceberg_changelog": "spark_cdc.sources",
     "apply_changes": "spark_cdc.apply",
     "AppliedChanges": "spark_cdc.apply",
+    "applied_batches": "spark_cdc.apply",
     "connect": "spark_cdc.connection",
     "ConnectionProblem": "spark_cdc.connection",
 }
@@ -69,6 +70,7 @@ __all__ = [
     "ChangelogStreamReader",
     "ConnectionProblem",
     "DeduplicationMode",
+    "applied_batches",
     "apply_changes",
     "connect",
     "post_process",

@@ -23,9 +23,10 @@ from spark_cdc.rewrite.errors import cdc_error
 from spark_cdc.rewrite.server_code import make_available
 from spark_cdc.server_plugin.sinks.apply.sink import SINK_NAME, ApplyChangesSink, spec_options
 from spark_cdc.server_plugin.sinks.apply.spec import ApplySpec
+from spark_cdc.sources import table_location
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
 
 STATE_SUFFIX = "__apply_changes_state"
@@ -63,8 +64,10 @@ def apply_changes(
     trigger: Mapping[str, Any] | None = None,
     query_name: str | None = None,
 ) -> StreamingQuery | AppliedChanges:
-    """Apply ``feed`` to the Delta table at ``target`` (a path as the server sees it;
-    created when missing): a batch DataFrame once, returning what it did; a streaming one
+    """Apply ``feed`` to the Delta table ``target``: a path as the server sees it (any
+    string with ``/``; the table is made by the first batch when missing) or the name of a
+    Delta table in the server's catalog (its location, asked with one ``DESCRIBE`` round
+    trip). A batch DataFrame is applied once, returning what it did; a streaming one
     micro-batch by micro-batch, returning the started query.
 
     ``keys`` identify a row; ``sequence_by`` (a column, several compared in order, or a
@@ -89,6 +92,9 @@ def apply_changes(
     scd_type = _scd_type(stored_as_scd_type)
     if feed.isStreaming and not checkpoint_location:
         raise cdc_error("APPLY_CHANGES.MISSING_CHECKPOINT_LOCATION")
+    target_name = None if "/" in target else target  # a path or URI, else a catalog's name
+    if target_name is not None:
+        target = table_location(feed.sparkSession, target_name)
     plan = plan_apply(
         feed,
         scd_type,
@@ -113,6 +119,7 @@ def apply_changes(
         changelog_pairs=plan.changelog,
         schema_evolution=schema_evolution,
         app_id=_writer_id(target, checkpoint_location if feed.isStreaming else None),
+        target_name=target_name,
         tombstone_retention_ms=_retention_ms(tombstone_retention, scd_type),
         storage_options=tuple(sorted((storage_options or {}).items())),
     )
@@ -121,15 +128,47 @@ def apply_changes(
     options = spec_options(spec)
     if not feed.isStreaming:
         plan.prepared.write.format(SINK_NAME).options(**options).mode("append").save()
-        done = spark.read.format(SINK_NAME).options(**options).load().collect()
-        return AppliedChanges(*done[0]) if done else AppliedChanges(0, 0, 0)
+        done = spark.read.format(SINK_NAME).options(**options).load().limit(1).collect()
+        return AppliedChanges(*done[0][1:]) if done else AppliedChanges(0, 0, 0)
     writer = plan.prepared.writeStream.format(SINK_NAME).options(**options)
     writer = writer.option("checkpointLocation", checkpoint_location)
     if trigger:
         writer = writer.trigger(**trigger)
     if query_name:
         writer = writer.queryName(query_name)
-    return writer.start()
+    query = writer.start()
+    _STARTED[str(query.id)] = (spark, options)
+    return query
+
+
+# The sink's options of each query ``apply_changes`` started in this process, by query id:
+# what ``applied_batches`` reads the outcomes with.
+_STARTED: dict[str, tuple[SparkSession, dict[str, str]]] = {}
+
+
+def applied_batches(query: StreamingQuery) -> dict[int, AppliedChanges]:
+    """What the latest micro-batches of a stream ``apply_changes`` started did, by batch
+    id: the figures a batch call returns, for each micro-batch that had changes (the state
+    table records them; the last 50 of its commits are read, in one small query).
+
+    Examples
+    --------
+    >>> query = apply_changes(feed, "/data/orders_mirror", keys=["order_id"],
+    ...     sequence_by="_commit_version", checkpoint_location="/data/chk/orders")
+    >>> applied_batches(query)  # doctest: +SKIP
+    {0: AppliedChanges(changes=1000, keys=1000, rows=1000), 1: AppliedChanges(...)}
+    """
+    started = _STARTED.get(str(query.id))
+    if started is None:
+        raise cdc_error(
+            "APPLY_CHANGES.INVALID_PARAMETER",
+            parameter="query",
+            problem="was not started by apply_changes in this process",
+            fix="pass the query apply_changes returned",
+        )
+    spark, options = started
+    found = spark.read.format(SINK_NAME).options(**options).load().collect()
+    return {int(row[0]): AppliedChanges(*row[1:]) for row in reversed(found)}
 
 
 def _retention_ms(retention: timedelta | None, scd_type: int) -> int | None:

@@ -200,7 +200,8 @@ def register_iceberg_changelog(spark: SparkSession) -> None:
 
 
 def table_location(spark: SparkSession, table: str) -> str:
-    """Where Spark's catalog keeps ``table``, as a path a source reads: one round trip."""
+    """Where Spark's catalog keeps ``table``, as a path a source reads (or a writer
+    writes): one round trip."""
     described = spark.sql("DESCRIBE TABLE EXTENDED IDENTIFIER(:table)", args={"table": table})
     for row in described.collect():
         if row["col_name"] == "Location" and row["data_type"]:

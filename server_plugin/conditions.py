@@ -102,6 +102,16 @@ CONDITIONS: dict[str, Condition] = {
         "The feed's column <column> has a name apply_changes writes itself: rename it, or "
         "leave it out with except_column_list."
     ),
+    "APPLY_CHANGES.SCD_TYPE_MISMATCH": Condition(
+        "'<path>' is an SCD type <stored> target (<evidence>), and the changes are applied "
+        "as type <asked>: pass stored_as_scd_type=<stored> to go on with it, or apply type "
+        "<asked> to a new target (with its own state_location)."
+    ),
+    "APPLY_CHANGES.TARGET_NOT_DELTA": Condition(
+        "The catalog's table <table> is at '<path>', which holds no Delta table, and "
+        "apply_changes writes Delta tables: name a Delta table, or give a path, where the "
+        "first batch makes a new target."
+    ),
     "APPLY_CHANGES.TARGET_SCHEMA_MISMATCH": Condition(
         "The <role> table '<path>' does not fit the feed: <problem>. Apply the feed to a new "
         "target, or select the target's columns with column_list."

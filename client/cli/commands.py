@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from spark_cdc.cli.lifecycle import STOP_DEADLINE_S, CliError, Stopped, scratch
+from spark_cdc.cli.lifecycle import STOP_DEADLINE_S, CliError, Stopped, scratch, stop_deferred
 
 
 def _require_server_parts(needed_by: str) -> None:
@@ -211,9 +211,10 @@ def tail(args: argparse.Namespace) -> int:
 
 
 def apply(args: argparse.Namespace) -> int:
-    """Follow a Delta table into a target with ``apply_changes`` until stopped, a line per
-    micro-batch applied. The checkpoint (by default beside the target) stays: running the
-    command again continues where it stopped, neither losing nor repeating a change."""
+    """Follow a Delta table into a target with ``apply_changes``, a line per micro-batch
+    applied, until stopped, or, with ``--available-now``, until what is there now is
+    applied. The checkpoint (by default beside the target) stays: running the command
+    again continues where it stopped, neither losing nor repeating a change."""
     from spark_cdc import AppliedChanges, apply_changes, readStream, register_delta_changelog
     from spark_cdc.cli.live_feed import finished_within
 
@@ -221,11 +222,16 @@ def apply(args: argparse.Namespace) -> int:
     options: dict[str, Any] = {"rowId": ",".join(keys), "computeUpdates": True}
     if args.starting_version is not None:
         options["startingVersion"] = args.starting_version
-    checkpoint = args.checkpoint or args.target.rstrip("/") + "__apply_changes_checkpoint"
     try:
         with session(args.remote, args.token) as spark:
             register_delta_changelog(spark)
             _user_columns(spark, args.source, keys, "--keys")
+            target = args.target
+            if "/" not in target:  # a catalog's name: the checkpoint goes beside its location
+                from spark_cdc.sources import table_location
+
+                target = table_location(spark, target)
+            checkpoint = args.checkpoint or target.rstrip("/") + "__apply_changes_checkpoint"
             feed = readStream(spark).options(**options).load(args.source)
             query = apply_changes(
                 feed,
@@ -234,11 +240,13 @@ def apply(args: argparse.Namespace) -> int:
                 sequence_by="_commit_version",
                 stored_as_scd_type=args.scd,
                 checkpoint_location=checkpoint,
+                trigger={"availableNow": True} if args.available_now else None,
             )
             assert not isinstance(query, AppliedChanges)  # a stream starts a query
+            until = "what is there now is applied" if args.available_now else "Ctrl-C stops"
             print(
                 f"Applying the changes of {args.source} to {args.target} (SCD type "
-                f"{args.scd}, checkpoint {checkpoint}); Ctrl-C stops.",
+                f"{args.scd}, checkpoint {checkpoint}); {until}.",
                 file=sys.stderr,
                 flush=True,
             )
@@ -253,15 +261,25 @@ def apply(args: argparse.Namespace) -> int:
 
 
 def _report_batches(query: Any) -> None:
-    """A line per micro-batch as it completes, until the query fails or a stop signal."""
+    """A line per micro-batch as it completes, until the query ends (``availableNow``:
+    once what was there is applied), fails, or a stop signal arrives. The calls to the
+    server run with the stop deferred (``stop_deferred``); the waits between them stop
+    at once."""
+    from spark_cdc import applied_batches
+    from spark_cdc.cli.apply_report import batch_line
+
     shown = -1
     while True:
-        if (error := query.exception()) is not None:
+        with stop_deferred():
+            error = query.exception()
+            active = query.isActive
+            fresh = [p for p in query.recentProgress if int(p.batchId) > shown]
+            applied = applied_batches(query) if fresh else {}
+        if error is not None:
             raise error
-        for progress in query.recentProgress:
-            batch = int(progress.batchId)
-            if batch > shown:
-                shown = batch
-                rows = int(progress.numInputRows or 0)
-                print(f"batch {batch}: {rows} change{'s' if rows != 1 else ''} applied", flush=True)
+        for progress in fresh:
+            shown = max(shown, int(progress.batchId))
+            print(batch_line(progress, applied.get(int(progress.batchId))), flush=True)
+        if not active:
+            return
         time.sleep(0.5)

@@ -20,6 +20,8 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -48,6 +50,33 @@ class Stopped(BaseException):
     ``except Exception`` on the way swallows it; every ``finally`` runs."""
 
 
+_stop_requested = threading.Event()
+_deferring = 0  # how many ``stop_deferred`` blocks the main thread is in
+
+
+def stop_requested() -> bool:
+    """Whether a stop signal arrived: an error after it (a call it interrupted failing) is
+    the stop, not news."""
+    return _stop_requested.is_set()
+
+
+@contextmanager
+def stop_deferred() -> Iterator[None]:
+    """Inside, a first stop signal is recorded, and raised as ``Stopped`` when the block
+    ends. A signal handler's exception lands wherever the main thread is: inside a gRPC
+    call it can leave the client's locks half released (seen: ``spark-cdc apply`` ending
+    with "release unlocked lock" and exit 1). Blocks are short calls of a loop that waits
+    between them, where ``Stopped`` is raised at once."""
+    global _deferring
+    _deferring += 1
+    try:
+        yield
+    finally:
+        _deferring -= 1
+    if _stop_requested.is_set() and not _deferring:
+        raise Stopped(signal.SIGTERM)
+
+
 def catch_stop_signals() -> None:
     """From here on the first stop signal raises ``Stopped``; a second one ends the process
     at once (``_second_signal``). A stop signal the command was started with ignored stays
@@ -68,7 +97,9 @@ def _first_signal(signum: int, frame: FrameType | None) -> None:
     # (seen in CI: a traceback from a gRPC thread after Ctrl-C on a loaded machine). The
     # user asked to stop; what threads say from here on is not news.
     threading.excepthook = lambda args: None
-    raise Stopped(signum)
+    _stop_requested.set()
+    if not _deferring:
+        raise Stopped(signum)
 
 
 def _second_signal(signum: int, frame: FrameType | None) -> None:

@@ -3,7 +3,8 @@
     spark-cdc serve [--port N] [--token-file F] a local Spark Connect server with the plugin
     spark-cdc demo [--remote URL]               the main job, end to end
     spark-cdc tail TABLE --row-id COLS [...]    follow a table's change feed until stopped
-    spark-cdc apply TABLE --target T --keys COLS [--scd 2]   apply it to a target until stopped
+    spark-cdc apply TABLE --target T --keys COLS [--scd 2] [--available-now]
+                                                apply it to a target until stopped (or once)
 
 Errors end in one sentence and a non-zero exit, never a stack trace, and never show a token.
 Every command stops the same way on Ctrl-C, SIGTERM and SIGHUP (``lifecycle``); what
@@ -29,6 +30,7 @@ from spark_cdc.cli.lifecycle import (
     catch_stop_signals,
     quiet_grpc,
     remove_scratch,
+    stop_requested,
 )
 from spark_cdc.connection_defaults import DEFAULT_PORT, TOKEN_ENV
 
@@ -57,10 +59,13 @@ def main(argv: list[str] | None = None) -> int:
     except (Stopped, KeyboardInterrupt):
         failed = False
         return 0
-    except CliError as error:
-        _fail(str(masked(error, token)))
-    except Exception as error:  # anything from Spark or the OS: one sentence
-        _fail(explain(error, token))
+    except Exception as error:
+        if stop_requested():  # a call the stop interrupted, failing: the stop itself
+            print("Stopped.", file=sys.stderr, flush=True)
+            failed = False
+            return 0
+        # anything from Spark or the OS: one sentence
+        _fail(str(masked(error, token)) if isinstance(error, CliError) else explain(error, token))
     finally:
         remove_scratch(keep_server_log=failed)
     return 1
@@ -241,7 +246,11 @@ def _parser() -> argparse.ArgumentParser:
         "once, until stopped; run again, it continues where it stopped.",
     )
     apply.add_argument("source", help="the source table's path or URI, as the server sees it")
-    apply.add_argument("--target", required=True, help="the target table's path or URI")
+    apply.add_argument(
+        "--target",
+        required=True,
+        help="the target table's path or URI, or the name of a Delta table in the server's catalog",
+    )
     apply.add_argument(
         "--keys", required=True, metavar="COLS", help="the column(s) identifying a row"
     )
@@ -259,6 +268,12 @@ def _parser() -> argparse.ArgumentParser:
         metavar="V",
         help="a version number or 'earliest' (default: the table as it is now, then every "
         "later commit)",
+    )
+    apply.add_argument(
+        "--available-now",
+        action="store_true",
+        help="apply what the table holds now, then exit (for a scheduled job); the next "
+        "run continues from there",
     )
     with_remote(apply)
     with_token(apply)

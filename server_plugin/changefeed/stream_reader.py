@@ -14,7 +14,8 @@ What is shared:
 - a commit that cannot be served (a schema change, data loss): the commits before it are
   served, then "no new data" is answered once, so that Spark runs its no-data micro-batch
   and a downstream watermark releases the last commit's rows; the next call raises it;
-- ``trigger(availableNow=True)``: the newest version when it starts is the last one read.
+- ``trigger(availableNow=True)``: the newest version when it starts is the last one read;
+- the newest commit reported (Spark 4.2+) as the progress' ``latestOffset``: the lag.
 """
 
 from __future__ import annotations
@@ -155,6 +156,19 @@ class TimelineStreamReader(
         self._served = budget.commits > 0
         self._planned = (start, end, batch)
         return end
+
+    def reportLatestOffset(self) -> dict[str, Any] | None:
+        """The newest commit as an offset: Spark 4.2+ shows it as the source's
+        ``latestOffset`` in the query's progress, how far behind the stream is. A report
+        never fails the stream: a commit that cannot be read fails it when it is reached."""
+        try:
+            head = self._head(None)
+        except Exception:
+            return None
+        if head is None:
+            return None
+        latest = Offset(self.table_id, head.version + 1, False, head.timestamp_ms, head.snapshot_id)
+        return latest.to_json()
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         with self.errors_named():

@@ -338,7 +338,7 @@ def test_the_command_line_follows_a_table_into_a_target(
         start = ["--starting-version", "0"] if run == 0 else []
         command = Command(*arguments, *start, "--remote", spark_remote)
         try:
-            command.wait_for("batch 0:" if run == 0 else "Applying")
+            command.wait_for("batch 0 " if run == 0 else "Applying")
             for step in steps:
                 _commit(source, step)
             expected = model_rows(feed_changes(spark, source), scd_type)
@@ -362,6 +362,39 @@ def test_two_changes_at_one_sequence_are_refused_by_name(
         _apply_batches(spark, target, [[U(1, "a", 5), U(1, "b", 5)]], 1)
     assert _condition(refused.value) == "APPLY_CHANGES.DUPLICATE_SEQUENCE"
     assert "id=1" in str(refused.value) and "seq=5" in str(refused.value)
+    assert list(tmp_path.iterdir()) == []  # refused before anything is written: no table
+
+
+@pytest.mark.parametrize("scd_type", [1, 2])
+def test_a_batch_applied_again_is_counted_and_commits_nothing_to_the_target(
+    spark: SparkSession, tmp_path: Path, scd_type: int
+) -> None:
+    target = str(tmp_path / "target")
+    feed = spark.createDataFrame([U(1, "a", 5), U(2, "b", 5), D(2, 6)], SCHEMA)
+    arguments: dict[str, Any] = {
+        "keys": ["id"],
+        "sequence_by": "seq",
+        "apply_as_deletes": "is_delete",
+        "except_column_list": ["seq", "is_delete"],
+        "stored_as_scd_type": scd_type,
+    }
+    first = apply_changes(feed, target, **arguments)
+    assert first == AppliedChanges(changes=3, keys=2, rows=1 if scd_type == 1 else 2)
+    version = DeltaTable(target).version()
+    assert apply_changes(feed, target, **arguments) == AppliedChanges(changes=3, keys=0, rows=0)
+    assert DeltaTable(target).version() == version
+
+
+def test_a_history_applied_into_a_mirror_is_refused_as_such(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    target = str(tmp_path / "target")
+    _apply_batches(spark, target, [[U(1, "a", 5)]], 1)
+    with pytest.raises(PySparkException) as refused:
+        _apply_batches(spark, target, [[U(1, "b", 6)]], 2)
+    assert _condition(refused.value) == "APPLY_CHANGES.SCD_TYPE_MISMATCH"
+    assert "stored_as_scd_type=1" in str(refused.value)
+    assert sorted_rows(read_table(target)) == [{"id": 1, "value": "a"}]
 
 
 def test_a_null_sequence_is_refused_before_anything_is_written(

@@ -9,6 +9,14 @@ from typing import Any
 
 import pyarrow as pa
 from deltalake import DeltaTable, QueryBuilder
+from spark_cdc.server_plugin.sinks.apply.spec import (
+    DELETE,
+    OP,
+    TRUNCATE,
+    UPSERT,
+    ApplySpec,
+    sequence_column,
+)
 
 from tests.support.apply_model import Change, scd1, scd2
 
@@ -63,3 +71,38 @@ def model_rows(changes: list[Change], scd_type: int) -> list[dict[str, Any]]:
             for v in versions
         ]
     return sorted_rows(pa.Table.from_pylist(rows)) if rows else []
+
+
+# The engine's own tests (no Spark): a target of columns id, a, b sequenced by seq.
+KINDS = {"upsert": UPSERT, "delete": DELETE, "truncate": TRUNCATE}
+VALUES = ("a", "b")
+
+
+def prepared(changes: list[Change]) -> pa.Table:
+    """Changes as the client's plan hands them to the server."""
+    return pa.table(
+        {
+            "id": pa.array([c.key[0] for c in changes], pa.int64()),
+            "a": pa.array([c.values.get("a") for c in changes], pa.int64()),
+            "b": pa.array([c.values.get("b") for c in changes], pa.string()),
+            sequence_column(0): pa.array([c.sequence[0] for c in changes], pa.int64()),
+            OP: pa.array([KINDS[c.kind] for c in changes], pa.int8()),
+        }
+    )
+
+
+def spec_for(folder: str, scd_type: int, **rules: Any) -> ApplySpec:
+    return ApplySpec(
+        target=f"{folder}/target",
+        state=f"{folder}/target__apply_changes_state",
+        keys=("id",),
+        columns=("id", *VALUES),
+        sequence_names=("seq",),
+        scd_type=scd_type,
+        tracked=rules.pop("tracked", VALUES),
+        ignore_null_updates=rules.pop("ignore_null_updates", False),
+        changelog_pairs=rules.pop("changelog_pairs", False),
+        schema_evolution=False,
+        app_id=rules.pop("app_id", "test-writer"),
+        compact_after_files=rules.pop("compact_after_files", 64),
+    )

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,6 +21,16 @@ ROOTS = {ICEBERG_FIXTURES: VARIABLE, CONFORMANCE / "iceberg": CONFORMANCE_VARIAB
 # Every table folder (each has a location.json saying how to read it in place).
 FOLDERS = sorted(p.parent for root in ROOTS for p in root.glob("*/location.json"))
 EXPECTED_TABLES = 25  # 10 fixtures (README.md) and 15 conformance tables (SOURCES.md)
+
+
+def each(values: list[Any]) -> list[Any]:
+    """``values`` for ``pytest.mark.parametrize``; none (a clone without the tables): one
+    case, skipped saying how to get them, instead of pytest's bare "empty parameter set"."""
+    if values or any(os.environ.get(v) for v in ROOTS.values()):
+        return values
+    reason = f"no Iceberg tables under {', '.join(map(str, ROOTS))} (set {VARIABLE} and "
+    reason += f"{CONFORMANCE_VARIABLE} to where they are)"
+    return [pytest.param(None, id="no-tables", marks=pytest.mark.skip(reason=reason))]
 
 
 def require_tables() -> None:

@@ -22,11 +22,9 @@ from spark_cdc.server_plugin.sinks.apply import state, tables
 from spark_cdc.server_plugin.sinks.apply.batch import apply_batch
 from spark_cdc.server_plugin.sinks.apply.history import ALIVE
 from spark_cdc.server_plugin.sinks.apply.spec import (
-    DELETE,
     END_AT,
     OP,
     START_AT,
-    TRUNCATE,
     UPSERT,
     ApplySpec,
     sequence_column,
@@ -34,40 +32,7 @@ from spark_cdc.server_plugin.sinks.apply.spec import (
 from spark_cdc.server_plugin.sinks.apply.state import StateMemory
 
 from tests.support.apply_model import Change, Conflict, scd1, scd2
-from tests.support.apply_targets import read_table, sorted_rows
-
-KINDS = {"upsert": UPSERT, "delete": DELETE, "truncate": TRUNCATE}
-VALUES = ("a", "b")
-
-
-def prepared(changes: list[Change]) -> pa.Table:
-    """Changes as the client's plan hands them to the server."""
-    return pa.table(
-        {
-            "id": pa.array([c.key[0] for c in changes], pa.int64()),
-            "a": pa.array([c.values.get("a") for c in changes], pa.int64()),
-            "b": pa.array([c.values.get("b") for c in changes], pa.string()),
-            sequence_column(0): pa.array([c.sequence[0] for c in changes], pa.int64()),
-            OP: pa.array([KINDS[c.kind] for c in changes], pa.int8()),
-        }
-    )
-
-
-def spec_for(folder: str, scd_type: int, **rules: Any) -> ApplySpec:
-    return ApplySpec(
-        target=f"{folder}/target",
-        state=f"{folder}/target__apply_changes_state",
-        keys=("id",),
-        columns=("id", *VALUES),
-        sequence_names=("seq",),
-        scd_type=scd_type,
-        tracked=rules.pop("tracked", VALUES),
-        ignore_null_updates=rules.pop("ignore_null_updates", False),
-        changelog_pairs=rules.pop("changelog_pairs", False),
-        schema_evolution=False,
-        app_id=rules.pop("app_id", "test-writer"),
-        compact_after_files=rules.pop("compact_after_files", 64),
-    )
+from tests.support.apply_targets import VALUES, prepared, read_table, sorted_rows, spec_for
 
 
 def expected(changes: list[Change], spec: ApplySpec) -> list[dict[str, Any]]:

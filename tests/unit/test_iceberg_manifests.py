@@ -11,7 +11,7 @@ from spark_cdc.server_plugin.iceberg.manifests import snapshot_files
 from spark_cdc.server_plugin.iceberg.table import open_table
 from spark_cdc.server_plugin.iceberg.timeline import timeline
 
-from tests.support.iceberg_fixtures import FOLDERS, table_named
+from tests.support.iceberg_fixtures import FOLDERS, each, table_named
 from tests.support.iceberg_io import storage_options
 
 
@@ -19,7 +19,7 @@ def _summary_count(snapshot: object, name: str) -> int:
     return int(snapshot.summary.additional_properties.get(name, 0))  # type: ignore[attr-defined]
 
 
-@pytest.mark.parametrize("folder", FOLDERS, ids=lambda p: p.name)
+@pytest.mark.parametrize("folder", each(FOLDERS), ids=lambda p: p.name)
 def test_a_snapshots_own_manifests_give_its_parents_files(folder: Path) -> None:
     table = open_table(str(folder), storage_options(folder))
     previous = None

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from spark_cdc.server_plugin.iceberg.metadata_files import current_metadata, metadata_version
 
-from tests.support.iceberg_fixtures import FOLDERS, require_tables
+from tests.support.iceberg_fixtures import FOLDERS, each, require_tables
 
 
-@pytest.mark.parametrize("folder", FOLDERS, ids=lambda p: p.name)
+@pytest.mark.parametrize("folder", each(FOLDERS), ids=lambda p: p.name)
 def test_every_fixtures_current_metadata_is_the_one_its_location_names(folder: Path) -> None:
     names = os.listdir(folder / "metadata")
     hints = [folder / "metadata" / n for n in names if n.startswith("version-hint")]

@@ -10,11 +10,11 @@ import pytest
 from spark_cdc.server_plugin.errors import ChangelogSourceError
 from spark_cdc.server_plugin.iceberg.table import open_table
 
-from tests.support.iceberg_fixtures import FOLDERS
+from tests.support.iceberg_fixtures import FOLDERS, each
 from tests.support.iceberg_io import storage_options
 
 
-@pytest.mark.parametrize("folder", FOLDERS, ids=lambda p: p.name)
+@pytest.mark.parametrize("folder", each(FOLDERS), ids=lambda p: p.name)
 def test_a_fixture_opens_from_its_folder_at_the_metadata_its_location_names(folder: Path) -> None:
     expected = json.loads((folder / "location.json").read_text())["metadata_file"]
     table = open_table(str(folder), storage_options(folder))

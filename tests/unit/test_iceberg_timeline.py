@@ -13,7 +13,7 @@ from spark_cdc.server_plugin.errors import ChangelogSourceError
 from spark_cdc.server_plugin.iceberg.table import open_table
 from spark_cdc.server_plugin.iceberg.timeline import timeline
 
-from tests.support.iceberg_fixtures import FOLDERS, ICEBERG_FIXTURES, table_named
+from tests.support.iceberg_fixtures import FOLDERS, ICEBERG_FIXTURES, each, table_named
 from tests.support.iceberg_io import storage_options
 
 EXPECTED = ICEBERG_FIXTURES / "expected_snapshots.json"
@@ -29,7 +29,7 @@ def _ancestry(metadata: dict, head: int) -> list[dict]:
     return chain[::-1]
 
 
-@pytest.mark.parametrize("folder", FOLDERS, ids=lambda p: p.name)
+@pytest.mark.parametrize("folder", each(FOLDERS), ids=lambda p: p.name)
 def test_the_main_branch_is_its_ancestry_with_sequence_numbers_as_versions(folder: Path) -> None:
     table = open_table(str(folder), storage_options(folder))
     got = timeline(table.metadata)
@@ -48,7 +48,7 @@ def test_the_main_branch_is_its_ancestry_with_sequence_numbers_as_versions(folde
 
 
 @pytest.mark.parametrize(
-    "name", sorted(json.loads(EXPECTED.read_text())) if EXPECTED.exists() else []
+    "name", each(sorted(json.loads(EXPECTED.read_text())) if EXPECTED.exists() else [])
 )
 def test_the_fixtures_snapshots_are_the_expected_ones(name: str) -> None:
     """Snapshot ids compared loosely: one fixture's metadata rounds them (see its README)."""

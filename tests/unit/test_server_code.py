@@ -88,6 +88,7 @@ def _what_a_client_sends() -> dict[str, object]:
     return {
         "apply spec": [f.name for f in dataclasses.fields(ApplySpec)],
         "apply options": [sink.SPEC_OPTION, sink.STORAGE_PREFIX],
+        "apply outcome": sink.OUTCOME_SCHEMA,
         "net rules": [f.name for f in dataclasses.fields(net_state.NetRules)],
         "net function": list(inspect.signature(net_state.net_changes).parameters),
         "net rows": [net_state.OUTPUT_SCHEMA, net_state.STATE_SCHEMA, net_state.BUCKETS],
@@ -116,10 +117,35 @@ PROTOCOLS = {
             "compact_after_files",
         ],
         "apply options": ["spec", "storage."],
+        "apply outcome": "changes long, keys long, rows long",
         "net rules": ["carryover_removal", "by_row_version", "update_detection", "compute_updates"],
         "net function": ["rules", "key", "frames", "state"],
         "net rows": ["data string, meta string, change string", "windows binary", 256],
-    }
+    },
+    2: {
+        "apply spec": [
+            "target",
+            "state",
+            "keys",
+            "columns",
+            "sequence_names",
+            "scd_type",
+            "tracked",
+            "ignore_null_updates",
+            "changelog_pairs",
+            "schema_evolution",
+            "app_id",
+            "tombstone_retention_ms",
+            "storage_options",
+            "compact_after_files",
+            "target_name",
+        ],
+        "apply options": ["spec", "storage."],
+        "apply outcome": "batch long, changes long, keys long, rows long",
+        "net rules": ["carryover_removal", "by_row_version", "update_detection", "compute_updates"],
+        "net function": ["rules", "key", "frames", "state"],
+        "net rows": ["data string, meta string, change string", "windows binary", 256],
+    },
 }
 
 

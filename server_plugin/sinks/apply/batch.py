@@ -5,7 +5,7 @@ state second, each commit marked with the batch's number.
 Why that order is safe: a batch that reaches the target but not the state (the process
 stopped between the two commits) is found applied to the target when it runs again, so
 only the state is written then, from the same state as the first time, which the target
-commit had not changed. A batch found applied to both is skipped.
+commit had not changed. A batch whose state commit is there is skipped.
 """
 
 from __future__ import annotations
@@ -62,40 +62,74 @@ def apply_batch(
     spec: ApplySpec, batch: pa.Table, version: int, memory: StateMemory | None = None
 ) -> Outcome:
     """Apply ``batch`` (the client's prepared feed) as this writer's ``version``;
-    ``memory``: a stream writer's copy of the state, kept between its micro-batches."""
+    ``memory``: a stream writer's copy of the state, kept between its micro-batches.
+    Every refusal comes before the first write; a missing table is made by its first
+    commit, so a refused batch leaves no folder."""
     spec, batch = _struct_sequence_flattened(spec, batch)
     batch = _checked(spec, batch)
-    target = tables.opened(spec.target, _target_schema(spec, batch.schema), spec, "target")
-    state = tables.opened(spec.state, _state_schema(spec, batch.schema), spec, "state")
-    last = target.transaction_version(spec.app_id)
+    target_schema = _target_schema(spec, batch.schema)
+    state_schema = _state_schema(spec, batch.schema)
+    target = tables.existing(spec.target, target_schema, spec, "target")
+    if target is None and spec.target_name is not None:
+        raise error("APPLY_CHANGES.TARGET_NOT_DELTA", table=spec.target_name, path=spec.target)
+    state = tables.existing(spec.state, state_schema, spec, "state")
+    marked = [t.transaction_version(spec.app_id) for t in (target, state) if t is not None]
+    last = max((m for m in marked if m is not None), default=None)
     if last is not None and version < last:
         # Spark runs a stream's last batch again after a restart, never an older one: the
         # checkpoint was replaced, and its batches are not the ones the marker counts.
         raise error("APPLY_CHANGES.CHECKPOINT_REPLACED", path=spec.target, last=last, batch=version)
-    target_done = tables.applied(target, spec, version)
-    if target_done and tables.applied(state, spec, version):
+    if state is not None and tables.applied(state, spec, version):  # written last
         return Outcome(batch.num_rows, 0, 0, skipped=True)
     ops = to_numpy(batch.column(OP))
     truncating = bool((ops == TRUNCATE).any())
-    old = state_table.read(state, spec, batch.select(list(spec.keys)), truncating, memory)
+    if state is None:
+        if memory is not None:
+            memory.forget()
+        old = state_schema.empty_table()
+    else:
+        old = state_table.read(state, spec, batch.select(list(spec.keys)), truncating, memory)
     now = pa.scalar(int(time.time() * 1_000_000), pa.int64()).cast(APPLIED_AT_TYPE)
     resolution = resolve(_changes(spec, batch, old), spec, now)
     outcome = Outcome(batch.num_rows, resolution.replaced.num_rows, _written(resolution), False)
-    if not target_done:
-        _write_target(target, spec, version, resolution, _described(spec, outcome))
+    described = _described(spec, version, outcome)
+    if target is None:
+        tables.created(
+            spec.target, target_schema, spec, version, _inserted(spec, resolution), described
+        )
+    elif _changes_target(resolution) and not tables.applied(target, spec, version):
+        _write_target(target, spec, version, resolution, described)
+    if state is None:
+        state_table.create(spec, state_schema, version, resolution.state, memory, described)
+        return outcome
     if resolution.truncated:
-        state_table.overwrite(state, spec, version, resolution.state, memory)
+        state_table.overwrite(state, spec, version, resolution.state, memory, described)
     else:
-        state_table.append(state, spec, version, resolution.state, memory)
+        state_table.append(state, spec, version, resolution.state, memory, described)
     if spec.scd_type == 1 and tables.file_count(state) > spec.compact_after_files:
         _compact(state, spec, batch, now, memory)
     return outcome
 
 
-def _described(spec: ApplySpec, outcome: Outcome) -> str:
-    """The outcome as the target's commit keeps it (``tables.OUTCOME_KEY``), with the
-    writer's id: what a batch call reads back."""
-    return json.dumps({"app_id": spec.app_id, **dataclasses.asdict(outcome)})
+def _changes_target(resolution: Resolution) -> bool:
+    """Whether the batch changes the target: one that does not commits nothing to it (the
+    state's commit alone records the batch: a run again after a stop between the two finds
+    nothing to write to the target either)."""
+    return resolution.truncated or bool(resolution.rows.num_rows or resolution.replaced.num_rows)
+
+
+def _inserted(spec: ApplySpec, resolution: Resolution) -> pa.Table:
+    """The rows a target made by this batch starts with."""
+    rows = resolution.rows
+    if spec.scd_type == 2:
+        return rows
+    return rows.filter(rows.column(ALIVE)).drop_columns([ALIVE])
+
+
+def _described(spec: ApplySpec, version: int, outcome: Outcome) -> str:
+    """The outcome as the tables' commits keep it (``tables.OUTCOME_KEY``), with the
+    writer's id and the batch's number: what a batch call and ``spark-cdc apply`` read."""
+    return json.dumps({"app_id": spec.app_id, "batch": version, **dataclasses.asdict(outcome)})
 
 
 def _written(resolution: Resolution) -> int:
@@ -114,7 +148,7 @@ def _write_target(
             target, spec, version, resolution.replaced, resolution.rows, outcome=outcome
         )
     elif resolution.truncated:
-        alive = resolution.rows.filter(resolution.rows.column(ALIVE)).drop_columns([ALIVE])
+        alive = _inserted(spec, resolution)
         tables.replace_rows(
             target, spec, version, resolution.replaced, alive, resolution.kept, outcome
         )

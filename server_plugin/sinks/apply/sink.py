@@ -11,8 +11,9 @@ written. The driver's Python process keeps the state table's rows between a stre
 micro-batches (``StateMemory``), one table at a time.
 
 Reading ``spark_cdc_apply`` with a writer's options returns what that writer's batch did,
-from the target's commit (``OUTCOME_KEY`` in its commit info): the counts a batch call
-returns to the client.
+from the state table's commit (``OUTCOME_KEY`` in its commit info; the target's commit
+carries it too, when the batch changed the target): the counts a batch call returns to the
+client.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from spark_cdc.server_plugin.sinks.apply.task import applied
 SINK_NAME = "spark_cdc_apply"
 SPEC_OPTION = "spec"
 STORAGE_PREFIX = "storage."
-OUTCOME_SCHEMA = "changes long, keys long, rows long"
+OUTCOME_SCHEMA = "batch long, changes long, keys long, rows long"
 # How far back the outcome of a batch is looked for in the target's history.
 _OUTCOME_SEARCH = 50
 
@@ -186,20 +187,20 @@ class StreamApplier(DataSourceStreamWriter, DataSourceArrowWriter):
 
 
 class OutcomeReader(DataSourceReader):
-    """What this writer's batch did: one row, or none when it applied nothing."""
+    """What this writer's batches did, the latest first (of the state's last
+    ``_OUTCOME_SEARCH`` commits); none when it applied nothing."""
 
     def __init__(self, spec: ApplySpec) -> None:
         self.spec = spec
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[int, int, int]]:
+    def read(self, partition: InputPartition) -> Iterator[tuple[int, int, int, int]]:
         from deltalake import DeltaTable
 
         options = dict(self.spec.storage_options) or None
-        if not DeltaTable.is_deltatable(self.spec.target, storage_options=options):
+        if not DeltaTable.is_deltatable(self.spec.state, storage_options=options):
             return
-        target = DeltaTable(self.spec.target, storage_options=options)
-        for commit in target.history(_OUTCOME_SEARCH):
+        state = DeltaTable(self.spec.state, storage_options=options)
+        for commit in state.history(_OUTCOME_SEARCH):
             found = json.loads(commit.get(OUTCOME_KEY) or "{}")
             if found.get("app_id") == self.spec.app_id:
-                yield found["changes"], found["keys"], found["rows"]
-                return
+                yield found.get("batch", 0), found["changes"], found["keys"], found["rows"]

@@ -57,6 +57,9 @@ class ApplySpec:
     # Type 1's state is appended to; past this many files it is compacted (each key's
     # changes rewritten to those that still decide it), so reading it stays bounded.
     compact_after_files: int = 64
+    # The catalog's name of the target, when it was given by name: its location must then
+    # hold a Delta table already (never made there by the first batch).
+    target_name: str | None = None
 
     @property
     def sequence(self) -> tuple[str, ...]:

@@ -144,14 +144,33 @@ def _of_keys(rows: Any, spec: ApplySpec, keys: pa.Table | None) -> Any:
     return rows.filter(wanted)
 
 
+def create(
+    spec: ApplySpec,
+    schema: pa.Schema,
+    version: int,
+    rows: pa.Table,
+    memory: StateMemory | None,
+    outcome: str,
+) -> None:
+    """The state table made, holding ``rows``, as this writer's ``version``."""
+    table = tables.created(spec.state, schema, spec, version, rows, outcome)
+    if memory is not None:
+        memory.keep(table, _Rows.of(tables.aligned(rows, tables.table_schema(table))))
+
+
 def append(
-    table: Any, spec: ApplySpec, version: int, rows: pa.Table, memory: StateMemory | None
+    table: Any,
+    spec: ApplySpec,
+    version: int,
+    rows: pa.Table,
+    memory: StateMemory | None,
+    outcome: str | None = None,
 ) -> None:
     """``rows`` appended to the state as this writer's ``version``; the memory follows when
     it held the table as it was and the commit is the next one (else another writer's
     commit came between: the next batch reads the table)."""
     before = table.version()
-    tables.append_rows(table, spec, version, rows)
+    tables.append_rows(table, spec, version, rows, outcome)
     if memory is None or memory.kept is None:
         return
     added = tables.aligned(rows, tables.table_schema(table))
@@ -163,10 +182,15 @@ def append(
 
 
 def overwrite(
-    table: Any, spec: ApplySpec, version: int | None, rows: pa.Table, memory: StateMemory | None
+    table: Any,
+    spec: ApplySpec,
+    version: int | None,
+    rows: pa.Table,
+    memory: StateMemory | None,
+    outcome: str | None = None,
 ) -> None:
     """The state replaced by ``rows`` (a truncate, a compaction): the memory holds them."""
-    tables.overwrite_rows(table, spec, version, rows)
+    tables.overwrite_rows(table, spec, version, rows, outcome)
     if memory is not None:
         memory.keep(table, _Rows.of(tables.aligned(rows, tables.table_schema(table))))
 

@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow as pa
 from spark_cdc.server_plugin.errors import error
 from spark_cdc.server_plugin.sinks.apply.history import ALIVE
-from spark_cdc.server_plugin.sinks.apply.spec import ApplySpec
+from spark_cdc.server_plugin.sinks.apply.spec import END_AT, START_AT, ApplySpec
 
 # Writer features delta-rs 1.x writes correctly; any other one (row tracking, in-commit
 # timestamps, domain metadata, clustering, identity columns, type widening...) it refuses.
@@ -76,18 +76,48 @@ def refusing_races(path: str) -> Iterator[None]:
         raise error("APPLY_CHANGES.CONCURRENT_WRITE", path=path, problem=str(lost)) from lost
 
 
-def opened(path: str, schema: pa.Schema, spec: ApplySpec, role: str) -> Any:
-    """The table at ``path``, created with ``schema`` when missing, checked against it."""
+def existing(path: str, schema: pa.Schema, spec: ApplySpec, role: str) -> Any | None:
+    """The table at ``path``, checked against ``schema``; None when there is none yet: it
+    is made by the batch's first write (``created``), so a refused batch leaves no folder."""
     from deltalake import DeltaTable
 
     options = storage(spec)
     if not DeltaTable.is_deltatable(path, storage_options=options):
-        with refusing_races(path):
-            DeltaTable.create(path, schema, mode="ignore", storage_options=options)
+        return None
     table = DeltaTable(path, storage_options=options)
     _check_protocol(table, path)
     _check_schema(table, path, schema, spec, role)
     return table
+
+
+def created(
+    path: str,
+    schema: pa.Schema,
+    spec: ApplySpec,
+    version: int,
+    rows: pa.Table,
+    outcome: str | None = None,
+) -> Any:
+    """A new table at ``path`` holding ``rows``, made by one commit that carries the
+    batch's marker. Another writer that made it first is a lost race."""
+    from deltalake import DeltaTable, write_deltalake
+    from deltalake.exceptions import DeltaError
+
+    options = storage(spec)
+    try:
+        write_deltalake(
+            path,
+            aligned(rows, schema),
+            mode="error",
+            storage_options=options,
+            commit_properties=_commit_properties(spec, version, outcome),
+        )
+    except DeltaError as lost:
+        if not DeltaTable.is_deltatable(path, storage_options=options):
+            raise
+        problem = "it made the table first"
+        raise error("APPLY_CHANGES.CONCURRENT_WRITE", path=path, problem=problem) from lost
+    return DeltaTable(path, storage_options=options)
 
 
 def _check_protocol(table: Any, path: str) -> None:
@@ -113,6 +143,8 @@ def _check_schema(table: Any, path: str, schema: pa.Schema, spec: ApplySpec, rol
 
     have = {f.name: f.type for f in table.schema().fields}
     want = {f.name: f.type for f in Schema.from_arrow(schema).fields}
+    if role == "target":
+        _check_scd_type(path, set(have), spec.scd_type)
     missing = [n for n in have if n not in want]
     retyped = [
         f"{n} ({have[n]} in the table, {want[n]} in the feed)"
@@ -128,6 +160,22 @@ def _check_schema(table: Any, path: str, schema: pa.Schema, spec: ApplySpec, rol
     added = [n for n in want if n not in have]
     if added and not spec.schema_evolution:
         raise error("APPLY_CHANGES.NEW_COLUMNS", path=path, columns=", ".join(added))
+
+
+def _check_scd_type(path: str, columns: set[str], asked: int) -> None:
+    """A history's columns in a mirror, or none in a history: said as the type the target
+    is, not as the columns that differ."""
+    bounds = {START_AT, END_AT}
+    if asked == 2 and columns and not bounds & columns:
+        evidence = f"it has no {START_AT} or {END_AT} column"
+        raise error(
+            "APPLY_CHANGES.SCD_TYPE_MISMATCH", path=path, stored=1, evidence=evidence, asked=2
+        )
+    if asked == 1 and bounds <= columns:
+        evidence = f"it has {START_AT} and {END_AT} columns"
+        raise error(
+            "APPLY_CHANGES.SCD_TYPE_MISMATCH", path=path, stored=2, evidence=evidence, asked=1
+        )
 
 
 def _commit_properties(spec: ApplySpec, version: int | None, outcome: str | None = None) -> Any:
@@ -285,7 +333,9 @@ def aligned(rows: pa.Table, schema: pa.Schema) -> pa.Table:
     return rows.select(names).cast(pa.schema(fields))
 
 
-def overwrite_rows(table: Any, spec: ApplySpec, version: int | None, rows: pa.Table) -> None:
+def overwrite_rows(
+    table: Any, spec: ApplySpec, version: int | None, rows: pa.Table, outcome: str | None = None
+) -> None:
     from deltalake import write_deltalake
 
     with refusing_races(table.table_uri):
@@ -294,5 +344,5 @@ def overwrite_rows(table: Any, spec: ApplySpec, version: int | None, rows: pa.Ta
             aligned(rows, table_schema(table)),
             mode="overwrite",
             schema_mode="merge" if spec.schema_evolution else None,
-            commit_properties=_commit_properties(spec, version),
+            commit_properties=_commit_properties(spec, version, outcome),
         )

@@ -15,12 +15,14 @@ def applied(
     spec: ApplySpec, table: pa.Table, version: int, memory: StateMemory | None = None
 ) -> Outcome:
     """``table`` applied as the writer's batch ``version`` (``apply_batch``)."""
+    from deltalake.exceptions import DeltaError  # its classes live in deltalake's _internal
+
     try:
         return apply_batch(spec, table, version, memory)
     except (ChangelogSourceError, OSError, MemoryError, ImportError):
         raise
     except Exception as problem:
-        if type(problem).__module__.startswith("deltalake"):
+        if isinstance(problem, DeltaError):
             raise error(
                 "APPLY_CHANGES.TARGET_WRITE_FAILED",
                 path=spec.target,

@@ -1,0 +1,95 @@
+"""What ``spark-cdc apply`` says of each micro-batch: what a CDC operator watches.
+
+The source versions a batch covered come from the stream's progress (the change-feed
+sources' offsets carry the next version and the last commit's time), what it wrote from
+the state table's record of the batch (``spark_cdc.applied_batches``), and the lag from the
+newest commit the source reports (Spark 4.2+ passes it to the progress as
+``latestOffset``; earlier servers report none, and the line says so).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class _Position:
+    """A change-feed source's offset: the next version to read, and the time of the
+    commit before it (ms; None: not recorded)."""
+
+    version: int | None
+    previous_ms: int | None
+
+    @classmethod
+    def of(cls, offset: str | None) -> _Position | None:
+        if not offset:
+            return None
+        try:
+            parsed = json.loads(offset)
+        except ValueError:
+            return None
+        if not isinstance(parsed, dict):
+            return None
+        return cls(parsed.get("version"), parsed.get("previousCommitTimestamp"))
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
+
+
+def covered(progress: Any) -> str | None:
+    """The source versions a micro-batch read: ``versions 3-5``, ``version 3``."""
+    if not progress.sources:
+        return None
+    source = progress.sources[0]
+    end = _Position.of(source.endOffset)
+    if end is None or end.version is None:
+        return None
+    start = _Position.of(source.startOffset)
+    last = end.version - 1
+    first = start.version if start is not None and start.version is not None else None
+    if first is None:
+        return f"up to version {last}"
+    if first > last:  # a micro-batch that read no commit
+        return None
+    if first == last:
+        return f"version {last}"
+    return f"versions {first}-{last}"
+
+
+def lag(progress: Any) -> str:
+    """How far behind the source's newest commit the stream is after this micro-batch."""
+    source = progress.sources[0] if progress.sources else None
+    end = _Position.of(source.endOffset) if source is not None else None
+    latest = _Position.of(getattr(source, "latestOffset", None))
+    if end is None or latest is None or end.version is None or latest.version is None:
+        return "lag unknown (the server reports it from Spark 4.2 on)"
+    behind = max(0, latest.version - end.version)
+    if behind == 0:
+        return "caught up"
+    text = f"lag {_plural(behind, 'version')}"
+    if latest.previous_ms is not None and end.previous_ms is not None:
+        text += f", {max(0, latest.previous_ms - end.previous_ms) / 1000:,.0f} s"
+    return text
+
+
+def batch_line(progress: Any, applied: Any | None) -> str:
+    """One micro-batch: ``batch 3 (versions 4-6): 1,200 changes, 1,180 keys, 1,180 rows
+    written; caught up``. ``applied``: the batch's ``AppliedChanges`` (None: it had no
+    changes, or it is no longer among those the state table records)."""
+    batch = int(progress.batchId)
+    where = covered(progress)
+    head = f"batch {batch}" + (f" ({where})" if where else "")
+    changes = int(progress.numInputRows or 0)
+    if applied is not None:
+        done = (
+            f"{_plural(applied.changes, 'change')}, {_plural(applied.keys, 'key')} and "
+            f"{_plural(applied.rows, 'row')} written"
+        )
+    elif changes:
+        done = f"{_plural(changes, 'change')} applied"
+    else:
+        done = "no changes"
+    return f"{head}: {done}; {lag(progress)}"

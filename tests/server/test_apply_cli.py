@@ -1,0 +1,177 @@
+"""``spark-cdc apply`` as an operator runs it: once from a scheduler (``--available-now``),
+saying per micro-batch which source versions it covered, what it wrote and how far behind
+the source it is; into a target named in the server's catalog; and stopped by any stop
+signal in any phase (starting, mid-batch, idle) with exit 0, no traceback, in bounded time.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+from pyspark.sql import SparkSession
+
+from tests.support.apply_targets import feed_changes, model_rows, read_table, sorted_rows
+from tests.support.processes import Command
+from tests.support.spark_version import ADMISSION_CONTROL
+from tests.support.stopping import EXIT_BOUND_S, SIGNALS, assert_clean, stop
+
+
+def _commit(source: str, ids: list[int], value: str) -> None:
+    updates = pa.table({"id": ids, "v": [f"{value}{i}" for i in ids]})
+    DeltaTable(source).merge(
+        updates, "t.id = s.id", source_alias="s", target_alias="t"
+    ).when_matched_update_all().when_not_matched_insert_all().execute()
+
+
+def _run_once(source: str, target: str, remote: str, *more: str) -> Command:
+    command = Command(
+        "apply",
+        source,
+        "--target",
+        target,
+        "--keys",
+        "id",
+        "--available-now",
+        *more,
+        "--remote",
+        remote,
+    )
+    code = command.process.wait(300)
+    command._reader.join(10)
+    assert code == 0, command.output
+    assert "Traceback" not in command.output
+    return command
+
+
+def _batch_lines(command: Command) -> list[str]:
+    return [line for line in command.lines if line.startswith("batch ")]
+
+
+def test_available_now_applies_what_is_there_reports_it_and_exits(
+    spark: SparkSession, spark_remote: str, tmp_path: Path
+) -> None:
+    source, target = str(tmp_path / "source"), str(tmp_path / "target")
+    write_deltalake(source, pa.table({"id": [1, 2, 3], "v": ["a", "b", "c"]}))
+    _commit(source, [2, 4], "u")  # version 1: one update, one insert
+
+    first = _run_once(source, target, spark_remote, "--starting-version", "0")
+    assert sorted_rows(read_table(target)) == model_rows(feed_changes(spark, source), 1)
+    lines = _batch_lines(first)
+    assert lines, first.output
+    assert all(re.search(r"changes?, \d+ keys? and \d+ rows? written", line) for line in lines)
+    # Spark 4.2+ reports the source's newest commit: after availableNow, nothing is behind.
+    last = "caught up" if ADMISSION_CONTROL else "lag unknown (the server reports it"
+    assert last in lines[-1], first.output
+    assert re.search(r"\(up to version \d+|\(versions? \d", lines[0]), lines
+
+    _commit(source, [1], "w")  # version 2
+    _commit(source, [5], "x")  # version 3
+    again = _run_once(source, target, spark_remote)  # continues from its checkpoint
+    assert sorted_rows(read_table(target)) == model_rows(feed_changes(spark, source), 1)
+    assert any("(versions 2-3)" in line or "(version 3)" in line for line in _batch_lines(again))
+    # Nothing new: a run applies nothing and still exits.
+    assert "written" not in " ".join(_batch_lines(_run_once(source, target, spark_remote)))
+
+
+@pytest.fixture
+def catalog_target(spark: SparkSession, tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """A catalog table over a Delta target's folder, on a server without Delta Lake's Spark
+    catalog: registered as a parquet table, which records its location."""
+    path = str(tmp_path / "mirror")
+    write_deltalake(path, pa.schema([("id", pa.int64()), ("v", pa.string())]).empty_table())
+    name = f"mirror_{uuid.uuid4().hex[:8]}"
+    spark.sql(f"CREATE TABLE {name} USING parquet LOCATION '{path}'")
+    try:
+        yield name, path
+    finally:
+        spark.sql(f"DROP TABLE IF EXISTS {name}")
+
+
+def test_a_target_named_in_the_catalog_is_applied_at_its_location(
+    spark: SparkSession, spark_remote: str, tmp_path: Path, catalog_target: tuple[str, str]
+) -> None:
+    name, path = catalog_target
+    source = str(tmp_path / "source")
+    write_deltalake(source, pa.table({"id": [1, 2], "v": ["a", "b"]}))
+    _run_once(source, name, spark_remote, "--starting-version", "0")
+    assert sorted_rows(read_table(path)) == model_rows(feed_changes(spark, source), 1)
+    assert Path(path + "__apply_changes_checkpoint").is_dir()  # beside the table, not cwd
+
+
+def test_a_catalog_name_of_no_delta_table_is_refused_before_writing(
+    spark: SparkSession, spark_remote: str, tmp_path: Path
+) -> None:
+    from pyspark.errors import PySparkException
+    from spark_cdc import apply_changes
+
+    folder = tmp_path / "plain"
+    spark.range(2).write.parquet(str(folder))
+    name = f"plain_{uuid.uuid4().hex[:8]}"
+    spark.sql(f"CREATE TABLE {name} USING parquet LOCATION '{folder}'")
+    try:
+        before = sorted(p.name for p in folder.iterdir())
+        feed = spark.createDataFrame([(1, "a", 5)], "id long, v string, seq long")
+        with pytest.raises(PySparkException) as refused:
+            apply_changes(feed, name, keys=["id"], sequence_by="seq", except_column_list=["seq"])
+        assert refused.value.getCondition() == "APPLY_CHANGES.TARGET_NOT_DELTA"
+        assert name in str(refused.value)
+        assert sorted(p.name for p in folder.iterdir()) == before
+        assert not Path(f"{folder}__apply_changes_state").exists()
+    finally:
+        spark.sql(f"DROP TABLE IF EXISTS {name}")
+
+
+@pytest.fixture
+def writing(tmp_path: Path) -> Iterator[str]:
+    """A Delta table that gets a commit every 0.3 s while the test runs."""
+    path = str(tmp_path / "orders")
+    write_deltalake(path, pa.table({"id": [0, 1, 2], "v": ["a", "b", "c"]}))
+    done = threading.Event()
+
+    def write() -> None:
+        step = 3
+        while not done.wait(0.3):
+            _commit(path, [step % 7, step], "s")
+            step += 1
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    yield path
+    done.set()
+    writer.join(10)
+
+
+PHASES = ("starting", "mid-batch", "idle")
+
+
+@pytest.mark.parametrize("phase", PHASES)
+@pytest.mark.parametrize("name", SIGNALS)
+def test_apply_stops_on_each_signal_in_each_phase(
+    spark_remote: str, tmp_path: Path, writing: str, name: str, phase: str
+) -> None:
+    """Starting: before the stream runs; mid-batch: while a writer keeps committing;
+    idle: the source quiet, the stream waiting for commits."""
+    target = str(tmp_path / f"target-{name}-{phase}")
+    source = writing if phase != "idle" else str(tmp_path / "quiet")
+    if phase == "idle":
+        write_deltalake(source, pa.table({"id": [0, 1], "v": ["a", "b"]}))
+    command = Command("apply", source, "--target", target, "--keys", "id", "--remote", spark_remote)
+    if phase == "starting":  # connecting, checking the table, starting the stream
+        time.sleep(random.uniform(1.5, 4.0))
+    else:
+        command.wait_for("batch 0 ")
+        time.sleep(2.0 if phase == "idle" else 0.7)
+    code, took = stop(command, SIGNALS[name])
+    assert_clean(command, code, set())
+    assert "Stopped." in command.output, command.output
+    assert "release unlocked lock" not in command.output
+    assert took < EXIT_BOUND_S

@@ -1,0 +1,165 @@
+"""What a batch commits, on real Delta tables (the engine alone, no Spark): a refused batch
+nothing at all (no commit, and no folder where there was no table), a batch that changes
+nothing in the target no target commit (the state's commit records it, with what it did),
+and a target of the other SCD type is named as such."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+from spark_cdc.server_plugin.errors import ChangelogSourceError
+from spark_cdc.server_plugin.sinks.apply import tables
+from spark_cdc.server_plugin.sinks.apply.batch import apply_batch
+from spark_cdc.server_plugin.sinks.apply.spec import ApplySpec, sequence_column
+
+from tests.support.apply_model import Change
+from tests.support.apply_targets import prepared, read_table, sorted_rows, spec_for
+
+FIRST = [Change((1,), (5,), "upsert", {"a": 1, "b": "x"})]
+Refused = Callable[[ApplySpec], tuple[ApplySpec, pa.Table, int]]
+
+
+def _null_sequence(spec: ApplySpec) -> tuple[ApplySpec, pa.Table, int]:
+    batch = prepared([Change((2,), (6,), "upsert", {"a": 2, "b": "y"})])
+    return spec, batch.set_column(3, sequence_column(0), pa.nulls(1, pa.int64())), 1
+
+
+def _null_key(spec: ApplySpec) -> tuple[ApplySpec, pa.Table, int]:
+    return spec, prepared([Change((None,), (6,), "upsert", {"a": 2, "b": "y"})]), 1
+
+
+def _unordered_sequence(spec: ApplySpec) -> tuple[ApplySpec, pa.Table, int]:
+    batch = prepared([Change((2,), (6,), "upsert", {"a": 2, "b": "y"})])
+    return spec, batch.set_column(3, sequence_column(0), pa.array([[6]])), 1
+
+
+def _duplicate_sequence(spec: ApplySpec) -> tuple[ApplySpec, pa.Table, int]:
+    twice = [Change((2,), (6,), "upsert", {"a": v, "b": "y"}) for v in (2, 3)]
+    return spec, prepared(twice), 1
+
+
+def _new_column(spec: ApplySpec) -> tuple[ApplySpec, pa.Table, int]:
+    batch = prepared([Change((2,), (6,), "upsert", {"a": 2, "b": "y"})])
+    wider = batch.add_column(3, "c", pa.array([1]))
+    return ApplySpec(**{**spec.__dict__, "columns": (*spec.columns, "c")}), wider, 1
+
+
+REFUSALS: dict[str, tuple[Refused, bool]] = {  # condition: (the batch, refused with no table)
+    "APPLY_CHANGES.NULL_SEQUENCE": (_null_sequence, True),
+    "APPLY_CHANGES.NULL_KEY": (_null_key, True),
+    "APPLY_CHANGES.NON_ORDERABLE_SEQUENCE": (_unordered_sequence, True),
+    "APPLY_CHANGES.DUPLICATE_SEQUENCE": (_duplicate_sequence, True),
+    "APPLY_CHANGES.NEW_COLUMNS": (_new_column, False),
+    "APPLY_CHANGES.CHECKPOINT_REPLACED": (lambda spec: (spec, prepared(FIRST), -1), False),
+}
+
+
+def _versions(spec: ApplySpec) -> tuple[int | None, int | None]:
+    found = (
+        DeltaTable(p).version() if Path(p).exists() else None for p in (spec.target, spec.state)
+    )
+    return (next(found), next(found))
+
+
+@pytest.mark.parametrize("scd_type", [1, 2])
+@pytest.mark.parametrize("condition", sorted(REFUSALS))
+def test_a_refused_batch_writes_nothing(condition: str, scd_type: int) -> None:
+    make, without_tables = REFUSALS[condition]
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(folder, scd_type)
+        if without_tables:  # the first batch of a new target: no folder is made
+            refused_spec, batch, _ = make(spec)
+            with pytest.raises(ChangelogSourceError) as refused:
+                apply_batch(refused_spec, batch, 0)
+            assert refused.value.condition == condition
+            assert sorted(p.name for p in Path(folder).iterdir()) == []
+        apply_batch(spec, prepared(FIRST), 0)
+        before, rows = _versions(spec), read_table(spec.target)
+        refused_spec, batch, version = make(spec)
+        with pytest.raises(ChangelogSourceError) as refused:
+            apply_batch(refused_spec, batch, version)
+        assert refused.value.condition == condition
+        assert _versions(spec) == before  # no commit to the target or the state
+        assert read_table(spec.target) == rows
+
+
+@pytest.mark.parametrize("scd_type", [1, 2])
+def test_a_batch_that_changes_nothing_commits_nothing_to_the_target(scd_type: int) -> None:
+    """The same changes again under another writer (a batch DataFrame applied twice): the
+    target stays at its version; the state's commit records the batch and its outcome."""
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(folder, scd_type)
+        apply_batch(spec, prepared(FIRST), 0)
+        target, state = _versions(spec)
+        again = spec_for(folder, scd_type, app_id="another-writer")
+        outcome = apply_batch(again, prepared(FIRST), 0)
+        assert (outcome.changes, outcome.keys, outcome.rows) == (1, 0, 0)
+        assert _versions(spec) == (target, (state or 0) + 1)
+        recorded = DeltaTable(spec.state).history(1)[0][tables.OUTCOME_KEY]
+        assert json.loads(recorded) == {
+            "app_id": "another-writer",
+            "batch": 0,
+            "changes": 1,
+            "keys": 0,
+            "rows": 0,
+            "skipped": False,
+        }
+        # A run again after a stop between the two commits changes nothing either.
+        assert apply_batch(again, prepared(FIRST), 0).skipped
+
+
+@pytest.mark.parametrize("scd_type", [1, 2])
+def test_a_first_batch_that_changes_nothing_still_makes_the_target(scd_type: int) -> None:
+    """A delete of a key never seen: the target exists afterwards, empty, with its schema."""
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(folder, scd_type)
+        apply_batch(spec, prepared([Change((1,), (5,), "delete")]), 0)
+        target = read_table(spec.target)
+        assert target.num_rows == 0
+        assert target.schema.names == [
+            *spec.columns,
+            *(("__START_AT", "__END_AT") * (scd_type - 1)),
+        ]
+        assert DeltaTable(spec.target).version() == 0
+
+
+@pytest.mark.parametrize(("stored", "asked"), [(1, 2), (2, 1)])
+def test_a_target_of_the_other_scd_type_is_named_as_such(stored: int, asked: int) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        apply_batch(spec_for(folder, stored), prepared(FIRST), 0)
+        before = _versions(spec_for(folder, stored))
+        with pytest.raises(ChangelogSourceError) as refused:
+            apply_batch(spec_for(folder, asked, app_id="other"), prepared(FIRST), 0)
+        assert _versions(spec_for(folder, stored)) == before
+    assert refused.value.condition == "APPLY_CHANGES.SCD_TYPE_MISMATCH"
+    assert refused.value.parameters["stored"] == str(stored)
+    assert refused.value.parameters["asked"] == str(asked)
+    assert f"stored_as_scd_type={stored}" in str(refused.value)
+
+
+def test_a_lost_race_to_make_the_target_is_a_concurrent_write() -> None:
+    """Another writer made the table between this batch's look and its first commit."""
+    schema = pa.schema([("id", pa.int64()), ("a", pa.int64()), ("b", pa.string())])
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(folder, 1)
+        write_deltalake(spec.target, schema.empty_table())
+        with pytest.raises(ChangelogSourceError) as refused:
+            tables.created(spec.target, schema, spec, 0, schema.empty_table())
+        assert DeltaTable(spec.target).version() == 0
+    assert refused.value.condition == "APPLY_CHANGES.CONCURRENT_WRITE"
+
+
+def test_a_batch_of_only_stale_changes_leaves_the_target_as_it_was() -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(folder, 1)
+        apply_batch(spec, prepared(FIRST), 0)
+        stale = [Change((1,), (4,), "upsert", {"a": 9, "b": "old"})]
+        assert apply_batch(spec, prepared(stale), 1).keys == 0
+        assert sorted_rows(read_table(spec.target)) == [{"id": 1, "a": 1, "b": "x"}]
+        assert DeltaTable(spec.target).version() == 0
