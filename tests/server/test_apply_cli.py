@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import random
 import re
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -20,6 +19,7 @@ from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import SparkSession
 
 from tests.support.apply_targets import feed_changes, model_rows, read_table, sorted_rows
+from tests.support.delta_tables import committing
 from tests.support.processes import Command
 from tests.support.spark_version import ADMISSION_CONTROL
 from tests.support.stopping import EXIT_BOUND_S, SIGNALS, assert_clean, stop
@@ -132,22 +132,11 @@ def test_a_catalog_name_of_no_delta_table_is_refused_before_writing(
 
 @pytest.fixture
 def writing(tmp_path: Path) -> Iterator[str]:
-    """A Delta table that gets a commit every 0.3 s while the test runs."""
+    """A Delta table that gets a commit (an update and an insert) every 0.3 s."""
     path = str(tmp_path / "orders")
     write_deltalake(path, pa.table({"id": [0, 1, 2], "v": ["a", "b", "c"]}))
-    done = threading.Event()
-
-    def write() -> None:
-        step = 3
-        while not done.wait(0.3):
-            _commit(path, [step % 7, step], "s")
-            step += 1
-
-    writer = threading.Thread(target=write, daemon=True)
-    writer.start()
-    yield path
-    done.set()
-    writer.join(10)
+    with committing(lambda step: _commit(path, [step % 7, 3 + step], "s")):
+        yield path
 
 
 PHASES = ("starting", "mid-batch", "idle")

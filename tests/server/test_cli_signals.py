@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import random
 import signal
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +22,7 @@ from pathlib import Path
 import pytest
 from deltalake import write_deltalake
 
-from tests.support.delta_tables import rows
+from tests.support.delta_tables import committing, rows
 from tests.support.processes import Command
 from tests.support.stopping import EXIT_BOUND_S, SIGNALS, assert_clean, leftovers, stop
 
@@ -36,19 +35,8 @@ def writing(tmp_path: Path) -> Iterator[str]:
     """A Delta table that gets a commit every 0.3 s while the test runs."""
     path = str(tmp_path / "orders")
     write_deltalake(path, rows(range(3)))
-    done = threading.Event()
-
-    def write() -> None:
-        next_id = 3
-        while not done.wait(0.3):
-            write_deltalake(path, rows([next_id]), mode="append")
-            next_id += 1
-
-    writer = threading.Thread(target=write, daemon=True)
-    writer.start()
-    yield path
-    done.set()
-    writer.join(10)
+    with committing(lambda step: write_deltalake(path, rows([3 + step]), mode="append")):
+        yield path
 
 
 @pytest.mark.parametrize("name", SIGNALS)

@@ -3,11 +3,13 @@ checked against: the table's own snapshots, version by version."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import threading
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -198,3 +200,24 @@ def log_cleaned_up_before_version_2(path: str) -> None:
     DeltaTable(path).create_checkpoint()
     for version in (0, 1):
         commit_file(path, version).unlink()
+
+
+@contextlib.contextmanager
+def committing(commit: Callable[[int], None], every_s: float = 0.3) -> Iterator[None]:
+    """``commit(step)`` (step 0, 1, 2, ...) every ``every_s`` seconds in a thread while the
+    block runs: a source table a stream keeps finding new commits in."""
+    done = threading.Event()
+
+    def write() -> None:
+        step = 0
+        while not done.wait(every_s):
+            commit(step)
+            step += 1
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    try:
+        yield
+    finally:
+        done.set()
+        writer.join(10)
