@@ -31,7 +31,7 @@ from spark_cdc.server_plugin.iceberg.timeline import TimedSnapshot, timeline
 from spark_cdc.server_plugin.vocabulary import CHANGE_TYPE, METADATA_COLUMNS
 
 from tests.support.feeds import run_stream
-from tests.support.iceberg_fixtures import FOLDERS, ICEBERG_FIXTURES, require_tables
+from tests.support.iceberg_fixtures import FOLDERS, ICEBERG_FIXTURES, each, require_tables
 from tests.support.iceberg_io import storage_options
 
 pytestmark = pytest.mark.usefixtures("spark")
@@ -152,7 +152,7 @@ def _digest(state: Counter[str]) -> str:
     return hashlib.sha256("\n".join(sorted(state.elements())).encode()).hexdigest()
 
 
-@pytest.mark.parametrize("name", FIXTURES)
+@pytest.mark.parametrize("name", each(FIXTURES))
 def test_each_snapshot_of_a_fixture_is_its_parent_with_its_changes(
     spark: SparkSession, tables: dict[str, Path], name: str
 ) -> None:
@@ -179,7 +179,7 @@ def _documented_counts() -> dict[str, list[int]]:
     return counts
 
 
-@pytest.mark.parametrize("name", CONFORMANCE)
+@pytest.mark.parametrize("name", each(CONFORMANCE))
 def test_each_snapshot_of_a_conformance_table_is_its_parent_with_its_changes(
     spark: SparkSession, tables: dict[str, Path], name: str
 ) -> None:
@@ -207,7 +207,7 @@ def test_each_snapshot_of_a_conformance_table_is_its_parent_with_its_changes(
         assert Counter(lines) == state, timed.version
 
 
-@pytest.mark.parametrize("name", EVERY)
+@pytest.mark.parametrize("name", each(EVERY))
 def test_a_stream_serves_what_a_batch_read_does(
     spark: SparkSession, tables: dict[str, Path], name: str
 ) -> None:
@@ -237,7 +237,7 @@ def _row_id(folder: Path) -> str:
     return _identifier_fields(folder) or ",".join(names)
 
 
-@pytest.mark.parametrize("name", EVERY)
+@pytest.mark.parametrize("name", each(EVERY))
 @pytest.mark.parametrize(
     "passes",
     [
