@@ -326,7 +326,7 @@ def test_the_command_line_from_a_client_on_another_python(
         "apply", path, "--target", target, "--keys", "id", "--remote", spark_remote, python=client
     )
     try:
-        apply.wait_for("batch 0: ")
+        apply.wait_for("batch 0 ")
     finally:
         assert apply.interrupt() == 0, apply.output
     assert sorted_rows(read_table(target)) == model_rows(feed_changes(spark, path), 1)
