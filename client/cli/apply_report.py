@@ -3,8 +3,8 @@
 The source versions a batch covered come from the stream's progress (the change-feed
 sources' offsets carry the next version and the last commit's time), what it wrote from
 the state table's record of the batch (``spark_cdc.applied_batches``), and the lag from the
-newest commit the source reports (Spark 4.2+ passes it to the progress as
-``latestOffset``; earlier servers report none, and the line says so).
+newest commit the source reports, the progress' ``latestOffset`` (a source that reports
+none: the line says so).
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def lag(progress: Any) -> str:
     end = _Position.of(source.endOffset) if source is not None else None
     latest = _Position.of(getattr(source, "latestOffset", None))
     if end is None or latest is None or end.version is None or latest.version is None:
-        return "lag unknown (the server reports it from Spark 4.2 on)"
+        return "lag unknown (the source reports no newest offset)"
     behind = max(0, latest.version - end.version)
     if behind == 0:
         return "caught up"

@@ -15,7 +15,7 @@ What is shared:
   served, then "no new data" is answered once, so that Spark runs its no-data micro-batch
   and a downstream watermark releases the last commit's rows; the next call raises it;
 - ``trigger(availableNow=True)``: the newest version when it starts is the last one read;
-- the newest commit reported (Spark 4.2+) as the progress' ``latestOffset``: the lag.
+- the newest commit reported as the progress' ``latestOffset`` (Spark 4.2+ asks for it): the lag.
 """
 
 from __future__ import annotations
@@ -158,9 +158,10 @@ class TimelineStreamReader(
         return end
 
     def reportLatestOffset(self) -> dict[str, Any] | None:
-        """The newest commit as an offset: Spark 4.2+ shows it as the source's
-        ``latestOffset`` in the query's progress, how far behind the stream is. A report
-        never fails the stream: a commit that cannot be read fails it when it is reached."""
+        """The newest commit as an offset (Spark 4.2+ asks; earlier servers show the
+        ``latestOffset`` call's answer): the source's ``latestOffset`` in the query's
+        progress, how far behind the stream is. A report never fails the stream: a commit
+        that cannot be read fails it when it is reached."""
         try:
             head = self._head(None)
         except Exception:

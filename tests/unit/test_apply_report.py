@@ -73,10 +73,10 @@ def _progress(
         (
             _offset(3, 1_000),
             _offset(4, 2_000),
-            None,  # Spark 4.0/4.1: no latest offset from a Python source
+            None,  # a source that reports no latest offset
             None,
-            "batch 0 (version 3): 7 changes applied; lag unknown (the server reports it "
-            "from Spark 4.2 on)",
+            "batch 0 (version 3): 7 changes applied; lag unknown (the source reports no "
+            "newest offset)",
         ),
     ],
 )
