@@ -23,7 +23,7 @@ from spark_cdc.rewrite.errors import cdc_error
 from spark_cdc.rewrite.server_code import make_available
 from spark_cdc.server_plugin.sinks.apply.sink import SINK_NAME, ApplyChangesSink, spec_options
 from spark_cdc.server_plugin.sinks.apply.spec import ApplySpec
-from spark_cdc.sources import table_location
+from spark_cdc.sources import names_a_table, table_location
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -92,7 +92,7 @@ def apply_changes(
     scd_type = _scd_type(stored_as_scd_type)
     if feed.isStreaming and not checkpoint_location:
         raise cdc_error("APPLY_CHANGES.MISSING_CHECKPOINT_LOCATION")
-    target_name = None if "/" in target else target  # a path or URI, else a catalog's name
+    target_name = target if names_a_table(target) else None
     if target_name is not None:
         target = table_location(feed.sparkSession, target_name)
     plan = plan_apply(

@@ -31,7 +31,13 @@ from spark_cdc.rewrite.spec import ChangelogSpec
 from spark_cdc.server_plugin.cdc_options import row_id as row_id_columns
 from spark_cdc.server_plugin.cdc_options import unknown_option
 from spark_cdc.server_plugin.errors import ChangelogSourceError
-from spark_cdc.sources import DEFAULT_FORMAT, ChangelogSource, source_for, table_location
+from spark_cdc.sources import (
+    DEFAULT_FORMAT,
+    ChangelogSource,
+    names_a_table,
+    source_for,
+    table_location,
+)
 
 if TYPE_CHECKING:
     from spark_cdc.rewrite.pyspark_internals import SparkSession
@@ -271,7 +277,7 @@ class ChangelogReaderBase:
         >>> spark.sql("CREATE TABLE orders USING parquet LOCATION '/data/orders'")
         >>> feed = spark_cdc.read(spark).option("rowId", "id").changes("orders")
         """
-        if "/" in tableName:  # a path or URI: the older spelling of load(path)
+        if not names_a_table(tableName):  # a path or URI: the older spelling of load(path)
             return self.load(tableName)
         if self._names_tables():  # the source's own catalog resolves the name
             return self.load(tableName)

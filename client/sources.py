@@ -199,6 +199,12 @@ def register_iceberg_changelog(spark: SparkSession) -> None:
     ICEBERG.register(spark)
 
 
+def names_a_table(text: str) -> bool:
+    """Whether ``text`` is a catalog table's name rather than a path or URI (one with a
+    ``/``): the readers' ``changes`` and ``apply_changes``' target read it alike."""
+    return "/" not in text
+
+
 def table_location(spark: SparkSession, table: str) -> str:
     """Where Spark's catalog keeps ``table``, as a path a source reads (or a writer
     writes): one round trip."""

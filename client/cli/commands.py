@@ -217,6 +217,7 @@ def apply(args: argparse.Namespace) -> int:
     again continues where it stopped, neither losing nor repeating a change."""
     from spark_cdc import AppliedChanges, apply_changes, readStream, register_delta_changelog
     from spark_cdc.cli.live_feed import finished_within
+    from spark_cdc.sources import names_a_table, table_location
 
     keys = [k.strip() for k in args.keys.split(",") if k.strip()]
     options: dict[str, Any] = {"rowId": ",".join(keys), "computeUpdates": True}
@@ -227,9 +228,7 @@ def apply(args: argparse.Namespace) -> int:
             register_delta_changelog(spark)
             _user_columns(spark, args.source, keys, "--keys")
             target = args.target
-            if "/" not in target:  # a catalog's name: the checkpoint goes beside its location
-                from spark_cdc.sources import table_location
-
+            if names_a_table(target):  # the checkpoint goes beside the table's location
                 target = table_location(spark, target)
             checkpoint = args.checkpoint or target.rstrip("/") + "__apply_changes_checkpoint"
             feed = readStream(spark).options(**options).load(args.source)

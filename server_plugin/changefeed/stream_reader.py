@@ -129,22 +129,14 @@ class TimelineStreamReader(
             self._served = start.initial_snapshot and head is not None
             if head is None:  # an empty table: its first commit is the first change
                 return Offset(self.table_id, 0, False, None)
-            return Offset(
-                self.table_id, head.version + 1, False, head.timestamp_ms, head.snapshot_id
-            )
+            return self._after(head)
         budget = self._budget(limit)
         end, batch = start, list[FileTask]()
         try:
             for served, tasks in self._commits(start, self.target):
                 if not budget.admit(tasks):
                     break
-                end = Offset(
-                    self.table_id,
-                    served.version + 1,
-                    False,
-                    served.timestamp_ms,
-                    served.snapshot_id,
-                )
+                end = self._after(served)
                 batch += tasks
         except ChangelogSourceError:
             if not budget.commits and (not self._served or self.target is not None):
@@ -166,10 +158,13 @@ class TimelineStreamReader(
             head = self._head(None)
         except Exception:
             return None
-        if head is None:
-            return None
-        latest = Offset(self.table_id, head.version + 1, False, head.timestamp_ms, head.snapshot_id)
-        return latest.to_json()
+        return self._after(head).to_json() if head is not None else None
+
+    def _after(self, served: Served) -> Offset:
+        """The offset right after ``served``: its successor is read next."""
+        return Offset(
+            self.table_id, served.version + 1, False, served.timestamp_ms, served.snapshot_id
+        )
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         with self.errors_named():

@@ -154,8 +154,7 @@ def create(
 ) -> None:
     """The state table made, holding ``rows``, as this writer's ``version``."""
     table = tables.created(spec.state, schema, spec, version, rows, outcome)
-    if memory is not None:
-        memory.keep(table, _Rows.of(tables.aligned(rows, tables.table_schema(table))))
+    _keep_written(memory, table, rows)
 
 
 def append(
@@ -191,6 +190,12 @@ def overwrite(
 ) -> None:
     """The state replaced by ``rows`` (a truncate, a compaction): the memory holds them."""
     tables.overwrite_rows(table, spec, version, rows, outcome)
+    _keep_written(memory, table, rows)
+
+
+def _keep_written(memory: StateMemory | None, table: Any, rows: pa.Table) -> None:
+    """The memory holds ``rows``, the whole state the table now has, as the table types
+    them."""
     if memory is not None:
         memory.keep(table, _Rows.of(tables.aligned(rows, tables.table_schema(table))))
 

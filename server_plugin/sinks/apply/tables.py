@@ -166,15 +166,16 @@ def _check_scd_type(path: str, columns: set[str], asked: int) -> None:
     """A history's columns in a mirror, or none in a history: said as the type the target
     is, not as the columns that differ."""
     bounds = {START_AT, END_AT}
-    if asked == 2 and columns and not bounds & columns:
-        evidence = f"it has no {START_AT} or {END_AT} column"
+    stored = 2 if bounds <= columns else 1 if columns and not bounds & columns else None
+    if stored is not None and stored != asked:
+        has = "has" if stored == 2 else "has no"
+        evidence = f"it {has} {START_AT} and {END_AT} columns"
         raise error(
-            "APPLY_CHANGES.SCD_TYPE_MISMATCH", path=path, stored=1, evidence=evidence, asked=2
-        )
-    if asked == 1 and bounds <= columns:
-        evidence = f"it has {START_AT} and {END_AT} columns"
-        raise error(
-            "APPLY_CHANGES.SCD_TYPE_MISMATCH", path=path, stored=2, evidence=evidence, asked=1
+            "APPLY_CHANGES.SCD_TYPE_MISMATCH",
+            path=path,
+            stored=stored,
+            evidence=evidence,
+            asked=asked,
         )
 
 
