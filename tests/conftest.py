@@ -24,7 +24,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.connect.streaming.query import StreamingQuery
 from pyspark.sql.connect.streaming.readwriter import DataStreamWriter
 from spark_cdc.late_rows import first_drop
-from spark_cdc.testing.local_server import start_local_server
+from spark_cdc.testing.local_server import RUNNING, start_local_server
 
 from tests.support import harness
 from tests.support.processes import Command
@@ -241,8 +241,14 @@ def _streams_drop_nothing(request: pytest.FixtureRequest) -> Iterator[None]:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
     outcome = yield
     report = outcome.get_result()
-    if report.failed and _server is not None:
+    if not report.failed:
+        return
+    if _server is not None:
         report.sections.append(("Spark Connect server log (tail)", _log_tail(_server)))
+    for server in RUNNING - {_server}:  # servers the test's own fixtures started
+        report.sections.append(
+            (f"log of its own server on port {server.port} (tail)", _log_tail(server))
+        )
 
 
 def _log_tail(server: harness.Server) -> str:

@@ -25,6 +25,7 @@ from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import SparkSession
 from spark_cdc import ChangelogReader
 
+from tests.support import harness
 from tests.support.apply_targets import feed_changes, model_rows, read_table, sorted_rows
 from tests.support.delta_tables import rows
 from tests.support.other_python import other_python
@@ -370,9 +371,7 @@ def server_without_the_package(tmp_path_factory: pytest.TempPathFactory) -> Iter
     if str(Path(spec.origin).parent) in site.getsitepackages():
         pytest.skip("the package is installed where Spark discovers it (not editable)")
     log = tmp_path_factory.mktemp("bare-server") / "server.log"
-    server = start_local_server(
-        conf={"spark.sql.shuffle.partitions": "2"}, log_path=log, discover=False
-    )
+    server = start_local_server(conf=harness.TEST_SERVER_CONF, log_path=log, discover=False)
     try:
         yield server.url
     finally:
@@ -380,6 +379,7 @@ def server_without_the_package(tmp_path_factory: pytest.TempPathFactory) -> Iter
 
 
 @pytest.mark.local_process
+@pytest.mark.timeout(300)  # 10 s on a quiet machine: a hang fails with its server's log
 def test_a_server_without_the_package_refuses_another_python_up_front(
     thin: Path, server_without_the_package: str, tmp_path: Path
 ) -> None:
@@ -423,6 +423,7 @@ def test_a_server_without_the_package_refuses_another_python_up_front(
 
 
 @pytest.mark.local_process
+@pytest.mark.timeout(300)  # 16 s on a quiet machine
 def test_a_server_without_the_package_gets_it_from_a_client_on_its_python(
     server_without_the_package: str, tmp_path: Path
 ) -> None:

@@ -23,7 +23,16 @@ from spark_cdc.testing.local_server import LocalServer, start_local_server
 
 MODES = ("auto", "container", "local")
 # Small shuffle width: the streaming aggregate runs a task per partition each micro-batch.
-TEST_SERVER_CONF = {"spark.sql.shuffle.partitions": "4"}
+# A Python worker (UDF, data source planner or reader) busy or waiting for over two minutes
+# writes its stack and the JVM's view of its socket to the server log: a hang under a loaded
+# CI machine is then diagnosable from the log a failure attaches (4.1+; 4.0 ignores them).
+TEST_SERVER_CONF = {
+    "spark.sql.shuffle.partitions": "4",
+    "spark.python.worker.tracebackDumpIntervalSeconds": "120",
+    "spark.sql.execution.pyspark.udf.tracebackDumpIntervalSeconds": "120",
+    "spark.python.worker.idleTimeoutSeconds": "120",
+    "spark.sql.execution.pyspark.udf.idleTimeoutSeconds": "120",
+}
 
 
 class Server(Protocol):
