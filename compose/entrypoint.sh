@@ -15,6 +15,9 @@ exec > >(sed -u -E 's/(token=)[^;[:space:]]+/\1***/g' | tee -a "$log") 2>&1
 if [[ -z "${SPARK_CONNECT_AUTHENTICATE_TOKEN:-}" ]]; then
   echo "warning: SPARK_CONNECT_AUTHENTICATE_TOKEN is empty: the server accepts clients without a token"
 fi
+# Spark keeps a Python worker daemon per session for the server's life (SPARK-54055): the
+# idle ones are stopped (see reap-idle-daemons.sh; SPARK_CDC_DAEMON_IDLE_SECONDS=0: never).
+/opt/spark-cdc/reap-idle-daemons.sh &
 exec "$SPARK_HOME/bin/spark-submit" \
   --driver-memory "${SPARK_DRIVER_MEMORY:-4g}" \
   --driver-java-options "-Dlog4j2.configurationFile=file:/opt/spark-cdc/log4j2.properties" \

@@ -103,6 +103,9 @@ def start_container(shared: list[Path], conf: Mapping[str, str] = TEST_SERVER_CO
     from spark_cdc.testing.container import SparkConnectContainer
 
     container = SparkConnectContainer(shared=shared, conf=conf)
+    # The suite opens hundreds of short sessions, each leaving Python daemons behind: stop
+    # them two minutes after their last worker, not ten (compose/reap-idle-daemons.sh).
+    container.with_env("SPARK_CDC_DAEMON_IDLE_SECONDS", "120")
     container.start()
     return ContainerServer(container)
 
