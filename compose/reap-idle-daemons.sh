@@ -22,10 +22,8 @@ while sleep "$interval"; do
     # A daemon's forked workers carry its command line: only the daemons themselves count.
     [[ -n "$parent" && $(ps -o args= -p "$parent") != *pyspark.daemon* ]] || continue
     seen[$pid]=1
-    if pgrep -P "$pid" >/dev/null; then
-      since[$pid]=$now
-    elif [[ -z "${since[$pid]:-}" ]]; then
-      since[$pid]=$now
+    if [[ -z "${since[$pid]:-}" ]] || pgrep -P "$pid" >/dev/null; then
+      since[$pid]=$now  # first seen, or busy: idle from now
     elif (( now - since[$pid] >= idle_after )); then
       kill "$pid" 2>/dev/null
       unset "since[$pid]"
@@ -34,5 +32,4 @@ while sleep "$interval"; do
   for pid in "${!since[@]}"; do
     [[ -n "${seen[$pid]:-}" ]] || unset "since[$pid]"
   done
-  unset seen
 done
