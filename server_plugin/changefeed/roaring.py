@@ -5,6 +5,7 @@ the cost grows with the containers, never with Python work per value.
 
 from __future__ import annotations
 
+import itertools
 import struct
 
 import numpy as np
@@ -81,3 +82,51 @@ def _roaring32(data: bytes, start: int) -> tuple[np.ndarray, int]:
         raise BitmapError(f"the bitmap is truncated or malformed ({error})") from error
     values = np.concatenate(parts) if parts else np.zeros(0, np.uint32)
     return values, position
+
+
+def roaring64_bytes(values: np.ndarray) -> bytes:
+    """``values`` (sorted, distinct uint64) as a portable 64-bit Roaring bitmap: the
+    inverse of ``roaring64_positions``. Written without run containers (every reader
+    takes array and bitmap containers; runs are only a size optimisation)."""
+    values = np.asarray(values, np.uint64)
+    highs = (values >> np.uint64(32)).astype(np.uint32)
+    groups = _groups(highs)
+    out = [struct.pack("<q", len(groups))]
+    for start, end in groups:
+        out.append(struct.pack("<I", int(highs[start])))
+        out.append(_roaring32_bytes((values[start:end] & np.uint64(0xFFFFFFFF)).astype(np.uint32)))
+    return b"".join(out)
+
+
+def _roaring32_bytes(values: np.ndarray) -> bytes:
+    """Sorted, distinct uint32 ``values`` as a portable 32-bit Roaring bitmap (cookie
+    without runs, container count, header of keys and cardinalities, offsets, containers:
+    an array of uint16 up to 4,096 values, else a 65,536-bit bitmap)."""
+    keys = (values >> np.uint32(16)).astype(np.uint16)
+    lows = (values & np.uint32(0xFFFF)).astype("<u2")
+    groups = _groups(keys)
+    count = len(groups)
+    containers = []
+    for start, end in groups:
+        if end - start <= 4096:
+            containers.append(lows[start:end].tobytes())
+        else:
+            bits = np.zeros(1 << 16, bool)
+            bits[lows[start:end]] = True
+            containers.append(np.packbits(bits, bitorder="little").tobytes())
+    header = np.empty((count, 2), "<u2")
+    header[:, 0] = [keys[start] for start, _ in groups]
+    header[:, 1] = [end - start - 1 for start, end in groups]
+    sizes = np.array([len(c) for c in containers], np.int64)
+    first = 8 + 8 * count
+    offsets = (first + np.concatenate([[0], np.cumsum(sizes)[:-1]])).astype("<u4")
+    head = struct.pack("<II", _COOKIE_NO_RUNS, count) + header.tobytes() + offsets.tobytes()
+    return head + b"".join(containers)
+
+
+def _groups(sorted_keys: np.ndarray) -> list[tuple[int, int]]:
+    """The (start, end) of each run of equal values in ``sorted_keys``."""
+    if not len(sorted_keys):
+        return []
+    edges = [0, *(np.flatnonzero(np.diff(sorted_keys)) + 1).tolist(), len(sorted_keys)]
+    return list(itertools.pairwise(edges))

@@ -18,7 +18,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from spark_cdc.server_plugin.changefeed.roaring import BitmapError, roaring64_positions
+from spark_cdc.server_plugin.changefeed.roaring import (
+    BitmapError,
+    roaring64_bytes,
+    roaring64_positions,
+)
 
 MAGIC = 1681511377  # RoaringBitmapArray in the portable format
 _Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
@@ -82,6 +86,15 @@ class RowPositions:
         return "from the snapshot"
 
 
+def z85_encode(data: bytes) -> str:
+    """Z85 text of ``data``, whose length must be a multiple of 4 (a UUID's 16 bytes)."""
+    if len(data) % 4:
+        raise ValueError(f"z85 encodes whole 4-byte words, not {len(data)} bytes")
+    words = np.frombuffer(data, ">u4").astype(np.uint64)
+    digits = (words[:, None] // _POWERS) % np.uint64(85)
+    return np.frombuffer(_Z85.encode(), np.uint8)[digits.ravel()].tobytes().decode("ascii")
+
+
 def z85_decode(text: str) -> bytes:
     """Z85 (ZeroMQ's base 85) as bytes; the text's length must be a multiple of 5."""
     codes = np.frombuffer(text.encode("ascii"), np.uint8)
@@ -137,3 +150,21 @@ def row_positions(data: bytes, cardinality: int | None = None) -> np.ndarray:
     if cardinality is not None and len(rows) != cardinality:
         raise DeletionVectorError(f"it holds {len(rows)} rows, the log says {cardinality}")
     return rows
+
+
+def bitmap_array(positions: np.ndarray) -> bytes:
+    """Sorted, distinct row positions as a serialized RoaringBitmapArray."""
+    return struct.pack("<I", MAGIC) + roaring64_bytes(positions)
+
+
+def deletion_vector_file(bitmaps: list[bytes]) -> tuple[str, bytes, list[int]]:
+    """One deletion vector file holding ``bitmaps``, as Delta writes it (a format version
+    byte, then each bitmap framed by its size and its CRC-32): its name, its bytes and
+    where each bitmap's frame starts (the descriptor's ``offset``)."""
+    name = uuid.uuid4()
+    parts, offsets, position = [b"\x01"], [], 1
+    for data in bitmaps:
+        offsets.append(position)
+        parts.append(struct.pack(">i", len(data)) + data + struct.pack(">I", zlib.crc32(data)))
+        position += len(data) + 8
+    return z85_encode(name.bytes), b"".join(parts), offsets

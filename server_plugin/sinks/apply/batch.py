@@ -20,11 +20,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from spark_cdc.server_plugin.arrow_types import from_numpy, to_numpy
+from spark_cdc.server_plugin.delta import committer
 from spark_cdc.server_plugin.errors import error
 from spark_cdc.server_plugin.row_level.arrays import array
 from spark_cdc.server_plugin.row_level.hashing import rows_hash
+from spark_cdc.server_plugin.sinks.apply import marked_deletes, tables
 from spark_cdc.server_plugin.sinks.apply import state as state_table
-from spark_cdc.server_plugin.sinks.apply import tables
 from spark_cdc.server_plugin.sinks.apply.history import (
     ALIVE,
     APPLIED_AT,
@@ -36,6 +37,7 @@ from spark_cdc.server_plugin.sinks.apply.history import (
 )
 from spark_cdc.server_plugin.sinks.apply.spec import (
     DELETE,
+    DELETION_VECTORS_PROPERTY,
     END_AT,
     OP,
     START_AT,
@@ -94,9 +96,7 @@ def apply_batch(
     outcome = Outcome(batch.num_rows, resolution.replaced.num_rows, _written(resolution), False)
     described = _described(spec, version, outcome)
     if target is None:
-        tables.created(
-            spec.target, target_schema, spec, version, _inserted(spec, resolution), described
-        )
+        _create_target(spec, target_schema, version, _inserted(spec, resolution), described)
     elif _changes_target(resolution) and not tables.applied(target, spec, version):
         _write_target(target, spec, version, resolution, described)
     if state is None:
@@ -144,6 +144,15 @@ def _write_target(
     target: Any, spec: ApplySpec, version: int, resolution: Resolution, outcome: str
 ) -> None:
     if spec.scd_type == 2:
+        keys, rows = resolution.replaced, resolution.rows
+    else:
+        keys, rows = resolution.rows.select(list(spec.keys)), _inserted(spec, resolution)
+    if not resolution.truncated and _marks_deletes(target, rows):
+        schema = tables.table_schema(target)
+        marked_deletes.replace_keys(
+            target, spec, version, keys, tables.aligned(rows, schema), outcome
+        )
+    elif spec.scd_type == 2:
         tables.replace_rows(
             target, spec, version, resolution.replaced, resolution.rows, outcome=outcome
         )
@@ -154,6 +163,36 @@ def _write_target(
         )
     else:
         tables.upsert_rows(target, spec, version, resolution.rows, outcome)
+
+
+def _create_target(
+    spec: ApplySpec, schema: pa.Schema, version: int, rows: pa.Table, outcome: str
+) -> None:
+    """The target, made by the batch's first commit: with deletion vectors (unless its
+    properties say otherwise) where this package can commit them, else by delta-rs. Its
+    properties go to delta-rs without ``delta.enableDeletionVectors``: given it, delta-rs
+    also declares the variant type, which readers without variant support then refuse."""
+    properties = {k: v for k, v in spec.table_properties if k != DELETION_VECTORS_PROPERTY}
+    if spec.deletion_vectors and committer.can_commit(spec.target):
+        rows = tables.aligned(rows, schema)
+        if not marked_deletes.create(spec.target, rows, version, spec.app_id, outcome, properties):
+            problem = "it made the table first"
+            raise error("APPLY_CHANGES.CONCURRENT_WRITE", path=spec.target, problem=problem)
+        return
+    tables.created(spec.target, schema, spec, version, rows, outcome, properties)
+
+
+def _marks_deletes(target: Any, rows: pa.Table) -> bool:
+    """Whether the batch goes to the target by deletion vectors (``marked_deletes``): the
+    target allows it, and the batch brings no new column (that changes the table's schema)
+    and no NULL for a column the target declares NOT NULL (the MERGE refuses it)."""
+    if marked_deletes.refusal(target) is not None:
+        return False
+    schema = tables.table_schema(target)
+    if set(rows.column_names) - set(schema.names):
+        return False
+    required = [f.name for f in schema if not f.nullable and f.name in rows.column_names]
+    return not any(rows.column(name).null_count for name in required)
 
 
 def _compact(

@@ -18,6 +18,8 @@ OP = RESERVED_PREFIX + "op"
 # What a row of the prepared feed is (``OP``'s values).
 UPSERT, DELETE, TRUNCATE = 0, 1, 2
 
+DELETION_VECTORS_PROPERTY = "delta.enableDeletionVectors"
+
 # Type 2's columns, after the target's own (Spark's and Databricks' names).
 START_AT, END_AT = "__START_AT", "__END_AT"
 
@@ -60,6 +62,16 @@ class ApplySpec:
     # The catalog's name of the target, when it was given by name: its location must then
     # hold a Delta table already (never made there by the first batch).
     target_name: str | None = None
+    # The properties of a target the first batch makes (``table_properties``, as
+    # Databricks' tables take them); deletion vectors are on unless they say otherwise.
+    table_properties: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def deletion_vectors(self) -> bool:
+        """Whether a target the first batch makes has deletion vectors: later batches then
+        mark replaced rows deleted instead of rewriting the files that hold them."""
+        asked = dict(self.table_properties).get(DELETION_VECTORS_PROPERTY, "true")
+        return asked.strip().lower() == "true"
 
     @property
     def sequence(self) -> tuple[str, ...]:

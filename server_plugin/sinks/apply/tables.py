@@ -97,6 +97,7 @@ def created(
     version: int,
     rows: pa.Table,
     outcome: str | None = None,
+    configuration: dict[str, str] | None = None,
 ) -> Any:
     """A new table at ``path`` holding ``rows``, made by one commit that carries the
     batch's marker. Another writer that made it first is a lost race."""
@@ -110,6 +111,7 @@ def created(
             aligned(rows, schema),
             mode="error",
             storage_options=options,
+            configuration=configuration or None,
             commit_properties=_commit_properties(spec, version, outcome),
         )
     except DeltaError as lost:

@@ -1,0 +1,349 @@
+"""Target writes by deletion vectors: the rows a batch replaces are marked deleted in the
+files that hold them and its new rows are appended, in one commit. No data file is
+rewritten, so a batch costs what its keys and rows cost, not what the files they fall in
+hold (a MERGE rewrites every file one of its keys is in: all of them, for keys spread over
+the table).
+
+delta-rs writes the new rows' files (their Parquet, partition folders and statistics, as
+for any append) into a staging table beside the target, from which they are moved into the
+target; the deletion vectors and the commit are written here (``delta.committer``), as
+delta-rs cannot write them. A target takes this path when it has deletion vectors enabled
+and nothing that path cannot keep (``refusal`` names it); the others take the MERGE.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+from urllib.parse import unquote
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from spark_cdc.server_plugin.arrow_types import to_numpy
+from spark_cdc.server_plugin.delta import committer
+from spark_cdc.server_plugin.delta.current_adds import current_adds
+from spark_cdc.server_plugin.delta.deletion_vectors import (
+    DeletionVector,
+    bitmap_array,
+    deletion_vector_file,
+    row_positions,
+    serialized_bitmap,
+)
+from spark_cdc.server_plugin.delta.log import LOG_DIR, DeltaLog
+from spark_cdc.server_plugin.errors import error
+from spark_cdc.server_plugin.sinks.apply.spec import DELETION_VECTORS_PROPERTY, ApplySpec
+from spark_cdc.server_plugin.sinks.apply.tables import OUTCOME_KEY
+
+# Writer features this path keeps: none of them asks anything of a data file or commit
+# that it does not do (constraints and generated columns are refused by ``refusal``).
+_KEPT_FEATURES = frozenset(
+    {
+        "deletionVectors",
+        "appendOnly",
+        "invariants",
+        "checkConstraints",
+        "timestampNtz",
+        "v2Checkpoint",
+    }
+)
+_ATTEMPTS = 3  # commits lost to other writers before the batch is refused
+
+
+def refusal(table: Any) -> str | None:
+    """Why the target takes the MERGE path (None: it takes this one)."""
+    if not committer.can_commit(table.table_uri):
+        return "it is on an object store"
+    protocol = table.protocol()
+    features = set(protocol.writer_features or ())
+    configuration = table.metadata().configuration
+    if "deletionVectors" not in features or "deletionVectors" not in set(
+        protocol.reader_features or ()
+    ):
+        return "it has no deletion vectors"
+    if configuration.get("delta.enableDeletionVectors", "false").lower() != "true":
+        return "delta.enableDeletionVectors is not true"
+    if configuration.get("delta.enableChangeDataFeed", "false").lower() == "true":
+        return "it keeps a change data feed"
+    if configuration.get("delta.columnMapping.mode", "none") != "none":
+        return "it maps column names"
+    if features - _KEPT_FEATURES:
+        return f"it uses {', '.join(sorted(features - _KEPT_FEATURES))}"
+    if any(k.startswith("delta.constraints.") for k in configuration):
+        return "it has CHECK constraints"
+    schema = table.schema().to_json()
+    if "delta.invariants" in schema or "delta.generationExpression" in schema:
+        return "it has invariants or generated columns"
+    return None
+
+
+def replace_keys(
+    table: Any,
+    spec: ApplySpec,
+    version: int,
+    keys: pa.Table,
+    rows: pa.Table,
+    outcome: str | None,
+) -> None:
+    """One commit carrying the batch's marker: every row of the target whose key is in
+    ``keys`` marked deleted, ``rows`` appended. A commit lost to another writer is made
+    again on the new snapshot (the rows to write do not depend on it)."""
+    log = DeltaLog(table.table_uri, dict(spec.storage_options) or None)
+    root = committer.local_root(table.table_uri)
+    assert root is not None
+    staged = []
+    if rows.num_rows:
+        partition_by = list(table.metadata().partition_columns)
+        actions = _staged(root, rows, partition_by, _stats_properties(table))
+        staged = [a["add"] for a in actions if "add" in a]
+    for _ in range(_ATTEMPTS):
+        read_version = table.version()
+        marks = _marks(table, log, keys, list(spec.keys))
+        pending = committer.PendingCommit("MERGE", read_version)
+        written = _mark(log, root, read_version, marks, pending)
+        pending.actions.extend({"add": add} for add in staged)
+        pending.transaction(spec.app_id, version)
+        if outcome:
+            pending.info[OUTCOME_KEY] = outcome
+        committed = committer.try_commit(table.table_uri, pending)
+        if committed is not None:
+            _checkpoint_when_due(table, committed)
+            return
+        if written:
+            os.unlink(written)
+        table.update_incremental()
+    raise error(
+        "APPLY_CHANGES.CONCURRENT_WRITE",
+        path=table.table_uri,
+        problem=f"other writers committed first {_ATTEMPTS} times in a row",
+    )
+
+
+def _staged(
+    root: str, rows: pa.Table, partition_by: list[str], configuration: dict[str, str]
+) -> list[dict[str, Any]]:
+    """``rows`` (none: an empty table) written by delta-rs as a staging table in the
+    target's folder, its data files moved into the target: its first commit's actions,
+    the add actions naming the moved files. A file never committed is an orphan, which
+    VACUUM removes."""
+    from deltalake import write_deltalake
+
+    staging = os.path.join(root, f"_spark_cdc_staging_{uuid.uuid4().hex}")
+    try:
+        write_deltalake(
+            staging, rows, partition_by=partition_by or None, configuration=configuration or None
+        )
+        with open(os.path.join(staging, LOG_DIR, f"{0:020d}.json"), "rb") as commit:
+            actions = [json.loads(line) for line in commit if line.strip()]
+        for action in actions:
+            if "add" in action:
+                relative = unquote(action["add"]["path"])
+                os.makedirs(os.path.dirname(os.path.join(root, relative)), exist_ok=True)
+                os.rename(os.path.join(staging, relative), os.path.join(root, relative))
+        return actions
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _stats_properties(table: Any) -> dict[str, str]:
+    """The target's properties that decide which statistics a new file gets."""
+    kept = ("delta.dataSkippingNumIndexCols", "delta.dataSkippingStatsColumns")
+    return {k: v for k, v in table.metadata().configuration.items() if k in kept}
+
+
+def _marks(table: Any, log: DeltaLog, keys: pa.Table, names: list[str]) -> dict[str, np.ndarray]:
+    """Per file of the snapshot, the positions of its rows whose key is in ``keys``
+    (the file's own deletion vector aside: marking a deleted row again changes nothing).
+    Files whose statistics exclude every key are not read."""
+    if not keys.num_rows:
+        return {}
+    files = pa.RecordBatchReader.from_stream(table.get_add_actions(flatten=True)).read_all()
+    partitions = set(table.metadata().partition_columns)
+    candidates = np.ones(files.num_rows, bool)
+    for name in names:
+        candidates &= _may_hold(files, name, keys.column(name), name in partitions)
+    paths = [p for p, c in zip(files.column("path").to_pylist(), candidates, strict=True) if c]
+    columns = [n for n in names if n not in partitions]
+    values = {n: files.column(f"partition.{n}") for n in names if n in partitions}
+    rows = {p: i for i, p in enumerate(files.column("path").to_pylist())}
+
+    def positions(path: str) -> tuple[str, np.ndarray]:
+        data = pq.read_table(log.open(path), columns=columns)
+        for name, column in values.items():
+            data = data.append_column(name, pa.repeat(column[rows[path]], data.num_rows))
+        return path, _matching(data, keys, names)
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        found = dict(pool.map(positions, paths))
+    return {path: hits for path, hits in found.items() if len(hits)}
+
+
+def _may_hold(files: pa.Table, name: str, keys: pa.ChunkedArray, partition: bool) -> np.ndarray:
+    """Per file: whether its statistics (or partition value) allow a row with one of
+    ``keys``; a file without them may hold any."""
+    if partition:
+        column = files.column(f"partition.{name}")
+        return to_numpy(pc.fill_null(pc.is_in(column, value_set=keys.cast(column.type)), False))
+    names = files.schema.names
+    if f"min.{name}" not in names or f"max.{name}" not in names:
+        return np.ones(files.num_rows, bool)
+    low, high = files.column(f"min.{name}"), files.column(f"max.{name}")
+    try:
+        ordered = pc.sort_indices(keys)
+        sorted_keys = keys.take(ordered).cast(low.type)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return np.ones(files.num_rows, bool)
+    known = to_numpy(pc.and_(pc.is_valid(low), pc.is_valid(high)))
+    values = sorted_keys.to_numpy(zero_copy_only=False)
+    first = np.searchsorted(values, low.to_numpy(zero_copy_only=False), side="left")
+    last = np.searchsorted(values, high.to_numpy(zero_copy_only=False), side="right")
+    return ~known | (last > first)
+
+
+def _matching(data: pa.Table, keys: pa.Table, names: list[str]) -> np.ndarray:
+    """Positions of ``data``'s rows whose key is one of ``keys``'."""
+    if len(names) == 1:
+        hits = pc.is_in(data.column(names[0]), value_set=keys.column(names[0]))
+        return np.flatnonzero(to_numpy(pc.fill_null(hits, False)))
+    indexed = data.select(names).append_column("__row", pa.array(np.arange(data.num_rows)))
+    joined = indexed.join(keys.select(names).group_by(names).aggregate([]), names)
+    return np.sort(to_numpy(joined.column("__row")))
+
+
+def _mark(
+    log: DeltaLog,
+    root: str,
+    version: int,
+    marks: dict[str, np.ndarray],
+    pending: committer.PendingCommit,
+) -> str | None:
+    """Each marked file re-added with its rows marked (old and new), its current add
+    removed; the bitmaps in one new deletion vector file, whose path is returned."""
+    if not marks:
+        return None
+    adds = current_adds(log, version, set(marks))
+    marked = []
+    for path, hits in marks.items():
+        old = DeletionVector.from_json(adds[path].get("deletionVector"))
+        if old is not None:
+            read = serialized_bitmap(old, lambda p, at, size: _read_range(log, p, at, size))
+            hits = np.union1d(row_positions(read, old.cardinality), hits)
+        marked.append(np.asarray(hits, np.uint64))
+    bitmaps = [bitmap_array(positions) for positions in marked]
+    code, data, offsets = deletion_vector_file(bitmaps)
+    name = DeletionVector("u", code, 1, 0, 0).file_path()
+    assert name is not None
+    committer.write_file(log.uri, name, data)
+    now = int(time.time() * 1000)
+    for path, positions, bitmap, offset in zip(marks, marked, bitmaps, offsets, strict=True):
+        add = adds[path]
+        remove = {
+            "path": add["path"],
+            "deletionTimestamp": now,
+            "dataChange": True,
+            "extendedFileMetadata": True,
+            "partitionValues": add.get("partitionValues", {}),
+            "size": add.get("size"),
+        }
+        if add.get("deletionVector"):
+            remove["deletionVector"] = add["deletionVector"]
+        descriptor = {
+            "storageType": "u",
+            "pathOrInlineDv": code,
+            "offset": offset,
+            "sizeInBytes": len(bitmap),
+            "cardinality": len(positions),
+        }
+        pending.actions.append({"remove": remove})
+        pending.actions.append(
+            {"add": {**add, "dataChange": True, "deletionVector": descriptor, "stats": _loose(add)}}
+        )
+    return os.path.join(root, name)
+
+
+def _loose(add: dict[str, Any]) -> str | None:
+    """The file's statistics, said to bound its rows no longer tightly (some are deleted)."""
+    stats = add.get("stats")
+    if not stats:
+        return stats
+    parsed = json.loads(stats)
+    parsed["tightBounds"] = False
+    return json.dumps(parsed, separators=(",", ":"))
+
+
+def _read_range(log: DeltaLog, path: str, offset: int, size: int) -> bytes:
+    with log.open(path) as source:
+        source.seek(offset)
+        return bytes(source.read(size))
+
+
+def _checkpoint_when_due(table: Any, version: int) -> None:
+    """A checkpoint every ``delta.checkpointInterval`` commits (100 by default), as
+    delta-rs makes after its own commits: readers then replay a short log."""
+    interval = int(table.metadata().configuration.get("delta.checkpointInterval") or 100)
+    if version % interval == 0:
+        table.update_incremental()
+        table.create_checkpoint()
+
+
+# The writer features a legacy protocol's writer version implies (Delta's table features).
+_LEGACY_WRITER = {
+    2: {"appendOnly", "invariants"},
+    3: {"appendOnly", "invariants", "checkConstraints"},
+    4: {"appendOnly", "invariants", "checkConstraints", "changeDataFeed", "generatedColumns"},
+    5: {"appendOnly", "invariants", "checkConstraints", "changeDataFeed", "generatedColumns"}
+    | {"columnMapping"},
+    6: {"appendOnly", "invariants", "checkConstraints", "changeDataFeed", "generatedColumns"}
+    | {"columnMapping", "identityColumns"},
+}
+
+
+def create(
+    path: str,
+    rows: pa.Table,
+    version: int,
+    app_id: str,
+    outcome: str | None,
+    configuration: dict[str, str],
+) -> bool:
+    """A new target on a local filesystem holding ``rows`` with deletion vectors on,
+    made by one commit carrying the batch's marker; False when another writer made the
+    table first (nothing of this one is then in its log)."""
+    os.makedirs(path, exist_ok=True)
+    actions = _staged(path, rows, [], configuration)
+    pending = committer.PendingCommit("CREATE TABLE AS SELECT", -1)
+    for action in actions:
+        if "protocol" in action:
+            pending.actions.append({"protocol": _with_deletion_vectors(action["protocol"])})
+        elif "metaData" in action:
+            metadata = action["metaData"]
+            settings = {**metadata.get("configuration", {}), DELETION_VECTORS_PROPERTY: "true"}
+            pending.actions.append({"metaData": {**metadata, "configuration": settings}})
+        elif "add" in action:
+            pending.actions.append(action)
+    pending.transaction(app_id, version)
+    if outcome:
+        pending.info[OUTCOME_KEY] = outcome
+    return committer.try_commit(path, pending) is not None
+
+
+def _with_deletion_vectors(protocol: dict[str, Any]) -> dict[str, Any]:
+    """``protocol`` (a protocol action) with the ``deletionVectors`` feature: table
+    features (reader 3, writer 7), listing what its legacy versions implied."""
+    writer = set(protocol.get("writerFeatures") or ()) | {"deletionVectors"}
+    writer |= _LEGACY_WRITER.get(int(protocol["minWriterVersion"]), set())
+    reader = set(protocol.get("readerFeatures") or ()) | {"deletionVectors"}
+    if int(protocol["minReaderVersion"]) == 2:
+        reader.add("columnMapping")
+    return {
+        "minReaderVersion": 3,
+        "minWriterVersion": 7,
+        "readerFeatures": sorted(reader),
+        "writerFeatures": sorted(writer),
+    }
