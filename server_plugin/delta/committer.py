@@ -14,7 +14,6 @@ import json
 import os
 import time
 import uuid
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -95,6 +94,3 @@ def write_file(uri: str, relative: str, data: bytes) -> None:
     with open(path, "xb") as out:
         out.write(data)
 
-
-def stats_json(stats: Mapping[str, Any]) -> str:
-    return json.dumps(stats, separators=(",", ":"), default=str)

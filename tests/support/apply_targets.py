@@ -105,4 +105,6 @@ def spec_for(folder: str, scd_type: int, **rules: Any) -> ApplySpec:
         schema_evolution=False,
         app_id=rules.pop("app_id", "test-writer"),
         compact_after_files=rules.pop("compact_after_files", 64),
+        table_properties=tuple(sorted(rules.pop("table_properties", {}).items())),
+        partition_cols=rules.pop("partition_cols", ()),
     )

@@ -120,19 +120,32 @@ def _state_rows(table: pa.Table) -> list[tuple[Any, ...]]:
     return sorted(tuple(map(repr, row.values())) for row in table.to_pylist())
 
 
+# How a target is laid out: each of its write paths (deletion vectors, a hand commit
+# with a checkpoint after every one, delta-rs' MERGE) and partitioned or not.
+LAYOUTS = st.fixed_dictionaries(
+    {
+        "table_properties": st.sampled_from(
+            [{}, {"delta.checkpointInterval": "1"}, {"delta.enableDeletionVectors": "false"}]
+        ),
+        "partition_cols": st.sampled_from([(), ("b",)]),
+    }
+)
+
+
 @MODEL
 @given(
     data=st.data(),
     scd_type=st.sampled_from([1, 2]),
     ignore_nulls=st.booleans(),
     remembered=st.booleans(),
+    layout=LAYOUTS,
 )
 def test_target_equals_the_model_of_the_whole_feed(
-    data: st.DataObject, scd_type: int, ignore_nulls: bool, remembered: bool
+    data: st.DataObject, scd_type: int, ignore_nulls: bool, remembered: bool, layout: dict
 ) -> None:
     """Type 1's state compacted after every batch, or never; read from storage every
     batch, or kept in memory as a stream's writer does (equal to the table after every
-    batch)."""
+    batch); the target written by each of its paths, partitioned or not."""
     changes = data.draw(feeds(truncates=scd_type == 1))
     parts = data.draw(batches(changes))
     tracked = data.draw(st.sampled_from([VALUES, ("a",), ("b",)]))
@@ -144,6 +157,7 @@ def test_target_equals_the_model_of_the_whole_feed(
             ignore_null_updates=ignore_nulls,
             tracked=tracked,
             compact_after_files=compact,
+            **layout,
         )
         memory = StateMemory() if remembered else None
         assert apply_all(spec, parts, memory) == expected(changes, spec)
@@ -159,9 +173,13 @@ def test_a_writer_remembering_the_state_notices_another_writers_commits(
     changes = data.draw(feeds(truncates=scd_type == 1))
     parts = data.draw(batches(changes))
     turns = data.draw(st.lists(st.booleans(), min_size=len(parts), max_size=len(parts)))
+    layout = data.draw(LAYOUTS)
     with tempfile.TemporaryDirectory() as folder:
         writers = [
-            (spec_for(folder, scd_type, app_id=f"writer-{i}", compact_after_files=2), StateMemory())
+            (
+                spec_for(folder, scd_type, app_id=f"writer-{i}", compact_after_files=2, **layout),
+                StateMemory(),
+            )
             for i in range(2)
         ]
         for version, (part, turn) in enumerate(zip(parts, turns, strict=True)):

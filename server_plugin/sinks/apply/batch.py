@@ -174,10 +174,7 @@ def _create_target(
     also declares the variant type, which readers without variant support then refuse."""
     properties = {k: v for k, v in spec.table_properties if k != DELETION_VECTORS_PROPERTY}
     if spec.deletion_vectors and committer.can_commit(spec.target):
-        rows = tables.aligned(rows, schema)
-        if not marked_deletes.create(spec.target, rows, version, spec.app_id, outcome, properties):
-            problem = "it made the table first"
-            raise error("APPLY_CHANGES.CONCURRENT_WRITE", path=spec.target, problem=problem)
+        marked_deletes.create(spec, tables.aligned(rows, schema), version, outcome, properties)
         return
     tables.created(spec.target, schema, spec, version, rows, outcome, properties)
 

@@ -223,36 +223,30 @@ def _mark(
     marks: dict[str, np.ndarray],
     pending: committer.PendingCommit,
 ) -> str | None:
-    """Each marked file re-added with its rows marked (old and new), its current add
-    removed; the bitmaps in one new deletion vector file, whose path is returned."""
+    """Each marked file removed, and re-added with its rows marked (old and new) unless
+    none is left; the bitmaps in one new deletion vector file, whose path is returned."""
     if not marks:
         return None
     adds = current_adds(log, version, set(marks))
-    marked = []
+    now = int(time.time() * 1000)
+    kept: dict[str, np.ndarray] = {}
     for path, hits in marks.items():
-        old = DeletionVector.from_json(adds[path].get("deletionVector"))
+        add = adds[path]
+        old = DeletionVector.from_json(add.get("deletionVector"))
         if old is not None:
             read = serialized_bitmap(old, lambda p, at, size: _read_range(log, p, at, size))
             hits = np.union1d(row_positions(read, old.cardinality), hits)
-        marked.append(np.asarray(hits, np.uint64))
-    bitmaps = [bitmap_array(positions) for positions in marked]
+        pending.actions.append({"remove": _removed(add, now)})
+        if len(hits) != _records(add):
+            kept[path] = np.asarray(hits, np.uint64)
+    if not kept:
+        return None
+    bitmaps = [bitmap_array(positions) for positions in kept.values()]
     code, data, offsets = deletion_vector_file(bitmaps)
     name = DeletionVector("u", code, 1, 0, 0).file_path()
     assert name is not None
     committer.write_file(log.uri, name, data)
-    now = int(time.time() * 1000)
-    for path, positions, bitmap, offset in zip(marks, marked, bitmaps, offsets, strict=True):
-        add = adds[path]
-        remove = {
-            "path": add["path"],
-            "deletionTimestamp": now,
-            "dataChange": True,
-            "extendedFileMetadata": True,
-            "partitionValues": add.get("partitionValues", {}),
-            "size": add.get("size"),
-        }
-        if add.get("deletionVector"):
-            remove["deletionVector"] = add["deletionVector"]
+    for path, positions, bitmap, offset in zip(kept, kept.values(), bitmaps, offsets, strict=True):
         descriptor = {
             "storageType": "u",
             "pathOrInlineDv": code,
@@ -260,11 +254,31 @@ def _mark(
             "sizeInBytes": len(bitmap),
             "cardinality": len(positions),
         }
-        pending.actions.append({"remove": remove})
-        pending.actions.append(
-            {"add": {**add, "dataChange": True, "deletionVector": descriptor, "stats": _loose(add)}}
-        )
+        add = {**adds[path], "dataChange": True, "deletionVector": descriptor}
+        pending.actions.append({"add": {**add, "stats": _loose(add)}})
     return os.path.join(root, name)
+
+
+def _removed(add: dict[str, Any], now: int) -> dict[str, Any]:
+    """The remove action of ``add``'s file as it is (its deletion vector named: a remove
+    that names another one would leave the file's current add in place)."""
+    remove = {
+        "path": add["path"],
+        "deletionTimestamp": now,
+        "dataChange": True,
+        "extendedFileMetadata": True,
+        "partitionValues": add.get("partitionValues", {}),
+        "size": add.get("size"),
+    }
+    if add.get("deletionVector"):
+        remove["deletionVector"] = add["deletionVector"]
+    return remove
+
+
+def _records(add: dict[str, Any]) -> int | None:
+    """The file's row count from its statistics (None: it has none)."""
+    stats = add.get("stats")
+    return json.loads(stats).get("numRecords") if stats else None
 
 
 def _loose(add: dict[str, Any]) -> str | None:
@@ -305,18 +319,18 @@ _LEGACY_WRITER = {
 
 
 def create(
-    path: str,
+    spec: ApplySpec,
     rows: pa.Table,
     version: int,
-    app_id: str,
     outcome: str | None,
     configuration: dict[str, str],
-) -> bool:
-    """A new target on a local filesystem holding ``rows`` with deletion vectors on,
-    made by one commit carrying the batch's marker; False when another writer made the
-    table first (nothing of this one is then in its log)."""
+) -> None:
+    """The spec's new target on a local filesystem holding ``rows`` with deletion vectors
+    on, made by one commit carrying the batch's marker. Another writer that made it first
+    is a lost race (nothing of this one is then in its log)."""
+    path = spec.target
     os.makedirs(path, exist_ok=True)
-    actions = _staged(path, rows, [], configuration)
+    actions = _staged(path, rows, list(spec.partition_cols), configuration)
     pending = committer.PendingCommit("CREATE TABLE AS SELECT", -1)
     for action in actions:
         if "protocol" in action:
@@ -327,10 +341,12 @@ def create(
             pending.actions.append({"metaData": {**metadata, "configuration": settings}})
         elif "add" in action:
             pending.actions.append(action)
-    pending.transaction(app_id, version)
+    pending.transaction(spec.app_id, version)
     if outcome:
         pending.info[OUTCOME_KEY] = outcome
-    return committer.try_commit(path, pending) is not None
+    if committer.try_commit(path, pending) is None:
+        problem = "it made the table first"
+        raise error("APPLY_CHANGES.CONCURRENT_WRITE", path=path, problem=problem)
 
 
 def _with_deletion_vectors(protocol: dict[str, Any]) -> dict[str, Any]:

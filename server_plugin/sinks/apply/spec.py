@@ -62,9 +62,11 @@ class ApplySpec:
     # The catalog's name of the target, when it was given by name: its location must then
     # hold a Delta table already (never made there by the first batch).
     target_name: str | None = None
-    # The properties of a target the first batch makes (``table_properties``, as
-    # Databricks' tables take them); deletion vectors are on unless they say otherwise.
+    # The properties and partition columns of a target the first batch makes (Spark's
+    # ``create_streaming_table`` names); deletion vectors are on unless the properties say
+    # otherwise. An existing target keeps its own; partition columns that differ are refused.
     table_properties: tuple[tuple[str, str], ...] = ()
+    partition_cols: tuple[str, ...] = ()
 
     @property
     def deletion_vectors(self) -> bool:

@@ -87,6 +87,8 @@ def existing(path: str, schema: pa.Schema, spec: ApplySpec, role: str) -> Any | 
     table = DeltaTable(path, storage_options=options)
     _check_protocol(table, path)
     _check_schema(table, path, schema, spec, role)
+    if role == "target":
+        _check_partitioning(table, path, spec)
     return table
 
 
@@ -99,8 +101,9 @@ def created(
     outcome: str | None = None,
     configuration: dict[str, str] | None = None,
 ) -> Any:
-    """A new table at ``path`` holding ``rows``, made by one commit that carries the
-    batch's marker. Another writer that made it first is a lost race."""
+    """A new table at ``path`` holding ``rows`` (partitioned as the spec asks of a target),
+    made by one commit that carries the batch's marker. Another writer that made it first
+    is a lost race."""
     from deltalake import DeltaTable, write_deltalake
     from deltalake.exceptions import DeltaError
 
@@ -110,6 +113,7 @@ def created(
             path,
             aligned(rows, schema),
             mode="error",
+            partition_by=list(spec.partition_cols) if path == spec.target else None,
             storage_options=options,
             configuration=configuration or None,
             commit_properties=_commit_properties(spec, version, outcome),
@@ -120,6 +124,20 @@ def created(
         problem = "it made the table first"
         raise error("APPLY_CHANGES.CONCURRENT_WRITE", path=path, problem=problem) from lost
     return DeltaTable(path, storage_options=options)
+
+
+def _check_partitioning(table: Any, path: str, spec: ApplySpec) -> None:
+    """``partition_cols`` shape the target the first batch makes; given for an existing
+    target, they must be its own (else the user expects a layout the table does not have)."""
+    have = tuple(table.metadata().partition_columns)
+    if spec.partition_cols and spec.partition_cols != have:
+        raise error(
+            "APPLY_CHANGES.INVALID_PARAMETER",
+            parameter="partition_cols",
+            problem=f"are {list(spec.partition_cols)}, but '{path}' is partitioned by {list(have)}",
+            fix="leave partition_cols out (they apply when apply_changes makes the target), "
+            f"or pass {list(have)}",
+        )
 
 
 def _check_protocol(table: Any, path: str) -> None:

@@ -1,0 +1,168 @@
+"""Targets written by deletion vectors (``sinks.apply.marked_deletes``), on real Delta
+tables: a new target is made with them (and without, when its properties say so), a batch
+rewrites no data file, a commit lost to another writer is made again on the new snapshot,
+and what this path cannot keep goes to delta-rs' MERGE. The model tests
+(test_apply_model.py) check the rows of every path."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+from spark_cdc.server_plugin.errors import ChangelogSourceError
+from spark_cdc.server_plugin.sinks.apply import marked_deletes, tables
+from spark_cdc.server_plugin.sinks.apply.batch import apply_batch
+from spark_cdc.server_plugin.sinks.apply.spec import END_AT, START_AT
+
+from tests.support.apply_model import Change
+from tests.support.apply_targets import prepared, read_table, sorted_rows, spec_for
+
+FIRST = [Change((k,), (1,), "upsert", {"a": k, "b": "x"}) for k in range(1, 5)]
+SCHEMA = pa.schema([("id", pa.int64()), ("a", pa.int64()), ("b", pa.string())])
+
+
+def _commits(path: str) -> list[list[dict[str, Any]]]:
+    log = sorted(Path(path, "_delta_log").glob("*.json"))
+    return [[json.loads(line) for line in f.read_text().splitlines() if line] for f in log]
+
+
+def _files(path: str) -> set[str]:
+    return {
+        str(p.relative_to(path))
+        for p in Path(path).rglob("*.parquet")
+        if "_delta_log" not in str(p)
+    }
+
+
+@pytest.mark.parametrize("scd_type", [1, 2])
+def test_a_new_target_has_deletion_vectors_and_later_batches_rewrite_no_file(scd_type: int) -> None:
+    """Updates and a delete of keys in the first batch's file: that file stays, its
+    replaced rows marked in one deletion vector; the batch adds only its new rows' file."""
+    later = [Change((1,), (2,), "upsert", {"a": 10, "b": "y"}), Change((2,), (2,), "delete")]
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(folder, scd_type)
+        apply_batch(spec, prepared(FIRST), 0)
+        protocol = DeltaTable(spec.target).protocol()
+        assert (protocol.min_reader_version, protocol.min_writer_version) == (3, 7)
+        assert protocol.reader_features == ["deletionVectors"]
+        assert "deletionVectors" in (protocol.writer_features or [])
+        before = _files(spec.target)
+        apply_batch(spec, prepared(later), 1)
+        after = _files(spec.target)
+        commit = _commits(spec.target)[-1]
+        marked = [a["add"] for a in commit if "add" in a and a["add"].get("deletionVector")]
+        assert before < after and len(after - before) == 1
+        assert [a["path"] for a in marked] == sorted(before)
+        assert marked[0]["deletionVector"]["cardinality"] == 2
+        assert json.loads(marked[0]["stats"])["tightBounds"] is False
+        assert next(a["txn"] for a in commit if "txn" in a)["version"] == 1
+        rows = sorted_rows(read_table(spec.target))
+    if scd_type == 1:
+        assert rows == [
+            {"id": 1, "a": 10, "b": "y"},
+            {"id": 3, "a": 3, "b": "x"},
+            {"id": 4, "a": 4, "b": "x"},
+        ]
+    else:
+        ended = {START_AT: 1, END_AT: 2}
+        assert rows == [
+            {"id": 1, "a": 1, "b": "x", **ended},
+            {"id": 1, "a": 10, "b": "y", START_AT: 2, END_AT: None},
+            {"id": 2, "a": 2, "b": "x", **ended},
+            {"id": 3, "a": 3, "b": "x", START_AT: 1, END_AT: None},
+            {"id": 4, "a": 4, "b": "x", START_AT: 1, END_AT: None},
+        ]
+
+
+def test_a_file_whose_rows_are_all_replaced_is_removed_without_a_deletion_vector() -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(folder, 1)
+        apply_batch(spec, prepared(FIRST), 0)
+        gone = [Change((k,), (2,), "delete") for k in range(1, 5)]
+        apply_batch(spec, prepared(gone), 1)
+        commit = _commits(spec.target)[-1]
+        assert [next(iter(a)) for a in commit] == ["commitInfo", "remove", "txn"]
+        assert not list(Path(spec.target).glob("deletion_vector_*.bin"))
+        assert read_table(spec.target).num_rows == 0
+
+
+def test_deletion_vectors_off_by_table_properties_keep_the_merge() -> None:
+    """``delta.enableDeletionVectors=false``: the table has no such feature, and a later
+    batch rewrites the file that held its keys (delta-rs' MERGE)."""
+    later = [Change((1,), (2,), "upsert", {"a": 10, "b": "y"})]
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(folder, 1, table_properties={"delta.enableDeletionVectors": "false"})
+        apply_batch(spec, prepared(FIRST), 0)
+        table = DeltaTable(spec.target)
+        assert "deletionVectors" not in (table.protocol().writer_features or [])
+        assert marked_deletes.refusal(table) == "it has no deletion vectors"
+        before = _files(spec.target)
+        apply_batch(spec, prepared(later), 1)
+        removed = [a["remove"]["path"] for a in _commits(spec.target)[-1] if "remove" in a]
+        assert removed == sorted(before)
+
+
+def test_properties_and_partitions_reach_a_new_target() -> None:
+    properties = {"delta.checkpointInterval": "3", "delta.logRetentionDuration": "interval 7 days"}
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(folder, 1, table_properties=properties, partition_cols=("b",))
+        apply_batch(spec, prepared(FIRST), 0)
+        metadata = DeltaTable(spec.target).metadata()
+        assert metadata.partition_columns == ["b"]
+        assert metadata.configuration == {**properties, "delta.enableDeletionVectors": "true"}
+        state = DeltaTable(spec.state).metadata()
+        assert state.partition_columns == [] and state.configuration == {}
+
+
+@pytest.mark.parametrize("asked", [("a",), ("b", "a")])
+def test_partition_columns_other_than_the_targets_are_refused_before_any_write(
+    asked: tuple[str, ...],
+) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(folder, 1, partition_cols=("b",))
+        apply_batch(spec, prepared(FIRST), 0)
+        other = spec_for(folder, 1, partition_cols=asked)
+        with pytest.raises(ChangelogSourceError) as refused:
+            apply_batch(other, prepared([Change((1,), (2,), "delete")]), 1)
+        assert DeltaTable(spec.target).version() == DeltaTable(spec.state).version() == 0
+    assert refused.value.condition == "APPLY_CHANGES.INVALID_PARAMETER"
+    assert refused.value.parameters["parameter"] == "partition_cols"
+    assert "partitioned by ['b']" in str(refused.value)
+
+
+def test_a_marked_delete_that_loses_a_race_is_made_again_on_the_new_snapshot() -> None:
+    """Another writer appends a row of key 1 after this writer opened the target: the
+    commit lost at its version is made on the next, and marks that row too."""
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(folder, 1)
+        apply_batch(spec, prepared(FIRST[:2]), 0)
+        ours = DeltaTable(spec.target)  # as this writer opened it
+        other = pa.table({"id": [1, 3], "a": [9, 3], "b": ["other", "z"]}, schema=SCHEMA)
+        write_deltalake(spec.target, other, mode="append")
+        rows = pa.table({"id": [1], "a": [7], "b": ["new"]}, schema=SCHEMA)
+        marked_deletes.replace_keys(ours, spec, 1, rows.select(["id"]), rows, None)
+        table = DeltaTable(spec.target)
+        assert (table.version(), table.transaction_version(spec.app_id)) == (2, 1)
+        assert sorted_rows(read_table(spec.target)) == [
+            {"id": 1, "a": 7, "b": "new"},
+            {"id": 2, "a": 2, "b": "x"},
+            {"id": 3, "a": 3, "b": "z"},
+        ]
+
+
+def test_a_lost_race_to_make_a_target_with_deletion_vectors_is_a_concurrent_write() -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(folder, 1)
+        write_deltalake(spec.target, SCHEMA.empty_table())  # the other writer, first
+        with pytest.raises(ChangelogSourceError) as refused:
+            marked_deletes.create(
+                spec, tables.aligned(prepared(FIRST).select(["id", "a", "b"]), SCHEMA), 0, None, {}
+            )
+        assert [next(iter(a)) for c in _commits(spec.target) for a in c if "txn" in a] == []
+        assert DeltaTable(spec.target).version() == 0
+    assert refused.value.condition == "APPLY_CHANGES.CONCURRENT_WRITE"
