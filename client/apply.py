@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from spark_cdc.rewrite.apply_plan import plan_apply
+from spark_cdc.rewrite.apply_plan import plan_apply, target_layout
 from spark_cdc.rewrite.errors import cdc_error
 from spark_cdc.rewrite.server_code import make_available
 from spark_cdc.server_plugin.sinks.apply.sink import SINK_NAME, ApplyChangesSink, spec_options
@@ -61,6 +61,8 @@ def apply_changes(
     tombstone_retention: timedelta | None = None,
     state_location: str | None = None,
     storage_options: Mapping[str, str] | None = None,
+    table_properties: Mapping[str, str] | None = None,
+    partition_cols: Sequence[str] | None = None,
     trigger: Mapping[str, Any] | None = None,
     query_name: str | None = None,
 ) -> StreamingQuery | AppliedChanges:
@@ -75,7 +77,10 @@ def apply_changes(
     2 its history with ``__START_AT``/``__END_AT``. A feed with ``_change_type``,
     ``_commit_version`` and ``_commit_timestamp`` is a changelog: its deletes are
     ``_change_type = 'delete'``, its ``update_preimage`` rows are not applied, and those
-    three columns stay out of the target. See docs/apply-changes.md for every parameter.
+    three columns stay out of the target. ``table_properties`` and ``partition_cols``
+    (Spark's ``create_streaming_table`` names) shape a target the first batch makes; it
+    has deletion vectors unless ``delta.enableDeletionVectors`` is ``'false'``. See
+    docs/apply-changes.md for every parameter.
 
     Reads the feed's schema (one round trip), as ``changes(tableName)`` reads a location,
     and once per session what the server has installed (see docs/getting-started.md).
@@ -107,6 +112,7 @@ def apply_changes(
         track_history_column_list,
         track_history_except_column_list,
     )
+    partitions, properties = target_layout(plan.columns, partition_cols, table_properties)
     spec = ApplySpec(
         target=target,
         state=state_location or target.rstrip("/") + STATE_SUFFIX,
@@ -122,6 +128,8 @@ def apply_changes(
         target_name=target_name,
         tombstone_retention_ms=_retention_ms(tombstone_retention, scd_type),
         storage_options=tuple(sorted((storage_options or {}).items())),
+        table_properties=properties,
+        partition_cols=partitions,
     )
     spark = feed.sparkSession
     make_available(spark, ApplyChangesSink, "apply_changes")

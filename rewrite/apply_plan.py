@@ -8,13 +8,14 @@ schema, which the caller reads once.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from spark_cdc.rewrite.errors import cdc_error
 from spark_cdc.server_plugin.sinks.apply.spec import (
     DELETE,
+    DELETION_VECTORS_PROPERTY,
     END_AT,
     OP,
     RESERVED_PREFIX,
@@ -121,6 +122,47 @@ def _names(parameter: str, given: Any, names: list[str], required: bool = False)
                 columns=", ".join(names),
             )
     return chosen
+
+
+def target_layout(
+    columns: Sequence[str],
+    partition_cols: Sequence[str] | None,
+    table_properties: Mapping[str, str] | None,
+) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
+    """``partition_cols`` (among the target's ``columns``) and ``table_properties`` (text
+    to text, as Spark's ``create_streaming_table`` takes them), checked: what shapes a
+    target the first batch makes."""
+    partitions = tuple(_names("partition_cols", partition_cols, list(columns), required=False))
+    given = table_properties if table_properties is not None else {}
+    if not isinstance(given, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in given.items()
+    ):
+        raise cdc_error(
+            "APPLY_CHANGES.INVALID_PARAMETER",
+            parameter="table_properties",
+            problem=f"is {table_properties!r}",
+            fix="pass a dict of property names to text values, such as "
+            "{'delta.checkpointInterval': '10'}",
+        )
+    properties = dict(given)
+    for name, allowed in _BOOLEAN_PROPERTIES.items():
+        value = properties.get(name, "").strip().lower()
+        if name in properties and value not in allowed:
+            raise cdc_error(
+                "APPLY_CHANGES.INVALID_PARAMETER",
+                parameter="table_properties",
+                problem=f"set {name} to {properties[name]!r}",
+                fix=f"set it to {' or '.join(repr(v) for v in allowed)}, or leave it out",
+            )
+    return partitions, tuple(sorted(properties.items()))
+
+
+# Properties a target takes only as these values: appending only, it could not be applied
+# to (a change deletes or rewrites rows).
+_BOOLEAN_PROPERTIES = {
+    DELETION_VECTORS_PROPERTY: ("true", "false"),
+    "delta.appendOnly": ("false",),
+}
 
 
 def _either(first: str, first_value: Any, second: str, second_value: Any) -> None:

@@ -93,4 +93,3 @@ def write_file(uri: str, relative: str, data: bytes) -> None:
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "xb") as out:
         out.write(data)
-

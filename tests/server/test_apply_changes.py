@@ -18,7 +18,7 @@ from deltalake.exceptions import TableNotFoundError
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
-from spark_cdc import AppliedChanges, apply_changes, readStream
+from spark_cdc import AppliedChanges, apply_changes, read, readStream
 
 from tests.support.apply_targets import feed_changes, model_rows, read_table, sorted_rows
 from tests.support.processes import Command
@@ -385,6 +385,84 @@ def test_a_batch_applied_again_is_counted_and_commits_nothing_to_the_target(
     assert DeltaTable(target).version() == version
 
 
+def test_table_properties_and_partition_columns_shape_the_target_the_first_batch_makes(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    target = str(tmp_path / "target")
+    properties = {"delta.checkpointInterval": "5"}
+    rows = _apply_batches(
+        spark,
+        target,
+        [[U(1, "a", 5), U(2, "b", 5)], [U(1, "b", 6)]],
+        1,
+        table_properties=properties,
+        partition_cols=["value"],
+    )
+    assert rows == [{"id": 1, "value": "b"}, {"id": 2, "value": "b"}]
+    table = DeltaTable(target)
+    assert table.metadata().partition_columns == ["value"]
+    assert table.metadata().configuration == {**properties, "delta.enableDeletionVectors": "true"}
+
+
+def test_a_property_delta_rs_cannot_set_is_refused_with_no_folder_left(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    target = tmp_path / "target"
+    with pytest.raises(PySparkException) as refused:
+        _apply_batches(spark, str(target), [[U(1, "a", 5)]], 1, table_properties={"owner": "me"})
+    assert _condition(refused.value) == "APPLY_CHANGES.INVALID_PARAMETER"
+    assert "'owner'" in str(refused.value)
+    assert not target.exists()
+
+
+@pytest.mark.parametrize("scd_type", [1, 2])
+def test_a_target_written_by_deletion_vectors_is_a_change_feed_of_its_own(
+    spark: SparkSession, tmp_path: Path, scd_type: int
+) -> None:
+    """The target's commits (rows marked deleted, rows appended) read back by this
+    package's own source: each batch's changes to the target, as a Delta reader sees them
+    (type 1 with update detection; type 2's rows are versions, several per key)."""
+    target = str(tmp_path / "target")
+    batches = [[U(1, "a", 5), U(2, "b", 5), U(3, "c", 5)], [U(1, "x", 6), D(2, 6)]]
+    _apply_batches(spark, target, batches, scd_type)
+    assert any(a.get("deletionVector") for a in _adds(target))
+    reader = read(spark)
+    if scd_type == 1:
+        reader = reader.option("rowId", "id").option("computeUpdates", True)
+        changes = [
+            ((1, "a"), "insert", 0),
+            ((2, "b"), "insert", 0),
+            ((3, "c"), "insert", 0),
+            ((1, "a"), "update_preimage", 1),
+            ((1, "x"), "update_postimage", 1),
+            ((2, "b"), "delete", 1),
+        ]
+    else:
+        changes = [
+            ((1, "a", 5, None), "insert", 0),
+            ((2, "b", 5, None), "insert", 0),
+            ((3, "c", 5, None), "insert", 0),
+            ((1, "a", 5, None), "delete", 1),
+            ((2, "b", 5, None), "delete", 1),
+            ((1, "a", 5, 6), "insert", 1),
+            ((1, "x", 6, None), "insert", 1),
+            ((2, "b", 5, 6), "insert", 1),
+        ]
+    feed = reader.load(target).drop("_commit_timestamp")
+    names = feed.columns
+    got = sorted_rows(pa.Table.from_pylist([r.asDict() for r in feed.collect()]))
+    want = [dict(zip(names, (*row, kind, version), strict=True)) for row, kind, version in changes]
+    assert got == sorted_rows(pa.Table.from_pylist(want))
+
+
+def _adds(path: str) -> list[dict[str, Any]]:
+    import json
+
+    log = sorted(Path(path, "_delta_log").glob("*.json"))
+    actions = [json.loads(line) for f in log for line in f.read_text().splitlines() if line]
+    return [a["add"] for a in actions if "add" in a]
+
+
 def test_a_history_applied_into_a_mirror_is_refused_as_such(
     spark: SparkSession, tmp_path: Path
 ) -> None:
@@ -457,6 +535,15 @@ def test_new_columns_are_refused_unless_the_schema_evolves(
         ),
         ({"tombstone_retention": timedelta(days=-1)}, "APPLY_CHANGES.INVALID_PARAMETER"),
         ({"tombstone_retention": 3600}, "APPLY_CHANGES.INVALID_PARAMETER"),
+        ({"partition_cols": ["nope"]}, "APPLY_CHANGES.UNKNOWN_COLUMN"),
+        ({"partition_cols": "value"}, "APPLY_CHANGES.INVALID_PARAMETER"),
+        ({"table_properties": {"delta.appendOnly": "true"}}, "APPLY_CHANGES.INVALID_PARAMETER"),
+        (
+            {"table_properties": {"delta.enableDeletionVectors": "yes"}},
+            "APPLY_CHANGES.INVALID_PARAMETER",
+        ),
+        ({"table_properties": {"delta.checkpointInterval": 10}}, "APPLY_CHANGES.INVALID_PARAMETER"),
+        ({"table_properties": [("a", "b")]}, "APPLY_CHANGES.INVALID_PARAMETER"),
     ],
 )
 def test_parameters_are_refused_on_the_client(

@@ -129,6 +129,15 @@ PROTOCOLS = {
         "apply outcome": "batch long, changes long, keys long, rows long",
     },
 }
+PROTOCOLS[3] = {
+    **PROTOCOLS[2],
+    "apply spec": [
+        *_PROTOCOL_1["apply spec"],
+        "target_name",
+        "table_properties",
+        "partition_cols",
+    ],
+}
 
 
 def test_what_a_client_sends_is_the_protocols() -> None:

@@ -38,6 +38,7 @@ from spark_cdc.server_plugin.delta.deletion_vectors import (
 )
 from spark_cdc.server_plugin.delta.log import LOG_DIR, DeltaLog
 from spark_cdc.server_plugin.errors import error
+from spark_cdc.server_plugin.sinks.apply import tables
 from spark_cdc.server_plugin.sinks.apply.spec import DELETION_VECTORS_PROPERTY, ApplySpec
 from spark_cdc.server_plugin.sinks.apply.tables import OUTCOME_KEY
 
@@ -329,8 +330,9 @@ def create(
     on, made by one commit carrying the batch's marker. Another writer that made it first
     is a lost race (nothing of this one is then in its log)."""
     path = spec.target
-    os.makedirs(path, exist_ok=True)
-    actions = _staged(path, rows, list(spec.partition_cols), configuration)
+    with tables.refusing_properties(path):
+        os.makedirs(path, exist_ok=True)
+        actions = _staged(path, rows, list(spec.partition_cols), configuration)
     pending = committer.PendingCommit("CREATE TABLE AS SELECT", -1)
     for action in actions:
         if "protocol" in action:

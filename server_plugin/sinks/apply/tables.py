@@ -9,11 +9,14 @@ first, so a refusal comes before any write and names the table.
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 import pyarrow as pa
+from spark_cdc.server_plugin.delta.committer import local_root
 from spark_cdc.server_plugin.errors import error
 from spark_cdc.server_plugin.sinks.apply.history import ALIVE
 from spark_cdc.server_plugin.sinks.apply.spec import END_AT, START_AT, ApplySpec
@@ -76,6 +79,33 @@ def refusing_races(path: str) -> Iterator[None]:
         raise error("APPLY_CHANGES.CONCURRENT_WRITE", path=path, problem=str(lost)) from lost
 
 
+@contextmanager
+def refusing_properties(path: str) -> Iterator[None]:
+    """A new table whose ``table_properties`` delta-rs refuses, refused by name, with no
+    folder left where there was none (removed only when empty: another writer may have
+    made the table there meanwhile)."""
+    from deltalake.exceptions import DeltaError
+
+    folder = local_root(path)
+    existed = folder is None or os.path.exists(folder)
+    try:
+        yield
+    except DeltaError as refused:
+        found = re.search(r"Error parsing property '([^']*)'", str(refused))
+        if found is None:
+            raise
+        if folder is not None and not existed:
+            with suppress(OSError):
+                os.rmdir(folder)
+        raise error(
+            "APPLY_CHANGES.INVALID_PARAMETER",
+            parameter="table_properties",
+            problem=f"hold '{found.group(1)}', a property delta-rs cannot give a table it makes",
+            fix="leave it out; Delta's own properties (delta.checkpointInterval, "
+            "delta.logRetentionDuration, ...) are taken",
+        ) from refused
+
+
 def existing(path: str, schema: pa.Schema, spec: ApplySpec, role: str) -> Any | None:
     """The table at ``path``, checked against ``schema``; None when there is none yet: it
     is made by the batch's first write (``created``), so a refused batch leaves no folder."""
@@ -109,15 +139,16 @@ def created(
 
     options = storage(spec)
     try:
-        write_deltalake(
-            path,
-            aligned(rows, schema),
-            mode="error",
-            partition_by=list(spec.partition_cols) if path == spec.target else None,
-            storage_options=options,
-            configuration=configuration or None,
-            commit_properties=_commit_properties(spec, version, outcome),
-        )
+        with refusing_properties(path):
+            write_deltalake(
+                path,
+                aligned(rows, schema),
+                mode="error",
+                partition_by=list(spec.partition_cols) if path == spec.target else None,
+                storage_options=options,
+                configuration=configuration or None,
+                commit_properties=_commit_properties(spec, version, outcome),
+            )
     except DeltaError as lost:
         if not DeltaTable.is_deltatable(path, storage_options=options):
             raise
