@@ -39,6 +39,7 @@ from spark_cdc.server_plugin.delta.deletion_vectors import (
 from spark_cdc.server_plugin.delta.log import LOG_DIR, DeltaLog
 from spark_cdc.server_plugin.errors import error
 from spark_cdc.server_plugin.sinks.apply import tables
+from spark_cdc.server_plugin.sinks.apply.key_index import BatchKeys, FileKeysCache
 from spark_cdc.server_plugin.sinks.apply.spec import DELETION_VECTORS_PROPERTY, ApplySpec
 from spark_cdc.server_plugin.sinks.apply.tables import OUTCOME_KEY
 
@@ -55,6 +56,9 @@ _KEPT_FEATURES = frozenset(
     }
 )
 _ATTEMPTS = 3  # commits lost to other writers before the batch is refused
+# The target files' key indexes a process keeps between batches (a 10M-row file of one
+# long key: about 240 MB): a stream's later batches find their keys without reading them.
+_FILE_KEYS = FileKeysCache(budget=1 << 30)
 
 
 def refusal(table: Any) -> str | None:
@@ -161,7 +165,8 @@ def _stats_properties(table: Any) -> dict[str, str]:
 def _marks(table: Any, log: DeltaLog, keys: pa.Table, names: list[str]) -> dict[str, np.ndarray]:
     """Per file of the snapshot, the positions of its rows whose key is in ``keys``
     (the file's own deletion vector aside: marking a deleted row again changes nothing).
-    Files whose statistics exclude every key are not read."""
+    Files whose statistics exclude every key are not read; a file's key index is kept
+    for the next batches (``_FILE_KEYS``)."""
     if not keys.num_rows:
         return {}
     files = pa.RecordBatchReader.from_stream(table.get_add_actions(flatten=True)).read_all()
@@ -173,12 +178,16 @@ def _marks(table: Any, log: DeltaLog, keys: pa.Table, names: list[str]) -> dict[
     columns = [n for n in names if n not in partitions]
     values = {n: files.column(f"partition.{n}") for n in names if n in partitions}
     rows = {p: i for i, p in enumerate(files.column("path").to_pylist())}
+    wanted = BatchKeys.of(keys, names)
 
     def positions(path: str) -> tuple[str, np.ndarray]:
-        data = pq.read_table(log.open(path), columns=columns)
-        for name, column in values.items():
-            data = data.append_column(name, pa.repeat(column[rows[path]], data.num_rows))
-        return path, _matching(data, keys, names)
+        def read() -> pa.Table:
+            data = pq.read_table(log.open(path), columns=columns)
+            for name, column in values.items():
+                data = data.append_column(name, pa.repeat(column[rows[path]], data.num_rows))
+            return data
+
+        return path, _FILE_KEYS.get(log.location(path), read, wanted).positions(wanted)
 
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
         found = dict(pool.map(positions, paths))
@@ -205,16 +214,6 @@ def _may_hold(files: pa.Table, name: str, keys: pa.ChunkedArray, partition: bool
     first = np.searchsorted(values, low.to_numpy(zero_copy_only=False), side="left")
     last = np.searchsorted(values, high.to_numpy(zero_copy_only=False), side="right")
     return ~known | (last > first)
-
-
-def _matching(data: pa.Table, keys: pa.Table, names: list[str]) -> np.ndarray:
-    """Positions of ``data``'s rows whose key is one of ``keys``'."""
-    if len(names) == 1:
-        hits = pc.is_in(data.column(names[0]), value_set=keys.column(names[0]))
-        return np.flatnonzero(to_numpy(pc.fill_null(hits, False)))
-    indexed = data.select(names).append_column("__row", pa.array(np.arange(data.num_rows)))
-    joined = indexed.join(keys.select(names).group_by(names).aggregate([]), names)
-    return np.sort(to_numpy(joined.column("__row")))
 
 
 def _mark(

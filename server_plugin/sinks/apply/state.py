@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 from spark_cdc.server_plugin.arrow_types import from_numpy, to_numpy
 from spark_cdc.server_plugin.delta.log import DeltaLog
 from spark_cdc.server_plugin.sinks.apply import tables
+from spark_cdc.server_plugin.sinks.apply.key_index import BatchKeys, KeyIndex, key_hashes
 from spark_cdc.server_plugin.sinks.apply.spec import OP, TRUNCATE, ApplySpec
 
 # The most Arrow memory a writer keeps the state in; Parquet files expand about three times.
@@ -35,31 +36,45 @@ _SCAN_ROWS = 1 << 22
 
 @dataclass
 class _Rows:
-    """The state's rows, and which are truncates (every batch reads them: kept apart, a
-    lookup is one membership test of the key columns)."""
+    """The state's rows, which are truncates (every batch reads them), and an index of
+    their keys (``key_index``: made at the first lookup, merged with what each batch
+    adds), so finding a batch's keys costs the batch, not the state."""
 
     rows: pa.Table
     truncates: np.ndarray
+    index: KeyIndex | None = None
 
     @classmethod
     def of(cls, rows: pa.Table) -> _Rows:
         return cls(rows, _truncates(rows))
 
     def of_keys(self, spec: ApplySpec, keys: pa.Table | None) -> pa.Table:
-        """The rows of ``keys`` (each key column's values matched alone: a superset, and a
+        """The rows of ``keys`` (and of any key that hashes alike: a superset, and a
         change of another key resolves to no change), and the truncates."""
         found = self.truncates
         if keys is not None and keys.num_rows:
-            matched = np.flatnonzero(to_numpy(_matching(self.rows, spec, keys)))
-            found = np.sort(np.concatenate([matched, found])) if len(found) else matched
+            wanted = BatchKeys.of(keys, spec.keys)
+            if self.index is None:
+                self.index = _index(self.rows, wanted)
+            matched = self.index.find(wanted)[0]
+            found = np.union1d(matched, found) if len(found) else matched
         return self.rows.take(from_numpy(found))
 
-    def appended(self, added: pa.Table) -> _Rows:
+    def appended(self, spec: ApplySpec, added: pa.Table) -> _Rows:
         count = self.rows.num_rows
+        index = self.index
+        if index is not None and added.num_rows:
+            wanted = BatchKeys.of(added.slice(0, 0), spec.keys)  # the types keys hash as
+            index = index.merged(_index(added, wanted, first=count))
         return _Rows(
             pa.concat_tables([self.rows, added]),
             np.concatenate([self.truncates, _truncates(added) + count]),
+            index,
         )
+
+
+def _index(rows: pa.Table, wanted: BatchKeys, first: int = 0) -> KeyIndex:
+    return KeyIndex.of(key_hashes(wanted.typed(rows), list(wanted.names)), first)
 
 
 def _truncates(rows: pa.Table) -> np.ndarray:
@@ -175,7 +190,7 @@ def append(
     added = tables.aligned(rows, tables.table_schema(table))
     follows = memory.holds(table, before) and table.version() == before + 1
     if follows and added.schema == memory.kept.rows.schema:  # not when the schema evolved
-        memory.keep(table, memory.kept.appended(added))
+        memory.keep(table, memory.kept.appended(spec, added))
     else:
         memory.forget()
 

@@ -1,0 +1,55 @@
+"""The key index (``sinks.apply.key_index``) against a plain membership test: random key
+columns (one or two, with NULLs and duplicates) and random batches, looked up in one
+index and in one merged from parts, find exactly the rows whose key is the batch's; the
+path for batches whose keys hash alike gives the same rows."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from spark_cdc.server_plugin.sinks.apply.key_index import BatchKeys, FileKeys, KeyIndex, key_hashes
+
+VALUES = st.one_of(st.none(), st.integers(0, 6))
+NAMES = st.sampled_from([["id"], ["id", "part"]])
+
+
+def _table(rows: list[tuple[int | None, str | None]], names: list[str]) -> pa.Table:
+    columns = {
+        "id": pa.array([r[0] for r in rows], pa.int64()),
+        "part": pa.array([r[1] for r in rows], pa.string()),
+    }
+    return pa.table({n: columns[n] for n in names})
+
+
+def _plain(rows: pa.Table, keys: pa.Table) -> np.ndarray:
+    wanted = {tuple(r.values()) for r in keys.to_pylist()}
+    return np.array(
+        [i for i, r in enumerate(rows.to_pylist()) if tuple(r.values()) in wanted], np.int64
+    )
+
+
+ROWS = st.lists(st.tuples(VALUES, st.one_of(st.none(), st.sampled_from(["a", "b"]))), max_size=40)
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows=ROWS, batch=ROWS, names=NAMES, cut=st.integers(0, 40), collide=st.booleans())
+def test_an_index_finds_exactly_the_rows_of_the_batchs_keys(
+    rows: list, batch: list, names: list[str], cut: int, collide: bool
+) -> None:
+    table, keys = _table(rows, names), _table(batch, names)
+    wanted = BatchKeys.of(keys, names)
+    if collide:
+        wanted = dataclasses.replace(wanted, collide=True)
+    whole = KeyIndex.of(key_hashes(table, names))
+    cut = min(cut, len(rows))
+    parts = KeyIndex.of(key_hashes(table.slice(0, cut), names)).merged(
+        KeyIndex.of(key_hashes(table.slice(cut), names), cut)
+    )
+    expected = _plain(table, keys)
+    for index in (whole, parts):
+        assert FileKeys(table, index).positions(wanted).tolist() == expected.tolist()
+        assert set(expected) <= set(index.find(wanted)[0].tolist())
