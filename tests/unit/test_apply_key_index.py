@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from spark_cdc.server_plugin.sinks.apply.key_index import BatchKeys, FileKeys, KeyIndex, key_hashes
+from spark_cdc.server_plugin.sinks.apply.key_index import BatchKeys, FileKeys, KeyIndex, key_values
 
 VALUES = st.one_of(st.none(), st.integers(0, 6))
 NAMES = st.sampled_from([["id"], ["id", "part"]])
@@ -44,10 +44,10 @@ def test_an_index_finds_exactly_the_rows_of_the_batchs_keys(
     wanted = BatchKeys.of(keys, names)
     if collide:
         wanted = dataclasses.replace(wanted, collide=True)
-    whole = KeyIndex.of(key_hashes(table, names))
+    whole = KeyIndex.of(key_values(table, names))
     cut = min(cut, len(rows))
-    parts = KeyIndex.of(key_hashes(table.slice(0, cut), names)).merged(
-        KeyIndex.of(key_hashes(table.slice(cut), names), cut)
+    parts = KeyIndex.of(key_values(table.slice(0, cut), names)).merged(
+        KeyIndex.of(key_values(table.slice(cut), names), cut)
     )
     expected = _plain(table, keys)
     for index in (whole, parts):

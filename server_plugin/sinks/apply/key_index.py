@@ -1,13 +1,14 @@
-"""Finding a batch's keys among many rows by a sorted index of their key hashes: a binary
-search per key of the batch, so the cost follows the batch (its keys times the logarithm
-of the rows), where a membership test of every row costs the rows.
+"""Finding a batch's keys among many rows by a sorted index of their keys: a binary search
+per key of the batch, so the cost follows the batch (its keys times the logarithm of the
+rows), where a membership test of every row costs the rows.
 
-An index is built once per set of rows that does not change (a Parquet file of the
-target, the state a stream's writer keeps, which grows by merging the index of what each
-batch adds), and costs a sort of their hashes: about what one membership test of every
-row costs, so it pays from the second lookup on. A hash matches every key that hashes
-alike; ``exact`` keeps only the rows whose key columns equal one of the batch's, where a
-wrong match would delete a row of another key.
+An index sorts ``key_values``: one integer or temporal key's own values, else a hash of the
+key. It is built once per set of rows that does not change (a Parquet file of the target,
+kept per path; the state a stream's writer keeps, merged with the index of what each
+batch adds). Files this package writes are sorted by key, so their index is one pass; an
+unsorted file's costs a sort, about two membership tests of its rows. A hash matches
+every key that hashes alike; ``exact`` keeps only the rows whose key columns equal one
+of the batch's, where a wrong match would delete a row of another key.
 """
 
 from __future__ import annotations
@@ -24,19 +25,37 @@ from spark_cdc.server_plugin.row_level.arrays import array
 from spark_cdc.server_plugin.row_level.hashing import rows_hash
 
 
-def key_hashes(keys: pa.Table, names: list[str]) -> np.ndarray:
-    """The hash of each row's key (rows of one key hash alike; NULL keys too)."""
+def key_values(keys: pa.Table, names: list[str]) -> np.ndarray:
+    """What an index sorts each row by: one integer, date or timestamp key column's own
+    values (a file written sorted by key is then indexed by one pass, and nothing is
+    hashed), else the hash of the key (rows of one key hash alike)."""
+    if len(names) == 1:
+        column = array(keys.column(names[0]))
+        if _orderable(column.type):
+            if column.null_count:  # a truncate's NULL key: its row is not looked up
+                column = column.fill_null(0)
+            return to_numpy(column.cast(pa.int64()) if column.type != pa.int64() else column)
     if not keys.num_rows:
         return np.empty(0, np.uint64)
     return rows_hash([array(keys.column(n)) for n in names], "key")
 
 
+def _orderable(data_type: pa.DataType) -> bool:
+    """Whether values of the type order as their int64 view."""
+    return (pa.types.is_integer(data_type) and data_type != pa.uint64()) or (
+        pa.types.is_temporal(data_type)
+        and not pa.types.is_interval(data_type)
+        and not pa.types.is_time(data_type)
+    )
+
+
 @dataclass(frozen=True)
 class BatchKeys:
-    """A batch's distinct key hashes, sorted, with a row of ``keys`` for each (to confirm a
-    match: ``exact``); ``collide`` when two different keys of the batch hash alike."""
+    """A batch's distinct ``key_values``, sorted, with a row of ``keys`` for each (to
+    confirm a match: ``exact``); ``collide`` when two different keys of the batch hash
+    alike."""
 
-    hashes: np.ndarray
+    values: np.ndarray
     rows: np.ndarray
     keys: pa.Table
     names: tuple[str, ...]
@@ -46,9 +65,9 @@ class BatchKeys:
     def of(cls, keys: pa.Table, names: list[str] | tuple[str, ...]) -> BatchKeys:
         names = tuple(names)
         keys = keys.select(list(names))
-        hashed = key_hashes(keys, list(names))
-        order = np.argsort(hashed, kind="stable")
-        ordered = hashed[order]
+        values = key_values(keys, list(names))
+        order = np.argsort(values, kind="stable")
+        ordered = values[order]
         first = np.ones(len(ordered), bool)
         first[1:] = ordered[1:] != ordered[:-1]
         collide = False
@@ -67,16 +86,16 @@ class BatchKeys:
             names=list(self.names),
         )
 
-    def exact(self, columns: pa.Table, candidates: np.ndarray, hashes: np.ndarray) -> np.ndarray:
-        """The ``candidates`` (rows of ``columns``, typed as the batch, whose key hashes
-        are ``hashes``) whose key is one of the batch's: each compared with the batch's
-        key of its hash."""
+    def exact(self, columns: pa.Table, candidates: np.ndarray, values: np.ndarray) -> np.ndarray:
+        """The ``candidates`` (rows of ``columns``, typed as the batch, whose key values
+        are ``values``) whose key is one of the batch's: each compared with the batch's
+        key of its value."""
         if not len(candidates):
             return candidates
         found = columns.take(from_numpy(candidates))
         if self.collide:
             return candidates[_among(found, self.keys, self.names)]
-        mine = self.keys.take(from_numpy(self.rows[np.searchsorted(self.hashes, hashes)]))
+        mine = self.keys.take(from_numpy(self.rows[np.searchsorted(self.values, values)]))
         return candidates[_equal_rows(found, mine)]
 
 
@@ -109,25 +128,25 @@ def _among(found: pa.Table, keys: pa.Table, names: tuple[str, ...]) -> np.ndarra
 
 @dataclass(frozen=True)
 class KeyIndex:
-    """Rows by the hash of their key: ``hashes`` sorted, ``rows`` the row of each."""
+    """Rows by their ``key_values``: ``values`` sorted, ``rows`` the row of each."""
 
-    hashes: np.ndarray
+    values: np.ndarray
     rows: np.ndarray
 
     @classmethod
-    def of(cls, hashes: np.ndarray, first: int = 0) -> KeyIndex:
-        order = np.argsort(hashes, kind="stable")
-        return cls(hashes[order], order.astype(np.int64) + first)
+    def of(cls, values: np.ndarray, first: int = 0) -> KeyIndex:
+        order = np.argsort(values, kind="stable")  # one pass over values already sorted
+        return cls(values[order], order.astype(np.int64) + first)
 
     @property
     def nbytes(self) -> int:
-        return int(self.hashes.nbytes + self.rows.nbytes)
+        return int(self.values.nbytes + self.rows.nbytes)
 
     def find(self, wanted: BatchKeys) -> tuple[np.ndarray, np.ndarray]:
-        """The rows whose key hashes as one of ``wanted``'s (every row of those keys, and
-        any other key's row that hashes alike), sorted, and their hashes."""
-        starts = np.searchsorted(self.hashes, wanted.hashes, "left")
-        counts = np.searchsorted(self.hashes, wanted.hashes, "right") - starts
+        """The rows whose key value is one of ``wanted``'s (every row of those keys, and
+        any other key's row that hashes alike), sorted, and their values."""
+        starts = np.searchsorted(self.values, wanted.values, "left")
+        counts = np.searchsorted(self.values, wanted.values, "right") - starts
         hit = counts > 0
         starts, counts = starts[hit], counts[hit]
         # Every index of each run [start, start + count), in one vectorized pass.
@@ -135,14 +154,14 @@ class KeyIndex:
         slots += np.arange(int(counts.sum()))
         rows = self.rows[slots]
         order = np.argsort(rows)
-        return rows[order], self.hashes[slots][order]
+        return rows[order], self.values[slots][order]
 
     def merged(self, other: KeyIndex) -> KeyIndex:
         """Both as one: a stable sort of two sorted runs is one linear merge (numpy's
         timsort finds the runs), not a sort of the whole again."""
-        hashes = np.concatenate([self.hashes, other.hashes])
-        order = np.argsort(hashes, kind="stable")
-        return KeyIndex(hashes[order], np.concatenate([self.rows, other.rows])[order])
+        values = np.concatenate([self.values, other.values])
+        order = np.argsort(values, kind="stable")
+        return KeyIndex(values[order], np.concatenate([self.rows, other.rows])[order])
 
 
 @dataclass(frozen=True)
@@ -164,18 +183,18 @@ class FileKeysCache:
 
     def __init__(self, budget: int) -> None:
         self.budget = budget
-        self._kept: OrderedDict[str, FileKeys] = OrderedDict()
+        self._kept: OrderedDict[tuple[str, tuple[str, ...]], FileKeys] = OrderedDict()
         self._bytes = 0
 
     def get(self, path: str, read: Any, wanted: BatchKeys) -> FileKeys:
         """The file's keys, read with ``read()`` (its key columns) when not kept."""
-        kept = self._kept.get(path)
+        kept = self._kept.get((path, wanted.names))
         if kept is not None:
-            self._kept.move_to_end(path)
+            self._kept.move_to_end((path, wanted.names))
             return kept
         columns = wanted.typed(read())
-        made = FileKeys(columns, KeyIndex.of(key_hashes(columns, list(wanted.names))))
-        self._kept[path] = made
+        made = FileKeys(columns, KeyIndex.of(key_values(columns, list(wanted.names))))
+        self._kept[(path, wanted.names)] = made
         self._bytes += _size(made)
         while self._bytes > self.budget and len(self._kept) > 1:
             _, dropped = self._kept.popitem(last=False)

@@ -105,7 +105,9 @@ def replace_keys(
     staged = []
     if rows.num_rows:
         partition_by = list(table.metadata().partition_columns)
-        actions = _staged(root, rows, partition_by, _stats_properties(table))
+        actions = _staged(
+            root, tables.by_key(rows, spec.keys), partition_by, _stats_properties(table)
+        )
         staged = [a["add"] for a in actions if "add" in a]
     for _ in range(_ATTEMPTS):
         read_version = table.version()
@@ -331,7 +333,9 @@ def create(
     path = spec.target
     with tables.refusing_properties(path):
         os.makedirs(path, exist_ok=True)
-        actions = _staged(path, rows, list(spec.partition_cols), configuration)
+        actions = _staged(
+            path, tables.by_key(rows, spec.keys), list(spec.partition_cols), configuration
+        )
     pending = committer.PendingCommit("CREATE TABLE AS SELECT", -1)
     for action in actions:
         if "protocol" in action:

@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 from spark_cdc.server_plugin.arrow_types import from_numpy, to_numpy
 from spark_cdc.server_plugin.delta.log import DeltaLog
 from spark_cdc.server_plugin.sinks.apply import tables
-from spark_cdc.server_plugin.sinks.apply.key_index import BatchKeys, KeyIndex, key_hashes
+from spark_cdc.server_plugin.sinks.apply.key_index import BatchKeys, KeyIndex, key_values
 from spark_cdc.server_plugin.sinks.apply.spec import OP, TRUNCATE, ApplySpec
 
 # The most Arrow memory a writer keeps the state in; Parquet files expand about three times.
@@ -74,7 +74,7 @@ class _Rows:
 
 
 def _index(rows: pa.Table, wanted: BatchKeys, first: int = 0) -> KeyIndex:
-    return KeyIndex.of(key_hashes(wanted.typed(rows), list(wanted.names)), first)
+    return KeyIndex.of(key_values(wanted.typed(rows), list(wanted.names)), first)
 
 
 def _truncates(rows: pa.Table) -> np.ndarray:

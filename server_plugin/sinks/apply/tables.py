@@ -16,6 +16,7 @@ from contextlib import contextmanager, suppress
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from spark_cdc.server_plugin.delta.committer import local_root
 from spark_cdc.server_plugin.errors import error
 from spark_cdc.server_plugin.sinks.apply.history import ALIVE
@@ -142,7 +143,7 @@ def created(
         with refusing_properties(path):
             write_deltalake(
                 path,
-                aligned(rows, schema),
+                aligned(by_key(rows, spec.keys), schema),
                 mode="error",
                 partition_by=list(spec.partition_cols) if path == spec.target else None,
                 storage_options=options,
@@ -365,16 +366,19 @@ def append_rows(
     table: Any, spec: ApplySpec, version: int, rows: pa.Table, outcome: str | None = None
 ) -> None:
     """One commit (even of no rows: it carries the marker)."""
-    from deltalake import write_deltalake
+    _write_rows(table, spec, version, rows, outcome, "append")
 
-    with refusing_races(table.table_uri):
-        write_deltalake(
-            table,
-            aligned(rows, table_schema(table)),
-            mode="append",
-            schema_mode="merge" if spec.schema_evolution else None,
-            commit_properties=_commit_properties(spec, version, outcome),
-        )
+
+def by_key(rows: pa.Table, keys: tuple[str, ...]) -> pa.Table:
+    """``rows`` in key order, as this package writes every file: a file's key range is
+    then tight (statistics prune it) and its key index one pass (``key_index``)."""
+    if rows.num_rows < 2 or not all(k in rows.column_names for k in keys):
+        return rows
+    try:
+        order = pc.sort_indices(rows, sort_keys=[(k, "ascending") for k in keys])
+    except pa.ArrowNotImplementedError:  # a key of a type Arrow does not sort
+        return rows
+    return rows.take(order)
 
 
 def aligned(rows: pa.Table, schema: pa.Schema) -> pa.Table:
@@ -388,13 +392,19 @@ def aligned(rows: pa.Table, schema: pa.Schema) -> pa.Table:
 def overwrite_rows(
     table: Any, spec: ApplySpec, version: int | None, rows: pa.Table, outcome: str | None = None
 ) -> None:
+    _write_rows(table, spec, version, rows, outcome, "overwrite")
+
+
+def _write_rows(
+    table: Any, spec: ApplySpec, version: int | None, rows: pa.Table, outcome: str | None, mode: str
+) -> None:
     from deltalake import write_deltalake
 
     with refusing_races(table.table_uri):
-        write_deltalake(
+        write_deltalake(  # type: ignore[call-overload]  # mode: one of two literals
             table,
-            aligned(rows, table_schema(table)),
-            mode="overwrite",
+            aligned(by_key(rows, spec.keys), table_schema(table)),
+            mode=mode,
             schema_mode="merge" if spec.schema_evolution else None,
             commit_properties=_commit_properties(spec, version, outcome),
         )
