@@ -1,7 +1,7 @@
 """The key index (``sinks.apply.key_index``) against a plain membership test: random key
 columns (one or two, with NULLs and duplicates) and random batches, looked up in one
-index and in one merged from parts, find exactly the rows whose key is the batch's; the
-path for batches whose keys hash alike gives the same rows."""
+index, in one merged from parts and in runs added part by part, find exactly the rows whose
+key is the batch's; the path for batches whose keys hash alike gives the same rows."""
 
 from __future__ import annotations
 
@@ -11,7 +11,13 @@ import numpy as np
 import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from spark_cdc.server_plugin.sinks.apply.key_index import BatchKeys, FileKeys, KeyIndex, key_values
+from spark_cdc.server_plugin.sinks.apply.key_index import (
+    BatchKeys,
+    FileKeys,
+    KeyIndex,
+    KeyRuns,
+    key_values,
+)
 
 VALUES = st.one_of(st.none(), st.integers(0, 6))
 NAMES = st.sampled_from([["id"], ["id", "part"]])
@@ -36,9 +42,16 @@ ROWS = st.lists(st.tuples(VALUES, st.one_of(st.none(), st.sampled_from(["a", "b"
 
 
 @settings(max_examples=200, deadline=None)
-@given(rows=ROWS, batch=ROWS, names=NAMES, cut=st.integers(0, 40), collide=st.booleans())
+@given(
+    rows=ROWS,
+    batch=ROWS,
+    names=NAMES,
+    cut=st.integers(0, 40),
+    collide=st.booleans(),
+    sizes=st.lists(st.integers(1, 12), max_size=6),
+)
 def test_an_index_finds_exactly_the_rows_of_the_batchs_keys(
-    rows: list, batch: list, names: list[str], cut: int, collide: bool
+    rows: list, batch: list, names: list[str], cut: int, collide: bool, sizes: list[int]
 ) -> None:
     table, keys = _table(rows, names), _table(batch, names)
     wanted = BatchKeys.of(keys, names)
@@ -53,3 +66,10 @@ def test_an_index_finds_exactly_the_rows_of_the_batchs_keys(
     for index in (whole, parts):
         assert FileKeys(table, index).positions(wanted).tolist() == expected.tolist()
         assert set(expected) <= set(index.find(wanted)[0].tolist())
+    runs, start = KeyRuns(), 0
+    for size in [*sizes, len(rows)]:
+        part = table.slice(start, size)
+        runs = runs.added(KeyIndex.of(key_values(part, names), start))
+        start += part.num_rows
+    alike = np.flatnonzero(np.isin(key_values(table, names), wanted.values))
+    assert runs.find(wanted).tolist() == alike.tolist()

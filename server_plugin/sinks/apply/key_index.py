@@ -165,6 +165,28 @@ class KeyIndex:
 
 
 @dataclass(frozen=True)
+class KeyRuns:
+    """The index of rows that grow batch by batch (a stream's state): one run per batch,
+    the last two merged while the later holds a quarter of the earlier's rows or more. A
+    lookup searches a few runs (their sizes fall fourfold), and a row is merged again a
+    few times in its life, not with every batch (each merge allocates the whole run)."""
+
+    runs: tuple[KeyIndex, ...] = ()
+
+    def added(self, run: KeyIndex) -> KeyRuns:
+        runs = [*self.runs, run]
+        while len(runs) > 1 and len(runs[-1].values) * 4 >= len(runs[-2].values):
+            last = runs.pop()
+            runs[-1] = runs[-1].merged(last)
+        return KeyRuns(tuple(runs))
+
+    def find(self, wanted: BatchKeys) -> np.ndarray:
+        """The rows (sorted) whose key value is one of ``wanted``'s."""
+        found = [run.find(wanted)[0] for run in self.runs]
+        return np.sort(np.concatenate(found)) if found else np.empty(0, np.int64)
+
+
+@dataclass(frozen=True)
 class FileKeys:
     """One file's key columns (typed as the batches that look in it) and their index."""
 

@@ -105,9 +105,7 @@ def replace_keys(
     staged = []
     if rows.num_rows:
         partition_by = list(table.metadata().partition_columns)
-        actions = _staged(
-            root, tables.by_key(rows, spec.keys), partition_by, _stats_properties(table)
-        )
+        actions = _staged(root, rows, partition_by, _stats_properties(table))
         staged = [a["add"] for a in actions if "add" in a]
     for _ in range(_ATTEMPTS):
         read_version = table.version()

@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 from spark_cdc.server_plugin.arrow_types import from_numpy, to_numpy
 from spark_cdc.server_plugin.delta.log import DeltaLog
 from spark_cdc.server_plugin.sinks.apply import tables
-from spark_cdc.server_plugin.sinks.apply.key_index import BatchKeys, KeyIndex, key_values
+from spark_cdc.server_plugin.sinks.apply.key_index import BatchKeys, KeyIndex, KeyRuns, key_values
 from spark_cdc.server_plugin.sinks.apply.spec import OP, TRUNCATE, ApplySpec
 
 # The most Arrow memory a writer keeps the state in; Parquet files expand about three times.
@@ -37,12 +37,12 @@ _SCAN_ROWS = 1 << 22
 @dataclass
 class _Rows:
     """The state's rows, which are truncates (every batch reads them), and an index of
-    their keys (``key_index``: made at the first lookup, merged with what each batch
-    adds), so finding a batch's keys costs the batch, not the state."""
+    their keys (``key_index``: made at the first lookup, a run added with each batch),
+    so finding a batch's keys costs the batch, not the state."""
 
     rows: pa.Table
     truncates: np.ndarray
-    index: KeyIndex | None = None
+    index: KeyRuns | None = None
 
     @classmethod
     def of(cls, rows: pa.Table) -> _Rows:
@@ -55,17 +55,17 @@ class _Rows:
         if keys is not None and keys.num_rows:
             wanted = BatchKeys.of(keys, spec.keys)
             if self.index is None:
-                self.index = _index(self.rows, wanted)
-            matched = self.index.find(wanted)[0]
+                self.index = KeyRuns().added(_index(self.rows, wanted))
+            matched = self.index.find(wanted)
             found = np.union1d(matched, found) if len(found) else matched
-        return self.rows.take(from_numpy(found))
+        return _take(self.rows, found)
 
     def appended(self, spec: ApplySpec, added: pa.Table) -> _Rows:
         count = self.rows.num_rows
         index = self.index
         if index is not None and added.num_rows:
-            wanted = BatchKeys.of(added.slice(0, 0), spec.keys)  # the types keys hash as
-            index = index.merged(_index(added, wanted, first=count))
+            wanted = BatchKeys.of(added.slice(0, 0), spec.keys)  # the types keys index as
+            index = index.added(_index(added, wanted, first=count))
         return _Rows(
             pa.concat_tables([self.rows, added]),
             np.concatenate([self.truncates, _truncates(added) + count]),
@@ -75,6 +75,20 @@ class _Rows:
 
 def _index(rows: pa.Table, wanted: BatchKeys, first: int = 0) -> KeyIndex:
     return KeyIndex.of(key_values(wanted.typed(rows), list(wanted.names)), first)
+
+
+def _take(rows: pa.Table, positions: np.ndarray) -> pa.Table:
+    """``rows`` at ``positions`` (sorted), batch by batch: Arrow's take of a table of many
+    chunks joins them first, a copy of the whole state."""
+    batches = rows.to_batches()
+    bounds = np.cumsum([0, *(b.num_rows for b in batches)])
+    cuts = np.searchsorted(positions, bounds)
+    parts = [
+        batch.take(from_numpy(positions[cuts[i] : cuts[i + 1]] - bounds[i]))
+        for i, batch in enumerate(batches)
+        if cuts[i + 1] > cuts[i]
+    ]
+    return pa.Table.from_batches(parts, schema=rows.schema)
 
 
 def _truncates(rows: pa.Table) -> np.ndarray:

@@ -370,8 +370,9 @@ def append_rows(
 
 
 def by_key(rows: pa.Table, keys: tuple[str, ...]) -> pa.Table:
-    """``rows`` in key order, as this package writes every file: a file's key range is
-    then tight (statistics prune it) and its key index one pass (``key_index``)."""
+    """``rows`` in key order, as a new table's first files are written: their key ranges
+    are then tight (statistics prune them) and their key index one pass (``key_index``).
+    A batch's own rows are not sorted: sorting costs more than indexing their file."""
     if rows.num_rows < 2 or not all(k in rows.column_names for k in keys):
         return rows
     try:
@@ -403,7 +404,7 @@ def _write_rows(
     with refusing_races(table.table_uri):
         write_deltalake(  # type: ignore[call-overload]  # mode: one of two literals
             table,
-            aligned(by_key(rows, spec.keys), table_schema(table)),
+            aligned(rows, table_schema(table)),
             mode=mode,
             schema_mode="merge" if spec.schema_evolution else None,
             commit_properties=_commit_properties(spec, version, outcome),
