@@ -182,6 +182,7 @@ CODE_FIGURES: dict[str, Callable[[], bool]] = {
     "64 MB": lambda: _partitions().RESOLVE_BYTES == 64 << 20,
     "16 MB": lambda: _partitions().GATHER_BYTES == 16 << 20,
     "2 GiB": lambda: _state().STATE_MEMORY_BYTES == 2 << 30,
+    "1 GiB": lambda: _marked_deletes().FILE_KEYS_BYTES == 1 << 30,
 }
 
 
@@ -191,6 +192,10 @@ def _partitions() -> ModuleType:
 
 def _state() -> ModuleType:
     return importlib.import_module("spark_cdc.server_plugin.sinks.apply.state")
+
+
+def _marked_deletes() -> ModuleType:
+    return importlib.import_module("spark_cdc.server_plugin.sinks.apply.marked_deletes")
 
 
 def _stated_figures() -> list[tuple[str, int, str]]:

@@ -58,7 +58,8 @@ _KEPT_FEATURES = frozenset(
 _ATTEMPTS = 3  # commits lost to other writers before the batch is refused
 # The target files' key indexes a process keeps between batches (a 10M-row file of one
 # long key: about 240 MB): a stream's later batches find their keys without reading them.
-_FILE_KEYS = FileKeysCache(budget=1 << 30)
+FILE_KEYS_BYTES = 1 << 30
+_FILE_KEYS = FileKeysCache(FILE_KEYS_BYTES)
 
 
 def refusal(table: Any) -> str | None:
