@@ -11,9 +11,10 @@
 Beneath: ``spark_cdc.rewrite`` (the plans) and ``spark_cdc.server_plugin`` (what runs in the
 server; it imports neither of the layers above it).
 
-Importing the package arranges two patches of PySpark's Connect client (see
+Importing the package arranges three patches of PySpark's Connect client (see
 ``spark_cdc.compat.hooks`` for why they wait until that client loads): server errors of
-ours get their own condition back, and stream starts pass the guard. The public names load
+ours get their own condition back, stream starts pass the guard, and closing a session
+cannot deadlock a query (``compat.release_pool``). The public names load
 on first use, so a server's Python worker that imports the plugin pays for neither.
 """
 
@@ -120,6 +121,12 @@ def _convert_server_errors(module: Any) -> None:
         server_errors.patch_error_log(module)
 
 
+def _close_sessions_safely(module: Any) -> None:
+    from spark_cdc.compat import release_pool
+
+    release_pool.patch(module)
+
+
 def _guard_stream_starts(module: Any) -> None:
     from spark_cdc.rewrite import pyspark_internals
 
@@ -144,3 +151,4 @@ when_imported("pyspark.sql.connect.client.core", _convert_server_errors)
 when_imported("pyspark.sql.connect.streaming.query", _convert_server_errors)
 when_imported("pyspark.errors.exceptions.connect", _convert_server_errors)
 when_imported("pyspark.sql.connect.streaming.readwriter", _guard_stream_starts)
+when_imported("pyspark.sql.connect.client.reattach", _close_sessions_safely)

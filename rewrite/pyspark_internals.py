@@ -186,6 +186,31 @@ def take_bus_thread(bus: StreamingQueryListenerBus) -> threading.Thread | None:
     return thread
 
 
+# --- the release thread pool (compat.release_pool) ---------------------------------------
+
+
+def release_pool_shutdown(module: ModuleType) -> type | None:
+    """The iterator class whose ``shutdown`` classmethod stops the release thread pool all
+    sessions share (``_lock``, ``_release_thread_pool_instance``): PySpark 4.0 and 4.1;
+    None where that pool is stopped only when idle (4.2 on)."""
+    iterator = module.ExecutePlanResponseReattachableIterator
+    if hasattr(iterator, "shutdown_threadpool_if_idle") or not hasattr(iterator, "shutdown"):
+        return None
+    return cast(type, iterator)
+
+
+def take_release_pool(iterator: type) -> Any:
+    """The shared release pool, taken off the class (the next session makes a new one)."""
+    with iterator._lock:  # type: ignore[attr-defined]
+        pool = iterator._release_thread_pool_instance  # type: ignore[attr-defined]
+        iterator._release_thread_pool_instance = None  # type: ignore[attr-defined]
+    return pool
+
+
+def replace_release_pool_shutdown(iterator: type, shutdown: Callable[[type], None]) -> None:
+    iterator.shutdown = classmethod(shutdown)  # type: ignore[attr-defined]
+
+
 # --- sessions and the client's RPC errors -----------------------------------------------
 
 

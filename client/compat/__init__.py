@@ -2,6 +2,7 @@
 
 The patches wait for the module they patch (``hooks``); server errors get our conditions
 back (``server_errors``); listeners are removed without PySpark's deadlock
-(``listener_bus``). It may import ``spark_cdc.rewrite`` and ``spark_cdc.server_plugin``'s
-leaves, never the user API above it, so the package root can arrange it at import.
+(``listener_bus``), and sessions closed without 4.0's and 4.1's (``release_pool``). It
+may import ``spark_cdc.rewrite`` and ``spark_cdc.server_plugin``'s leaves, never the user
+API above it, so the package root can arrange it at import.
 """

@@ -346,8 +346,7 @@ def _latency(bench: Bench) -> Figure:
     assert not isinstance(query, AppliedChanges)  # a stream
     latencies = []
     try:
-        while not Path(target).exists() or DeltaTable(target).version() < 1:
-            time.sleep(0.2)
+        _wait_for(lambda: DeltaTable.is_deltatable(target), query)  # the first commit
         for step in range(3 if bench.quick else 8):
             key = 1000 + step
             added = _rows(np.array([key]), 0, rng)
@@ -355,11 +354,9 @@ def _latency(bench: Bench) -> Figure:
             time.sleep(rng.uniform(0, TRIGGER_S))
             write_deltalake(source, pa.table(added), mode="append")
             committed = time.perf_counter()
-            while True:
-                table = DeltaTable(target)
-                if any(key in a.to_pylist() for a in _ids(table)):
-                    break
-                time.sleep(0.05)
+            _wait_for(
+                lambda k=key: any(k in a.to_pylist() for a in _ids(DeltaTable(target))), query
+            )
             latencies.append(time.perf_counter() - committed)
     finally:
         query.stop()
@@ -375,6 +372,15 @@ def _latency(bench: Bench) -> Figure:
         samples={"seconds": [round(x, 3) for x in latencies]},
         notes=f"median {median:.2f} s over {len(latencies)} commits",
     )
+
+
+def _wait_for(done: Callable[[], bool], query: Any, seconds: float = 120) -> None:
+    """Until ``done()``; a stream that failed or took ``seconds`` ends the benchmark."""
+    deadline = time.monotonic() + seconds
+    while not done():
+        if query.exception() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"the stream did not apply the change: {query.exception()}")
+        time.sleep(0.05)
 
 
 def _ids(table: DeltaTable) -> list[Any]:
