@@ -80,6 +80,17 @@ INTERNALS: tuple[Internal, ...] = (
         "_execution_thread",
         "attribute",
     ),
+    # The release thread pool all sessions share (compat.release_pool).
+    Internal(
+        "pyspark.sql.connect.client.reattach:ExecutePlanResponseReattachableIterator",
+        "_lock",
+        "class attribute",
+    ),
+    Internal(
+        "pyspark.sql.connect.client.reattach:ExecutePlanResponseReattachableIterator",
+        "_release_thread_pool_instance",
+        "class attribute",
+    ),
     # Sessions (connection._discard) and the client's RPC errors (connection).
     Internal("pyspark.sql.connect.session:SparkSession", "_lock", "class attribute"),
     Internal("pyspark.sql.connect.session:SparkSession", "_default_session", "class attribute"),
