@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from spark_cdc.server_plugin.sinks.apply.key_index import (
     BatchKeys,
     FileKeys,
+    FileKeysCache,
     KeyIndex,
     KeyRuns,
     key_values,
@@ -73,3 +74,17 @@ def test_an_index_finds_exactly_the_rows_of_the_batchs_keys(
         start += part.num_rows
     alike = np.flatnonzero(np.isin(key_values(table, names), wanted.values))
     assert runs.find(wanted).tolist() == alike.tolist()
+
+
+def test_a_file_made_again_under_its_old_name_is_read_again() -> None:
+    """A table deleted and made again at one path may reuse a file name: its size or
+    modification time tells the cached keys of the old file apart."""
+    cache = FileKeysCache(budget=1 << 20)
+    wanted = BatchKeys.of(_table([(1, None), (2, None)], ["id"]), ["id"])
+    old = _table([(1, None), (5, None)], ["id"])
+    new = _table([(7, None), (2, None), (1, None)], ["id"])
+    assert cache.get(("/t/part-0.parquet", 10, 1), lambda: old, wanted).positions(
+        wanted
+    ).tolist() == [0]
+    again = cache.get(("/t/part-0.parquet", 12, 2), lambda: new, wanted)
+    assert again.positions(wanted).tolist() == [1, 2]

@@ -199,24 +199,27 @@ class FileKeys:
 
 
 class FileKeysCache:
-    """``FileKeys`` of the files a process looked in, by path (a Delta table's data file
-    never changes: a path names the same rows for ever), the least recently used dropped
-    past ``budget`` bytes."""
+    """``FileKeys`` of the files a process looked in, by path, size and modification time
+    (a Delta table's data file never changes; the size and time tell a file of a table
+    made again at the same path under the same name apart), the least recently used
+    dropped past ``budget`` bytes."""
 
     def __init__(self, budget: int) -> None:
         self.budget = budget
-        self._kept: OrderedDict[tuple[str, tuple[str, ...]], FileKeys] = OrderedDict()
+        self._kept: OrderedDict[tuple[object, tuple[str, ...]], FileKeys] = OrderedDict()
         self._bytes = 0
 
-    def get(self, path: str, read: Any, wanted: BatchKeys) -> FileKeys:
-        """The file's keys, read with ``read()`` (its key columns) when not kept."""
-        kept = self._kept.get((path, wanted.names))
+    def get(self, file: tuple[str, int, int], read: Any, wanted: BatchKeys) -> FileKeys:
+        """The keys of ``file`` (its path, size and modification time), read with
+        ``read()`` (its key columns) when not kept."""
+        key = (file, wanted.names)
+        kept = self._kept.get(key)
         if kept is not None:
-            self._kept.move_to_end((path, wanted.names))
+            self._kept.move_to_end(key)
             return kept
         columns = wanted.typed(read())
         made = FileKeys(columns, KeyIndex.of(key_values(columns, list(wanted.names))))
-        self._kept[(path, wanted.names)] = made
+        self._kept[key] = made
         self._bytes += _size(made)
         while self._bytes > self.budget and len(self._kept) > 1:
             _, dropped = self._kept.popitem(last=False)

@@ -179,6 +179,8 @@ def _marks(table: Any, log: DeltaLog, keys: pa.Table, names: list[str]) -> dict[
     columns = [n for n in names if n not in partitions]
     values = {n: files.column(f"partition.{n}") for n in names if n in partitions}
     rows = {p: i for i, p in enumerate(files.column("path").to_pylist())}
+    sizes, times = files.column("size_bytes").to_pylist(), files.column("modification_time")
+    times = times.cast(pa.int64()).to_pylist()
     wanted = BatchKeys.of(keys, names)
 
     def positions(path: str) -> tuple[str, np.ndarray]:
@@ -188,7 +190,8 @@ def _marks(table: Any, log: DeltaLog, keys: pa.Table, names: list[str]) -> dict[
                 data = data.append_column(name, pa.repeat(column[rows[path]], data.num_rows))
             return data
 
-        return path, _FILE_KEYS.get(log.location(path), read, wanted).positions(wanted)
+        file = (log.location(path), sizes[rows[path]], times[rows[path]])
+        return path, _FILE_KEYS.get(file, read, wanted).positions(wanted)
 
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
         found = dict(pool.map(positions, paths))
