@@ -159,7 +159,8 @@ def bench_streaming_rates() -> str:
 def bench_apply() -> str:
     """``apply_changes`` beside a hand-written ``foreachBatch`` MERGE and a raw read, changes
     per second per case (after a stream's first micro-batch, and its first), with the
-    applying process's peak memory, and the latency."""
+    applying process's peak memory, how a micro-batch's time grows with the target, and
+    the latency."""
     figures = [f for f in _figures() if f.benchmark == "apply"]
     if not figures:
         return "Not measured yet: `./dev bench --only apply` measures it."
@@ -177,6 +178,11 @@ def bench_apply() -> str:
             f"| {f.case} | {m['ours']:,.0f}/s | {m['hand-written']:,.0f}/s | {f.ratio} | "
             f"{first} | {m['raw read']:,.0f}/s | {m.get('peak MB (ours)', 0):,.0f} MB |"
         )
+    for f in figures:
+        if f.case.startswith("growth"):
+            lines.append(
+                f"\n{f.case[:1].upper()}{f.case[1:]}: {f.ratio} ({f.notes}; target {f.target})."
+            )
     for f in figures:
         if "seconds" in f.medians:
             lines.append(

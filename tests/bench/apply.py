@@ -23,7 +23,9 @@ state in its writer's memory. The first micro-batch, where ours reads its state 
 storage, is a figure of its own beside it. Rates are from each trigger's execution time
 (the query's progress), medians of interleaved repetitions; the notes give the peak
 resident memory of the Python process that applied the batches (ours), sampled from
-``/proc``. A separate case measures the end-to-end latency of a stream following a Delta
+``/proc``. The growth case applies the same clustered micro-batches (a run of consecutive
+ids, and new ones) to a target and to one four times larger: seconds per micro-batch
+after the first, larger ÷ smaller. A separate case measures the end-to-end latency of a stream following a Delta
 table (``processingTime`` trigger): from a source commit to the change being visible in
 the target, in trigger intervals (target: at most 2).
 """
@@ -52,6 +54,9 @@ BENCHMARK = "apply"
 TARGET_ROWS, QUICK_TARGET_ROWS = 10_000_000, 100_000
 BATCHES, QUICK_BATCHES = (10_000, 100_000, 1_000_000), (1_000, 10_000)
 MICRO_BATCHES = 3
+# The growth case: the same clustered batches into a target and one four times larger.
+GROWTH_ROWS, QUICK_GROWTH_ROWS = (10_000_000, 40_000_000), (100_000, 400_000)
+GROWTH_CHANGES, QUICK_GROWTH_CHANGES = 100_000, 1_000
 STATUSES = np.array(["new", "paid", "shipped", "refunded"])
 SCHEMA = "id long, status string, amount double, region string, note string, seq long, op string"
 TRIGGER_S = 2.0
@@ -228,6 +233,7 @@ def run(bench: Bench) -> list[Figure]:
         bases = (_ours_base(bench, target_rows, scd_type), _hand_base(bench, target_rows, scd_type))
         for count in QUICK_BATCHES if bench.quick else BATCHES:
             figures.append(_case(bench, scd_type, count, target_rows, *bases, not figures))
+    figures.append(_growth(bench))
     figures.append(_latency(bench))
     return figures
 
@@ -321,6 +327,83 @@ def _case(
             f"hand-written {first['hand-written']:,.0f} ({first_ratio:.2f}x); peak memory of "
             f"the applying process (ours) {max(peaks, default=0):,.0f} MB"
         ),
+    )
+
+
+def _clustered_changes(bench: Bench, target_rows: int, count: int) -> str:
+    """``MICRO_BATCHES`` files of ``count`` changes whose keys are clustered, as new ids
+    and recent rows are: updates of a run of consecutive ids in the middle of the target
+    (a few of its files) and new ids after its last."""
+    folder = bench.work / f"apply_clustered_{target_rows}_{count}_x{MICRO_BATCHES}"
+    if not (folder / "_complete").exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        for batch in range(MICRO_BATCHES):
+            rng = np.random.default_rng([target_rows, count, batch])
+            updates = int(count * 0.95)
+            first = target_rows // 2 + batch * updates
+            first_new = target_rows + batch * count
+            ids = np.concatenate(
+                [
+                    np.arange(first, first + updates),
+                    np.arange(first_new, first_new + count - updates),
+                ]
+            )
+            table = pa.table(_rows(ids, batch + 1, rng))
+            op = np.where(np.arange(len(ids)) < int(count * 0.05), "D", "U")
+            table = table.append_column("op", pa.array(op))
+            pq.write_table(table, folder / f"changes-{batch:03d}.parquet")
+        (folder / "_complete").touch()
+    return str(folder)
+
+
+def _growth(bench: Bench) -> Figure:
+    """The same clustered micro-batches (type 1) into a target of ``GROWTH_ROWS[0]`` rows
+    and one four times larger: seconds per micro-batch after the first, larger ÷ smaller
+    (the issue's target: at most 1.3, a cost that follows the changes, not the table)."""
+    small_rows, large_rows = QUICK_GROWTH_ROWS if bench.quick else GROWTH_ROWS
+    count = QUICK_GROWTH_CHANGES if bench.quick else GROWTH_CHANGES
+    runs = bench.work / "apply_runs"
+    firsts: list[float] = []
+
+    def side(rows: int) -> Callable[[], float]:
+        def run() -> float:
+            base = _ours_base(bench, rows, 1)
+            source = _clustered_changes(bench, rows, count)
+            run = _fresh(base, runs / f"growth_{rows}")
+
+            def start() -> Any:
+                return apply_changes(
+                    _feed(bench, source),
+                    str(run / "target"),
+                    keys=["id"],
+                    sequence_by="seq",
+                    apply_as_deletes="op = 'D'",
+                    except_column_list=["seq", "op"],
+                    state_location=str(run / "state"),
+                    checkpoint_location=str(run / "checkpoint"),
+                    trigger={"availableNow": True},
+                )
+
+            return count / _rates(count, start, firsts)  # seconds per micro-batch
+
+        return run
+
+    names = {small_rows: f"{small_rows:,} rows", large_rows: f"{large_rows:,} rows"}
+    samples = interleaved({names[r]: side(r) for r in (small_rows, large_rows)}, bench.reps)
+    shutil.rmtree(runs, ignore_errors=True)
+    seconds_per_batch = medians(samples)
+    ratio = seconds_per_batch[names[large_rows]] / seconds_per_batch[names[small_rows]]
+    return Figure(
+        BENCHMARK,
+        f"growth: {count:,} clustered changes a micro-batch, {large_rows:,} ÷ {small_rows:,} rows",
+        "seconds per micro-batch after the first, larger target ÷ smaller",
+        round(ratio, 3),
+        target="≤ 1.3",
+        met=ratio <= 1.3,
+        medians={k: round(v, 3) for k, v in seconds_per_batch.items()},
+        samples={k: [round(x, 3) for x in v] for k, v in samples.items()},
+        spread=paired_spread(samples[names[large_rows]], samples[names[small_rows]]),
+        notes=", ".join(f"{k}: {v:.2f} s a micro-batch" for k, v in seconds_per_batch.items()),
     )
 
 
