@@ -25,9 +25,9 @@ storage, is a figure of its own beside it. Rates are from each trigger's executi
 resident memory of the Python process that applied the batches (ours), sampled from
 ``/proc``. The growth case applies the same clustered micro-batches (a run of consecutive
 ids, and new ones) to a target and to one four times larger: seconds per micro-batch
-after the first, larger ÷ smaller. A separate case measures the end-to-end latency of a stream following a Delta
-table (``processingTime`` trigger): from a source commit to the change being visible in
-the target, in trigger intervals (target: at most 2).
+after the first, larger ÷ smaller. A separate case measures the end-to-end latency of a
+stream following a Delta table (``processingTime`` trigger): from a source commit to the
+change being visible in the target, in trigger intervals (target: at most 2).
 """
 
 from __future__ import annotations
