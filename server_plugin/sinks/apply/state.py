@@ -6,10 +6,10 @@ server (its ``foreachBatch`` function lives as long as the query), and each leav
 state as the next one finds it, so ``StateMemory`` keeps the rows it read and wrote: a
 micro-batch reads the state from storage only when the table is not at the version this
 writer left it at (the first batch after a start, or another writer's commit), which past
-a few million keys costs as much as the merge. Finding the batch's keys in memory is one
-membership test per row of the state (an index sorted by key cost more to keep up, per
-batch, than it saved). The copy is bounded (``STATE_MEMORY_BYTES``); a larger state is
-scanned every batch.
+a few million keys costs as much as the merge. The batch's keys are found in memory by a
+sorted index (``key_index``) that grows by a run per batch, merged size-tiered: merging
+the whole index with every batch cost more than the membership test it replaced. The
+copy is bounded (``STATE_MEMORY_BYTES``); a larger state is scanned every batch.
 """
 
 from __future__ import annotations
