@@ -21,22 +21,29 @@ from spark_cdc.server_plugin.sinks.apply.key_index import (
 )
 
 VALUES = st.one_of(st.none(), st.integers(0, 6))
-NAMES = st.sampled_from([["id"], ["id", "part"]])
+NAMES = st.sampled_from([["id"], ["id", "part"], ["day"], ["nested"]])
 
 
 def _table(rows: list[tuple[int | None, str | None]], names: list[str]) -> pa.Table:
+    ids = pa.array([r[0] for r in rows], pa.int64())
     columns = {
-        "id": pa.array([r[0] for r in rows], pa.int64()),
+        "id": ids,
         "part": pa.array([r[1] for r in rows], pa.string()),
+        "day": ids.cast(pa.int32()).view(pa.date32()),  # an orderable key of its own type
+        "nested": pa.array(
+            [None if r[0] is None else {"a": r[0], "b": r[1]} for r in rows],
+            pa.struct([("a", pa.int64()), ("b", pa.string())]),
+        ),
     }
     return pa.table({n: columns[n] for n in names})
 
 
 def _plain(rows: pa.Table, keys: pa.Table) -> np.ndarray:
-    wanted = {tuple(r.values()) for r in keys.to_pylist()}
-    return np.array(
-        [i for i, r in enumerate(rows.to_pylist()) if tuple(r.values()) in wanted], np.int64
-    )
+    def key(row: dict) -> tuple:
+        return tuple(repr(v) for v in row.values())  # a struct's dict is not hashable
+
+    wanted = {key(r) for r in keys.to_pylist()}
+    return np.array([i for i, r in enumerate(rows.to_pylist()) if key(r) in wanted], np.int64)
 
 
 ROWS = st.lists(st.tuples(VALUES, st.one_of(st.none(), st.sampled_from(["a", "b"]))), max_size=40)

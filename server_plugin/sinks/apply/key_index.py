@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from spark_cdc.server_plugin.arrow_types import from_numpy, to_numpy
 from spark_cdc.server_plugin.row_level.arrays import array
+from spark_cdc.server_plugin.row_level.equality import values_equal
 from spark_cdc.server_plugin.row_level.hashing import rows_hash
 
 
@@ -32,6 +32,8 @@ def key_values(keys: pa.Table, names: list[str]) -> np.ndarray:
     if len(names) == 1:
         column = array(keys.column(names[0]))
         if _orderable(column.type):
+            if pa.types.is_temporal(column.type):  # as its integers, which order alike
+                column = column.view(pa.int32() if column.type.bit_width == 32 else pa.int64())
             if column.null_count:  # a truncate's NULL key: its row is not looked up
                 column = column.fill_null(0)
             return to_numpy(column.cast(pa.int64()) if column.type != pa.int64() else column)
@@ -53,13 +55,15 @@ def _orderable(data_type: pa.DataType) -> bool:
 class BatchKeys:
     """A batch's distinct ``key_values``, sorted, with a row of ``keys`` for each (to
     confirm a match: ``exact``); ``collide`` when two different keys of the batch hash
-    alike."""
+    alike (``ordered`` and ``order`` then keep every key's value, sorted, and its row)."""
 
     values: np.ndarray
     rows: np.ndarray
     keys: pa.Table
     names: tuple[str, ...]
     collide: bool
+    ordered: np.ndarray
+    order: np.ndarray
 
     @classmethod
     def of(cls, keys: pa.Table, names: list[str] | tuple[str, ...]) -> BatchKeys:
@@ -74,8 +78,9 @@ class BatchKeys:
         if not first.all():  # the same key twice, or two keys hashing alike
             again = order[~first]
             before = order[np.flatnonzero(~first) - 1]
-            collide = not _equal(keys.take(from_numpy(again)), keys.take(from_numpy(before)))
-        return cls(ordered[first], order[first], keys, names, collide)
+            pairs = (keys.take(from_numpy(again)), keys.take(from_numpy(before)))
+            collide = not _equal_rows(*pairs).all()
+        return cls(ordered[first], order[first], keys, names, collide, ordered, order)
 
     def typed(self, columns: pa.Table) -> pa.Table:
         """``columns`` (key columns read from a file) as the batch types them, so that
@@ -89,41 +94,28 @@ class BatchKeys:
     def exact(self, columns: pa.Table, candidates: np.ndarray, values: np.ndarray) -> np.ndarray:
         """The ``candidates`` (rows of ``columns``, typed as the batch, whose key values
         are ``values``) whose key is one of the batch's: each compared with the batch's
-        key of its value."""
+        key of its value (with every key of it, when two keys hash alike)."""
         if not len(candidates):
             return candidates
         found = columns.take(from_numpy(candidates))
-        if self.collide:
-            return candidates[_among(found, self.keys, self.names)]
-        mine = self.keys.take(from_numpy(self.rows[np.searchsorted(self.values, values)]))
-        return candidates[_equal_rows(found, mine)]
+        if not self.collide:
+            mine = self.keys.take(from_numpy(self.rows[np.searchsorted(self.values, values)]))
+            return candidates[_equal_rows(found, mine)]
+        low = np.searchsorted(self.ordered, values, "left")
+        counts = np.searchsorted(self.ordered, values, "right") - low
+        each = np.repeat(np.arange(len(candidates)), counts)
+        slots = np.repeat(low - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))
+        mine = self.keys.take(from_numpy(self.order[slots]))
+        equal = _equal_rows(found.take(from_numpy(each)), mine)
+        return candidates[np.bincount(each[equal], minlength=len(candidates)) > 0]
 
 
 def _equal_rows(left: pa.Table, right: pa.Table) -> np.ndarray:
     """Per row, whether every column of ``left`` equals ``right``'s (NULL equals NULL)."""
     same = np.ones(left.num_rows, bool)
-    for name in left.column_names:
-        a, b = left.column(name), right.column(name)
-        equal = pc.fill_null(pc.equal(a, b), False)
-        both_null = pc.and_(pc.is_null(a), pc.is_null(b))
-        same &= to_numpy(pc.or_(equal, both_null))
+    for name in left.column_names:  # any type: structs and floats too (values_equal)
+        same &= values_equal(array(left.column(name)), array(right.column(name)), "image")
     return same
-
-
-def _equal(left: pa.Table, right: pa.Table) -> bool:
-    return bool(_equal_rows(left, right).all())
-
-
-def _among(found: pa.Table, keys: pa.Table, names: tuple[str, ...]) -> np.ndarray:
-    """Per row of ``found``, whether its key is one of ``keys``' (by a hash join)."""
-    if len(names) == 1:
-        hits = pc.is_in(found.column(names[0]), value_set=array(keys.column(names[0])))
-        return to_numpy(pc.fill_null(hits, False))
-    indexed = found.append_column("__row", pa.array(np.arange(found.num_rows)))
-    joined = indexed.join(keys.group_by(list(names)).aggregate([]), list(names))
-    hit = np.zeros(found.num_rows, bool)
-    hit[to_numpy(joined.column("__row"))] = True
-    return hit
 
 
 @dataclass(frozen=True)
