@@ -54,6 +54,13 @@ BENCHMARK = "apply"
 TARGET_ROWS, QUICK_TARGET_ROWS = 10_000_000, 100_000
 BATCHES, QUICK_BATCHES = (10_000, 100_000, 1_000_000), (1_000, 10_000)
 MICRO_BATCHES = 3
+# How ours applies the changes files (keys, sequence, deletes), for every target it builds.
+APPLIED: dict[str, Any] = {
+    "keys": ["id"],
+    "sequence_by": "seq",
+    "apply_as_deletes": "op = 'D'",
+    "except_column_list": ["seq", "op"],
+}
 # The growth case: the same clustered batches into a target and one four times larger.
 GROWTH_ROWS, QUICK_GROWTH_ROWS = (10_000_000, 40_000_000), (100_000, 400_000)
 GROWTH_CHANGES, QUICK_GROWTH_CHANGES = 100_000, 1_000
@@ -80,14 +87,30 @@ def _changes(bench: Bench, target_rows: int, count: int) -> str:
     """``MICRO_BATCHES`` Parquet files of ``count`` changes each (built once), the
     sequence each file's number."""
     folder = bench.work / f"apply_changes_{target_rows}_{count}_x{MICRO_BATCHES}"
+
+    def updated(batch: int, rng: np.random.Generator) -> np.ndarray:
+        return rng.choice(target_rows, size=int(count * 0.95), replace=False)
+
+    return _change_files(folder, target_rows, count, updated, (count,))
+
+
+def _change_files(
+    folder: Path,
+    target_rows: int,
+    count: int,
+    updated: Callable[[int, np.random.Generator], np.ndarray],
+    seed: tuple[int, ...],
+) -> str:
+    """``MICRO_BATCHES`` files of ``count`` changes (made once): each batch's ``updated``
+    ids of the target, then new ids after its last, the first 5% deletes, the sequence
+    the file's number."""
     if not (folder / "_complete").exists():
         folder.mkdir(parents=True, exist_ok=True)
         for batch in range(MICRO_BATCHES):
-            rng = np.random.default_rng([count, batch])
-            updated = rng.choice(target_rows, size=int(count * 0.95), replace=False)
+            rng = np.random.default_rng([*seed, batch])
+            old = updated(batch, rng)
             first_new = target_rows + batch * count
-            new = np.arange(first_new, first_new + count - len(updated))
-            ids = np.concatenate([updated, new])
+            ids = np.concatenate([old, np.arange(first_new, first_new + count - len(old))])
             table = pa.table(_rows(ids, batch + 1, rng))
             op = np.where(np.arange(len(ids)) < int(count * 0.05), "D", "U")
             table = table.append_column("op", pa.array(op))
@@ -120,12 +143,9 @@ def _ours_base(bench: Bench, target_rows: int, scd_type: int) -> Path:
         apply_changes(
             feed,
             str(base / "target"),
-            keys=["id"],
-            sequence_by="seq",
-            apply_as_deletes="op = 'D'",
-            except_column_list=["seq", "op"],
             stored_as_scd_type=scd_type,
             state_location=str(base / "state"),
+            **APPLIED,
         )
         (base / "_bench_complete").touch()
     return base
@@ -145,6 +165,23 @@ def _hand_base(bench: Bench, target_rows: int, scd_type: int) -> Path:
         write_deltalake(str(base / "target"), pa.table(columns))
         (base / "_bench_complete").touch()
     return base
+
+
+def _ours_stream(bench: Bench, source: str, run: Path, scd_type: int) -> Callable[[], Any]:
+    """What starts ``apply_changes`` of ``source``'s files into the copy at ``run``."""
+
+    def start() -> Any:
+        return apply_changes(
+            _feed(bench, source),
+            str(run / "target"),
+            stored_as_scd_type=scd_type,
+            state_location=str(run / "state"),
+            checkpoint_location=str(run / "checkpoint"),
+            trigger={"availableNow": True},
+            **APPLIED,
+        )
+
+    return start
 
 
 def _fresh(base: Path, run: Path) -> Path:
@@ -254,21 +291,7 @@ def _case(
 
     def ours() -> float:
         run = _fresh(ours_base, runs / "ours")
-
-        def start() -> Any:
-            return apply_changes(
-                _feed(bench, source),
-                str(run / "target"),
-                keys=["id"],
-                sequence_by="seq",
-                apply_as_deletes="op = 'D'",
-                except_column_list=["seq", "op"],
-                stored_as_scd_type=scd_type,
-                state_location=str(run / "state"),
-                checkpoint_location=str(run / "checkpoint"),
-                trigger={"availableNow": True},
-            )
-
+        start = _ours_stream(bench, source, run, scd_type)
         if bench.server_pid is None:
             return _rates(count, start, firsts["ours"])
         with Sampler(bench.server_pid) as sampler:
@@ -335,25 +358,13 @@ def _clustered_changes(bench: Bench, target_rows: int, count: int) -> str:
     and recent rows are: updates of a run of consecutive ids in the middle of the target
     (a few of its files) and new ids after its last."""
     folder = bench.work / f"apply_clustered_{target_rows}_{count}_x{MICRO_BATCHES}"
-    if not (folder / "_complete").exists():
-        folder.mkdir(parents=True, exist_ok=True)
-        for batch in range(MICRO_BATCHES):
-            rng = np.random.default_rng([target_rows, count, batch])
-            updates = int(count * 0.95)
-            first = target_rows // 2 + batch * updates
-            first_new = target_rows + batch * count
-            ids = np.concatenate(
-                [
-                    np.arange(first, first + updates),
-                    np.arange(first_new, first_new + count - updates),
-                ]
-            )
-            table = pa.table(_rows(ids, batch + 1, rng))
-            op = np.where(np.arange(len(ids)) < int(count * 0.05), "D", "U")
-            table = table.append_column("op", pa.array(op))
-            pq.write_table(table, folder / f"changes-{batch:03d}.parquet")
-        (folder / "_complete").touch()
-    return str(folder)
+    updates = int(count * 0.95)
+
+    def updated(batch: int, rng: np.random.Generator) -> np.ndarray:
+        first = target_rows // 2 + batch * updates
+        return np.arange(first, first + updates)
+
+    return _change_files(folder, target_rows, count, updated, (target_rows, count))
 
 
 def _growth(bench: Bench) -> Figure:
@@ -366,27 +377,14 @@ def _growth(bench: Bench) -> Figure:
     firsts: list[float] = []
 
     def side(rows: int) -> Callable[[], float]:
-        def run() -> float:
+        def timed() -> float:
             base = _ours_base(bench, rows, 1)
             source = _clustered_changes(bench, rows, count)
             run = _fresh(base, runs / f"growth_{rows}")
-
-            def start() -> Any:
-                return apply_changes(
-                    _feed(bench, source),
-                    str(run / "target"),
-                    keys=["id"],
-                    sequence_by="seq",
-                    apply_as_deletes="op = 'D'",
-                    except_column_list=["seq", "op"],
-                    state_location=str(run / "state"),
-                    checkpoint_location=str(run / "checkpoint"),
-                    trigger={"availableNow": True},
-                )
-
+            start = _ours_stream(bench, source, run, 1)
             return count / _rates(count, start, firsts)  # seconds per micro-batch
 
-        return run
+        return timed
 
     names = {small_rows: f"{small_rows:,} rows", large_rows: f"{large_rows:,} rows"}
     samples = interleaved({names[r]: side(r) for r in (small_rows, large_rows)}, bench.reps)
