@@ -73,7 +73,7 @@ def refusal(table: Any) -> str | None:
         protocol.reader_features or ()
     ):
         return "it has no deletion vectors"
-    if configuration.get("delta.enableDeletionVectors", "false").lower() != "true":
+    if configuration.get(DELETION_VECTORS_PROPERTY, "false").lower() != "true":
         return "delta.enableDeletionVectors is not true"
     if configuration.get("delta.enableChangeDataFeed", "false").lower() == "true":
         return "it keeps a change data feed"
@@ -114,9 +114,7 @@ def replace_keys(
         pending = committer.PendingCommit("MERGE", read_version)
         written = _mark(log, root, read_version, marks, pending)
         pending.actions.extend({"add": add} for add in staged)
-        pending.transaction(spec.app_id, version)
-        if outcome:
-            pending.info[OUTCOME_KEY] = outcome
+        _of_batch(pending, spec, version, outcome)
         committed = committer.try_commit(table.table_uri, pending)
         if committed is not None:
             _checkpoint_when_due(table, committed)
@@ -129,6 +127,15 @@ def replace_keys(
         path=table.table_uri,
         problem=f"other writers committed first {_ATTEMPTS} times in a row",
     )
+
+
+def _of_batch(
+    pending: committer.PendingCommit, spec: ApplySpec, version: int, outcome: str | None
+) -> None:
+    """The commit marked as this writer's batch ``version``, with what it did."""
+    pending.transaction(spec.app_id, version)
+    if outcome:
+        pending.info[OUTCOME_KEY] = outcome
 
 
 def _staged(
@@ -175,26 +182,24 @@ def _marks(table: Any, log: DeltaLog, keys: pa.Table, names: list[str]) -> dict[
     candidates = np.ones(files.num_rows, bool)
     for name in names:
         candidates &= _may_hold(files, name, keys.column(name), name in partitions)
-    paths = [p for p, c in zip(files.column("path").to_pylist(), candidates, strict=True) if c]
+    paths, sizes = files.column("path").to_pylist(), files.column("size_bytes").to_pylist()
+    times = files.column("modification_time").cast(pa.int64()).to_pylist()
     columns = [n for n in names if n not in partitions]
     values = {n: files.column(f"partition.{n}") for n in names if n in partitions}
-    rows = {p: i for i, p in enumerate(files.column("path").to_pylist())}
-    sizes, times = files.column("size_bytes").to_pylist(), files.column("modification_time")
-    times = times.cast(pa.int64()).to_pylist()
     wanted = BatchKeys.of(keys, names)
 
-    def positions(path: str) -> tuple[str, np.ndarray]:
+    def positions(row: int) -> tuple[str, np.ndarray]:
         def read() -> pa.Table:
-            data = pq.read_table(log.open(path), columns=columns)
+            data = pq.read_table(log.open(paths[row]), columns=columns)
             for name, column in values.items():
-                data = data.append_column(name, pa.repeat(column[rows[path]], data.num_rows))
+                data = data.append_column(name, pa.repeat(column[row], data.num_rows))
             return data
 
-        file = (log.location(path), sizes[rows[path]], times[rows[path]])
-        return path, _FILE_KEYS.get(file, read, wanted).positions(wanted)
+        file = (log.location(paths[row]), sizes[row], times[row])
+        return paths[row], _FILE_KEYS.get(file, read, wanted).positions(wanted)
 
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
-        found = dict(pool.map(positions, paths))
+        found = dict(pool.map(positions, np.flatnonzero(candidates)))
     return {path: hits for path, hits in found.items() if len(hits)}
 
 
@@ -348,9 +353,7 @@ def create(
             pending.actions.append({"metaData": {**metadata, "configuration": settings}})
         elif "add" in action:
             pending.actions.append(action)
-    pending.transaction(spec.app_id, version)
-    if outcome:
-        pending.info[OUTCOME_KEY] = outcome
+    _of_batch(pending, spec, version, outcome)
     if committer.try_commit(path, pending) is None:
         problem = "it made the table first"
         raise error("APPLY_CHANGES.CONCURRENT_WRITE", path=path, problem=problem)
