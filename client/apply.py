@@ -34,8 +34,9 @@ STATE_SUFFIX = "__apply_changes_state"
 
 @dataclass(frozen=True)
 class AppliedChanges:
-    """What applying a batch DataFrame did: ``changes`` read, ``keys`` whose rows were
-    replaced, ``rows`` written for them."""
+    """What applying a batch DataFrame did: ``changes`` read, ``keys`` whose rows changed,
+    ``rows`` written for them (type 2: the versions inserted, the one a change closes
+    included)."""
 
     changes: int
     keys: int

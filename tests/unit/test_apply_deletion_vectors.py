@@ -91,6 +91,53 @@ def test_a_file_whose_rows_are_all_replaced_is_removed_without_a_deletion_vector
         assert read_table(spec.target).num_rows == 0
 
 
+HISTORY = [Change((1,), (s,), "upsert", {"a": s, "b": "x"}) for s in (10, 20, 30)] + [
+    Change((2,), (10,), "upsert", {"a": 0, "b": "x"})
+]
+
+
+@pytest.mark.parametrize("deletion_vectors", ["true", "false"])
+@pytest.mark.parametrize(
+    "change",
+    [
+        Change((1,), (40,), "upsert", {"a": 40, "b": "y"}),  # closes the current version
+        Change((1,), (25,), "upsert", {"a": 25, "b": "y"}),  # late: splits the second one
+    ],
+)
+def test_type_2_replaces_only_the_versions_that_change(
+    deletion_vectors: str, change: Change
+) -> None:
+    """Of a key's three versions, a change replaces one: that version deleted (marked or
+    merged away) and two inserted, the others and the other keys' left as they are."""
+    with tempfile.TemporaryDirectory() as folder:
+        properties = {"delta.enableDeletionVectors": deletion_vectors}
+        spec = spec_for(folder, 2, table_properties=properties)
+        apply_batch(spec, prepared(HISTORY), 0)
+        outcome = apply_batch(spec, prepared([change]), 1)
+        commit = _commits(spec.target)[-1]
+        info = next(a["commitInfo"] for a in commit if "commitInfo" in a)
+        if deletion_vectors == "true":
+            marked = [a["add"] for a in commit if "add" in a and a["add"].get("deletionVector")]
+            added = [a["add"] for a in commit if "add" in a and not a["add"].get("deletionVector")]
+            assert [a["deletionVector"]["cardinality"] for a in marked] == [1]
+            assert [json.loads(a["stats"])["numRecords"] for a in added] == [2]
+        else:
+            metrics = info["operationMetrics"]
+            assert (metrics["num_target_rows_deleted"], metrics["num_target_rows_inserted"]) == (
+                1,
+                2,
+            )
+        rows = [r for r in sorted_rows(read_table(spec.target)) if r["id"] == 1]
+    starts = sorted({10, 20, 30, change.sequence[0]})
+    ends = [*starts[1:], None]
+    changed = change.sequence[0]
+    assert sorted(rows, key=lambda r: r[START_AT]) == [
+        {"id": 1, "a": s, "b": "y" if s == changed else "x", START_AT: s, END_AT: e}
+        for s, e in zip(starts, ends, strict=True)
+    ]
+    assert (outcome.keys, outcome.rows) == (1, 2)
+
+
 def test_deletion_vectors_off_by_table_properties_keep_the_merge() -> None:
     """``delta.enableDeletionVectors=false``: the table has no such feature, and a later
     batch rewrites the file that held its keys (delta-rs' MERGE)."""
@@ -145,7 +192,7 @@ def test_a_marked_delete_that_loses_a_race_is_made_again_on_the_new_snapshot() -
         other = pa.table({"id": [1, 3], "a": [9, 3], "b": ["other", "z"]}, schema=SCHEMA)
         write_deltalake(spec.target, other, mode="append")
         rows = pa.table({"id": [1], "a": [7], "b": ["new"]}, schema=SCHEMA)
-        marked_deletes.replace_keys(ours, spec, 1, rows.select(["id"]), rows, None)
+        marked_deletes.replace_rows(ours, spec, 1, rows.select(["id"]), rows, None)
         table = DeltaTable(spec.target)
         assert (table.version(), table.transaction_version(spec.app_id)) == (2, 1)
         assert sorted_rows(read_table(spec.target)) == [

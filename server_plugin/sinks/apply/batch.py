@@ -93,7 +93,7 @@ def apply_batch(
         old = state_table.read(state, spec, batch.select(list(spec.keys)), truncating, memory)
     now = pa.scalar(int(time.time() * 1_000_000), pa.int64()).cast(APPLIED_AT_TYPE)
     resolution = resolve(_changes(spec, batch, old), spec, now)
-    outcome = Outcome(batch.num_rows, resolution.replaced.num_rows, _written(resolution), False)
+    outcome = Outcome(batch.num_rows, resolution.keys, _written(resolution), False)
     described = _described(spec, version, outcome)
     if target is None:
         _create_target(spec, target_schema, version, _inserted(spec, resolution), described)
@@ -149,7 +149,7 @@ def _write_target(
         keys, rows = resolution.rows.select(list(spec.keys)), _inserted(spec, resolution)
     if not resolution.truncated and _marks_deletes(target, rows):
         schema = tables.table_schema(target)
-        marked_deletes.replace_keys(
+        marked_deletes.replace_rows(
             target, spec, version, keys, tables.aligned(rows, schema), outcome
         )
     elif spec.scd_type == 2:

@@ -49,20 +49,24 @@ APPLIED_AT = "__spark_cdc_applied_at"
 
 @dataclass(frozen=True)
 class Resolution:
-    """What a batch changes.
+    """What a batch changes in the ``keys`` keys it changes.
 
-    Type 2 replaces the target rows of the keys in ``replaced`` by ``rows`` (their
-    versions). Type 1 writes ``rows``, each changed key's row after the batch, ``ALIVE``
-    saying whether it is there (else it is deleted); after a new truncate (``truncated``)
-    the target keeps, besides the live ``rows``, only the rows of the keys in ``kept``
-    (alive after it and unchanged). ``state`` is appended to the state, or replaces it
-    whole when ``truncated``."""
+    Type 2 deletes the target's versions named in ``replaced`` (their keys and
+    ``__START_AT``: a key opens one version per sequence) and inserts ``rows``: only the
+    versions that differ from those the state made before the batch (the target holds
+    exactly those), as a hand-written SCD2 MERGE closes the current version and inserts
+    the new one. Type 1 replaces the rows of the keys in ``replaced`` by ``rows``, each
+    changed key's row after the batch, ``ALIVE`` saying whether it is there (else it is
+    deleted); after a new truncate (``truncated``) the target keeps, besides the live
+    ``rows``, only the rows of the keys in ``kept`` (alive after it and unchanged).
+    ``state`` is appended to the state, or replaces it whole when ``truncated``."""
 
     replaced: pa.Table
     rows: pa.Table
     state: pa.Table
     truncated: bool
     kept: pa.Table
+    keys: int
 
 
 ALIVE = "__spark_cdc_alive"
@@ -95,26 +99,53 @@ def resolve(changes: pa.Table, spec: ApplySpec, now: pa.Scalar) -> Resolution:
     truncate_rank, truncated = _truncate(ranks, op, new)
     runs = _runs(changes, spec, ranks, op, new, truncate_rank)
     fresh = new[runs.order]
-    nothing = np.zeros(0, np.int64)
-    if spec.scd_type == 2:
-        changed = runs.keys_with(fresh)
-        rows, kept, state = runs.versions(changed), nothing, runs.order[fresh]
-    else:
-        keep = runs.kept_changes()
-        changed = runs.keys_with(fresh & keep)
-        if truncated and spec.ignore_null_updates:
-            changed[:] = True  # the values a truncate dropped may have filled later NULLs
-        rows = runs.current(changed)
-        kept, state = nothing, runs.order[keep & fresh]
-        if truncated:  # the whole state was read: it is rewritten, the newest truncate kept
-            kept = np.flatnonzero(runs.alive & ~changed)
-            state = np.concatenate([runs.order[keep], _newest_truncate(op, ranks, truncate_rank)])
+    if spec.scd_type == 2:  # no truncates: the client refuses them for type 2
+        before = _runs(changes, spec, ranks, op, new, truncate_rank, among=~new)
+        replaced, rows = _changed_versions(spec, before.versions(), runs.versions())
+        return Resolution(
+            replaced=replaced,
+            rows=rows,
+            state=_state_rows(changes, spec, runs.order[fresh], now),
+            truncated=False,
+            kept=runs.key_table(np.zeros(0, np.int64)),
+            keys=int(runs.keys_with(fresh).sum()),
+        )
+    keep = runs.kept_changes()
+    changed = runs.keys_with(fresh & keep)
+    if truncated and spec.ignore_null_updates:
+        changed[:] = True  # the values a truncate dropped may have filled later NULLs
+    kept, state = np.zeros(0, np.int64), runs.order[keep & fresh]
+    if truncated:  # the whole state was read: it is rewritten, the newest truncate kept
+        kept = np.flatnonzero(runs.alive & ~changed)
+        state = np.concatenate([runs.order[keep], _newest_truncate(op, ranks, truncate_rank)])
     return Resolution(
         replaced=runs.key_table(np.flatnonzero(changed)),
-        rows=rows,
+        rows=runs.current(changed),
         state=_state_rows(changes, spec, state, now),
         truncated=truncated,
         kept=runs.key_table(kept),
+        keys=int(changed.sum()),
+    )
+
+
+def _changed_versions(
+    spec: ApplySpec, before: pa.Table, after: pa.Table
+) -> tuple[pa.Table, pa.Table]:
+    """Type 2: the versions ``before`` has and ``after`` lacks, by their keys and
+    ``__START_AT`` (to delete), and the versions ``after`` has and ``before`` lacks (to
+    insert). A version equal in every column in both is left as it is: a change later than
+    every stored one closes the current version and opens one, two rows."""
+    names = [*spec.columns, START_AT, END_AT]
+    both = pa.concat_tables([before.select(names), after.select(names)])
+    if not both.num_rows:
+        return before.select([*spec.keys, START_AT]), after
+    ids = group_rows([array(both.column(n)) for n in names], "image").ids
+    old, new = ids[: before.num_rows], ids[before.num_rows :]
+    gone = np.flatnonzero(~np.isin(old, new))
+    added = np.flatnonzero(~np.isin(new, old))
+    return (
+        before.select([*spec.keys, START_AT]).take(from_numpy(gone)),
+        after.take(from_numpy(added)),
     )
 
 
@@ -145,8 +176,11 @@ def _runs(
     op: np.ndarray,
     new: np.ndarray,
     truncate_rank: int,
+    among: np.ndarray | None = None,
 ) -> _Runs:
-    live = np.flatnonzero((op != TRUNCATE) & (ranks > truncate_rank))
+    """The runs of the changes after the newest truncate (of those ``among``, when given)."""
+    alive = (op != TRUNCATE) & (ranks > truncate_rank)
+    live = np.flatnonzero(alive if among is None else alive & among)
     order, group, slot, conflicts = _distinct_changes(
         changes, spec, live, ranks[live], op[live], new[live]
     )
@@ -347,8 +381,8 @@ class _Runs:
         table[ALIVE] = from_numpy(self.alive[changed])
         return pa.table(table)
 
-    def versions(self, changed: np.ndarray) -> pa.Table:
-        """Type 2: every version of the changed keys. An upsert opens a version when it
+    def versions(self) -> pa.Table:
+        """Type 2: every version of every key. An upsert opens a version when it
         starts a run or changes a tracked column; the version ends at the key's next
         change after its last upsert (NULL: it is current)."""
         count = len(self.order)
@@ -361,7 +395,7 @@ class _Runs:
         opens = self.is_upsert & (self.run_start | ~same)
         continues = np.zeros(count, bool)
         continues[:-1] = self.is_upsert[1:] & ~opens[1:] & ~self.key_start[1:]
-        tails = np.flatnonzero(self.is_upsert & ~continues & changed[self.key])
+        tails = np.flatnonzero(self.is_upsert & ~continues)
         heads = np.maximum.accumulate(np.where(opens, self.positions, 0))[tails]
         after = tails + 1
         ends = np.where(np.append(self.key_start[1:], True)[tails], -1, after)

@@ -89,16 +89,17 @@ def refusal(table: Any) -> str | None:
     return None
 
 
-def replace_keys(
+def replace_rows(
     table: Any,
     spec: ApplySpec,
     version: int,
-    keys: pa.Table,
+    replaced: pa.Table,
     rows: pa.Table,
     outcome: str | None,
 ) -> None:
-    """One commit carrying the batch's marker: every row of the target whose key is in
-    ``keys`` marked deleted, ``rows`` appended. A commit lost to another writer is made
+    """One commit carrying the batch's marker: every row of the target matching one of
+    ``replaced`` in all its columns (the keys; type 2's keys and ``__START_AT``) marked
+    deleted, ``rows`` appended. A commit lost to another writer is made
     again on the new snapshot (the rows to write do not depend on it)."""
     log = DeltaLog(table.table_uri, dict(spec.storage_options) or None)
     root = committer.local_root(table.table_uri)
@@ -110,7 +111,7 @@ def replace_keys(
         staged = [a["add"] for a in actions if "add" in a]
     for _ in range(_ATTEMPTS):
         read_version = table.version()
-        marks = _marks(table, log, keys, list(spec.keys))
+        marks = _marks(table, log, replaced, replaced.column_names)
         pending = committer.PendingCommit("MERGE", read_version)
         written = _mark(log, root, read_version, marks, pending)
         pending.actions.extend({"add": add} for add in staged)

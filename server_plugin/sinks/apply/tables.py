@@ -281,9 +281,11 @@ def replace_rows(
     kept: pa.Table | None = None,
     outcome: str | None = None,
 ) -> None:
-    """One commit: every row of the keys in ``replaced`` deleted, ``rows`` inserted and,
-    when ``kept`` is given (a truncate), every row of a key not in ``kept`` deleted too."""
-    source = _replacing_source(table_schema(table), spec.keys, replaced, rows, kept)
+    """One commit: every row matching one of ``replaced`` in all its columns (the keys;
+    type 2's keys and ``__START_AT``) deleted, ``rows`` inserted and, when ``kept`` is given
+    (a truncate), every row of a key not in ``kept`` deleted too."""
+    by = tuple(replaced.column_names)
+    source = _replacing_source(table_schema(table), by, replaced, rows, kept)
 
     def clauses(merger: Any) -> Any:
         merger = merger.when_matched_delete(predicate=f"s.`{_DROP}`")
@@ -293,7 +295,7 @@ def replace_rows(
         )
         return merger.when_not_matched_by_source_delete() if kept is not None else merger
 
-    match = " AND ".join(f"t.`{k}` = s.`{_MARK}{i}`" for i, k in enumerate(spec.keys))
+    match = " AND ".join(f"t.`{k}` = s.`{_MARK}{i}`" for i, k in enumerate(by))
     merged = source if source.num_rows or kept is not None else None
     _merge(table, spec, version, merged, match, clauses, rows.slice(0, 0), outcome)
 
