@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from spark_cdc.rewrite.apply_plan import plan_apply, target_layout
 from spark_cdc.rewrite.errors import cdc_error
-from spark_cdc.rewrite.server_code import make_available
+from spark_cdc.rewrite.server_code import make_available, server_parallelism
 from spark_cdc.server_plugin.sinks.apply.sink import SINK_NAME, ApplyChangesSink, spec_options
 from spark_cdc.server_plugin.sinks.apply.spec import ApplySpec
 from spark_cdc.sources import names_a_table, table_location
@@ -84,7 +84,8 @@ def apply_changes(
     docs/apply-changes.md for every parameter.
 
     Reads the feed's schema (one round trip), as ``changes(tableName)`` reads a location,
-    and once per session what the server has installed (see docs/getting-started.md).
+    and once per session what the server has installed (see docs/getting-started.md) and
+    how many tasks it runs at once (the feed is split by key into that many).
 
     Examples
     --------
@@ -112,6 +113,7 @@ def apply_changes(
         except_column_list,
         track_history_column_list,
         track_history_except_column_list,
+        server_parallelism(feed.sparkSession),
     )
     partitions, properties = target_layout(plan.columns, partition_cols, table_properties)
     spec = ApplySpec(
@@ -131,6 +133,7 @@ def apply_changes(
         storage_options=tuple(sorted((storage_options or {}).items())),
         table_properties=properties,
         partition_cols=partitions,
+        partitioned_by_key=plan.partitioned_by_key,
     )
     spark = feed.sparkSession
     make_available(spark, ApplyChangesSink, "apply_changes")

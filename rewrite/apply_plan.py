@@ -41,6 +41,7 @@ class ApplyPlan:
     tracked: list[str]
     sequence_names: list[str]
     changelog: bool
+    partitioned_by_key: bool
 
 
 def plan_apply(
@@ -54,11 +55,14 @@ def plan_apply(
     except_column_list: Sequence[str] | None,
     track_history_column_list: Sequence[str] | None,
     track_history_except_column_list: Sequence[str] | None,
+    partitions: int = 0,
 ) -> ApplyPlan:
     """The feed as the server applies it; its parameters refused by name when wrong. A
     changelog's deletes are ``_change_type = 'delete'`` unless ``apply_as_deletes`` says
     otherwise, its ``update_preimage`` rows are dropped and its three columns stay out of
-    the target."""
+    the target. With ``partitions``, a feed without truncates is hash-partitioned by key
+    into that many tasks, each of which resolves its keys on the server (a truncate ends
+    every key: such a feed is resolved whole)."""
     from pyspark.sql import functions as F
 
     names = list(feed.schema.names)
@@ -93,7 +97,10 @@ def plan_apply(
         *[part.alias(sequence_column(i)) for i, part in enumerate(sequence)],
         op.cast("tinyint").alias(OP),
     )
-    return ApplyPlan(prepared, keys, columns, tracked, sequence_names, changelog)
+    by_key = partitions > 0 and apply_as_truncates is None
+    if by_key:
+        prepared = prepared.repartition(partitions, *[F.col(_quoted(k)) for k in keys])
+    return ApplyPlan(prepared, keys, columns, tracked, sequence_names, changelog, by_key)
 
 
 def _names(parameter: str, given: Any, names: list[str], required: bool = False) -> list[str]:

@@ -114,6 +114,23 @@ def _worker_python(spark: Any) -> str:
         return f"{found.group(1)}.{found.group(2)}"
 
 
+_PARALLELISM: dict[str, int] = {}
+
+
+def server_parallelism(spark: Any) -> int:
+    """How many tasks the server runs at once (its default parallelism: the cores of its
+    executors), asked once per session: a range without a partition count is split into
+    that many."""
+    from pyspark.sql import functions as F
+
+    key = str(getattr(spark, "session_id", id(spark)))
+    if key not in _PARALLELISM:
+        ids = spark.range(1 << 16).select(F.spark_partition_id().alias("task"))
+        row = ids.agg(F.max("task")).first()
+        _PARALLELISM[key] = max(1, int(row[0]) + 1)
+    return _PARALLELISM[key]
+
+
 def make_available(spark: Any, plugin: type, feature: str) -> None:
     """Make the source or sink ``plugin`` usable by its name on the server: the installed
     one when the server has it (shipping ours would shadow it on 4.1+, with code only this

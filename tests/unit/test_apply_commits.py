@@ -1,7 +1,8 @@
 """What a batch commits, on real Delta tables (the engine alone, no Spark): a refused batch
 nothing at all (no commit, and no folder where there was no table), a batch that changes
 nothing in the target no target commit (the state's commit records it, with what it did),
-and a target of the other SCD type is named as such."""
+a target of the other SCD type is named as such, and shares that tasks resolved against a
+state another writer has since changed are refused whole."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 from spark_cdc.server_plugin.errors import ChangelogSourceError
 from spark_cdc.server_plugin.sinks.apply import tables
-from spark_cdc.server_plugin.sinks.apply.batch import apply_batch
+from spark_cdc.server_plugin.sinks.apply.batch import apply_batch, apply_shares, resolve_share
 from spark_cdc.server_plugin.sinks.apply.spec import ApplySpec, sequence_column
 
 from tests.support.apply_model import Change
@@ -163,3 +164,41 @@ def test_a_batch_of_only_stale_changes_leaves_the_target_as_it_was() -> None:
         assert apply_batch(spec, prepared(stale), 1).keys == 0
         assert sorted_rows(read_table(spec.target)) == [{"id": 1, "a": 1, "b": "x"}]
         assert DeltaTable(spec.target).version() == 0
+
+
+def test_shares_resolved_before_another_writers_state_commit_are_refused_whole() -> None:
+    """A task resolved its keys against the state at one version; another writer's batch
+    committed before this batch's commit: the share may miss that writer's changes, so
+    nothing of the batch is written."""
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(folder, 1)
+        apply_batch(spec, prepared(FIRST), 0)
+        share = resolve_share(spec, prepared([Change((1,), (7,), "upsert", {"a": 7, "b": "z"})]))
+        other = spec_for(folder, 1, app_id="another-writer")
+        apply_batch(other, prepared([Change((1,), (9,), "upsert", {"a": 9, "b": "y"})]), 0)
+        before = _versions(spec)
+        with pytest.raises(ChangelogSourceError) as refused:
+            apply_shares(spec, [share], 1)
+        assert _versions(spec) == before
+        assert sorted_rows(read_table(spec.target)) == [{"id": 1, "a": 9, "b": "y"}]
+    assert refused.value.condition == "APPLY_CHANGES.CONCURRENT_WRITE"
+
+
+@pytest.mark.parametrize("compact", [1, 64])
+def test_a_share_resolves_against_the_states_truncate(compact: int) -> None:
+    """A truncate the state keeps (from a feed resolved by the commit) drops a change a
+    task resolves later when its sequence is not after it; a later one is applied."""
+    first = [
+        *FIRST,
+        Change((2,), (5,), "upsert", {"a": 2, "b": "x"}),
+        Change((None,), (8,), "truncate"),
+    ]
+    late = [
+        Change((1,), (7,), "upsert", {"a": 7, "b": "old"}),
+        Change((2,), (9,), "upsert", {"a": 9, "b": "new"}),
+    ]
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(folder, 1, compact_after_files=compact)
+        apply_batch(spec, prepared(first), 0)
+        apply_shares(spec, [resolve_share(spec, prepared(late))], 1)
+        assert sorted_rows(read_table(spec.target)) == [{"id": 2, "a": 9, "b": "new"}]

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from spark_cdc.server_plugin.errors import ChangelogSourceError
 from spark_cdc.server_plugin.sinks.apply import state, tables
-from spark_cdc.server_plugin.sinks.apply.batch import apply_batch
+from spark_cdc.server_plugin.sinks.apply.batch import apply_batch, apply_shares, resolve_share
 from spark_cdc.server_plugin.sinks.apply.history import ALIVE
 from spark_cdc.server_plugin.sinks.apply.spec import (
     END_AT,
@@ -98,9 +98,17 @@ def batches(draw: st.DrawFn, changes: list[Change]) -> list[list[Change]]:
 
 
 def apply_all(
-    spec: ApplySpec, parts: list[list[Change]], memory: StateMemory | None = None
+    spec: ApplySpec, parts: list[list[Change]], memory: StateMemory | None = None, tasks: int = 0
 ) -> list[dict[str, Any]]:
+    """Each part applied as a batch: resolved by the commit (from storage, or from the
+    ``memory`` a stream's writer keeps), or by ``tasks`` tasks, each resolving the changes
+    of its keys (as the client's plan partitions them) before one commit of their shares."""
     for version, part in enumerate(parts):
+        if tasks:
+            shares = [[c for c in part if hash(c.key) % tasks == t] for t in range(tasks)]
+            resolved = [resolve_share(spec, prepared(share)) for share in shares if share]
+            apply_shares(spec, resolved, version)
+            continue
         apply_batch(spec, prepared(part), version, memory)
         if memory is not None and memory.rows is not None:
             assert _state_rows(memory.rows) == _state_rows(read_table(spec.state))
@@ -137,16 +145,19 @@ LAYOUTS = st.fixed_dictionaries(
     data=st.data(),
     scd_type=st.sampled_from([1, 2]),
     ignore_nulls=st.booleans(),
-    remembered=st.booleans(),
+    resolved_in=st.sampled_from(["commit", "memory", "tasks"]),
     layout=LAYOUTS,
 )
 def test_target_equals_the_model_of_the_whole_feed(
-    data: st.DataObject, scd_type: int, ignore_nulls: bool, remembered: bool, layout: dict
+    data: st.DataObject, scd_type: int, ignore_nulls: bool, resolved_in: str, layout: dict
 ) -> None:
-    """Type 1's state compacted after every batch, or never; read from storage every
-    batch, or kept in memory as a stream's writer does (equal to the table after every
-    batch); the target written by each of its paths, partitioned or not."""
-    changes = data.draw(feeds(truncates=scd_type == 1))
+    """Type 1's state compacted after every batch, or never; each batch resolved by the
+    commit, its state read from storage or kept in memory as a stream's writer does (equal
+    to the table after every batch), or by up to three tasks, each the changes of its keys
+    (a feed with truncates is never split); the target written by each of its paths,
+    partitioned or not."""
+    tasks = data.draw(st.integers(1, 3)) if resolved_in == "tasks" else 0
+    changes = data.draw(feeds(truncates=scd_type == 1 and not tasks))
     parts = data.draw(batches(changes))
     tracked = data.draw(st.sampled_from([VALUES, ("a",), ("b",)]))
     compact = data.draw(st.sampled_from([1, 64]))
@@ -159,8 +170,8 @@ def test_target_equals_the_model_of_the_whole_feed(
             compact_after_files=compact,
             **layout,
         )
-        memory = StateMemory() if remembered else None
-        assert apply_all(spec, parts, memory) == expected(changes, spec)
+        memory = StateMemory() if resolved_in == "memory" else None
+        assert apply_all(spec, parts, memory, tasks) == expected(changes, spec)
 
 
 @MODEL

@@ -138,6 +138,10 @@ PROTOCOLS[3] = {
         "partition_cols",
     ],
 }
+PROTOCOLS[4] = {
+    **PROTOCOLS[3],
+    "apply spec": [*PROTOCOLS[3]["apply spec"], "partitioned_by_key"],  # type: ignore[list-item]
+}
 
 
 def test_what_a_client_sends_is_the_protocols() -> None:

@@ -63,14 +63,111 @@ class Outcome:
 def apply_batch(
     spec: ApplySpec, batch: pa.Table, version: int, memory: StateMemory | None = None
 ) -> Outcome:
-    """Apply ``batch`` (the client's prepared feed) as this writer's ``version``;
-    ``memory``: a stream writer's copy of the state, kept between its micro-batches.
+    """Apply ``batch`` (the client's prepared feed) as this writer's ``version``, resolved
+    here; ``memory``: a stream writer's copy of the state, kept between its micro-batches.
     Every refusal comes before the first write; a missing table is made by its first
     commit, so a refused batch leaves no folder."""
-    spec, batch = _struct_sequence_flattened(spec, batch)
-    batch = _checked(spec, batch)
-    target_schema = _target_schema(spec, batch.schema)
+    spec, batch = prepared(spec, batch)
+    opened = _opened(spec, batch.schema, version)
+    if opened.skipped:
+        return Outcome(batch.num_rows, 0, 0, skipped=True)
+    ops = to_numpy(batch.column(OP))
+    truncating = bool((ops == TRUNCATE).any())
+    state = opened.state
+    if state is None:
+        if memory is not None:
+            memory.forget()
+        old = opened.state_schema.empty_table()
+    else:
+        old = state_table.read(state, spec, batch.select(list(spec.keys)), truncating, memory)
+    resolution = resolve(_changes(spec, batch, old), spec, _now())
+    return _committed(spec, version, opened, resolution, batch.num_rows, memory)
+
+
+@dataclass(frozen=True)
+class Share:
+    """A task's share of a batch (every change of its keys) resolved in the task: what it
+    read of the state (its table id and version; None: no state yet), the batch's schema
+    as the client's plan gave it, its changes and what they change (``apply_shares``
+    commits them)."""
+
+    state: tuple[str, int] | None
+    schema: pa.Schema
+    changes: int
+    resolution: Resolution
+
+
+def resolve_share(spec: ApplySpec, batch: pa.Table) -> Share:
+    """``batch`` (every change of its keys) resolved against the state's rows of its keys,
+    read from the files that hold them (``state.rows_of``): a task's part of a batch,
+    before anything is written."""
+    given = batch.schema
+    spec, batch = prepared(spec, batch)
     state_schema = _state_schema(spec, batch.schema)
+    state = tables.existing(spec.state, state_schema, spec, "state")
+    if state is None:
+        old, read = state_schema.empty_table(), None
+    else:
+        old = state_table.rows_of(state, spec, batch.select(list(spec.keys)))
+        read = (state.metadata().id, state.version())
+    resolution = resolve(_changes(spec, batch, old), spec, _now())
+    return Share(read, given, batch.num_rows, resolution)
+
+
+def apply_shares(spec: ApplySpec, shares: list[Share], version: int) -> Outcome:
+    """Every task's ``Share`` of a batch committed as this writer's ``version``: the tasks
+    resolved disjoint keys against the state as it is now (else another writer committed
+    since: refused whole, nothing written)."""
+    spec, empty = prepared(spec, shares[0].schema.empty_table())
+    changes = sum(s.changes for s in shares)
+    opened = _opened(spec, empty.schema, version)
+    if opened.skipped:
+        return Outcome(changes, 0, 0, skipped=True)
+    state = opened.state
+    now = None if state is None else (state.metadata().id, state.version())
+    if any(s.state != now for s in shares):
+        raise error(
+            "APPLY_CHANGES.CONCURRENT_WRITE",
+            path=spec.state,
+            problem="another writer committed to the state while the batch was resolved",
+        )
+    parts = [s.resolution for s in shares]
+    resolution = Resolution(
+        replaced=pa.concat_tables([p.replaced for p in parts]),
+        rows=pa.concat_tables([p.rows for p in parts]),
+        state=pa.concat_tables([p.state for p in parts]),
+        truncated=False,
+        kept=pa.concat_tables([p.kept for p in parts]),
+        keys=sum(p.keys for p in parts),
+    )
+    return _committed(spec, version, opened, resolution, changes, None)
+
+
+def prepared(spec: ApplySpec, batch: pa.Table) -> tuple[ApplySpec, pa.Table]:
+    """The spec and batch as the rules take them: a struct sequence as its fields, the
+    batch checked (``_checked``)."""
+    spec, batch = _struct_sequence_flattened(spec, batch)
+    return spec, _checked(spec, batch)
+
+
+@dataclass(frozen=True)
+class _Opened:
+    """The target and state a batch (of ``schema``, prepared) goes to (None: not made
+    yet), their schemas, and whether the batch is already applied."""
+
+    schema: pa.Schema
+    target: Any
+    state: Any
+    target_schema: pa.Schema
+    state_schema: pa.Schema
+    skipped: bool
+
+
+def _opened(spec: ApplySpec, schema: pa.Schema, version: int) -> _Opened:
+    """The tables for a batch of ``schema``, checked: every refusal of the tables comes
+    here, before anything is written."""
+    target_schema = _target_schema(spec, schema)
+    state_schema = _state_schema(spec, schema)
     target = tables.existing(spec.target, target_schema, spec, "target")
     if target is None and spec.target_name is not None:
         raise error("APPLY_CHANGES.TARGET_NOT_DELTA", table=spec.target_name, path=spec.target)
@@ -81,33 +178,41 @@ def apply_batch(
         # Spark runs a stream's last batch again after a restart, never an older one: the
         # checkpoint was replaced, and its batches are not the ones the marker counts.
         raise error("APPLY_CHANGES.CHECKPOINT_REPLACED", path=spec.target, last=last, batch=version)
-    if state is not None and tables.applied(state, spec, version):  # written last
-        return Outcome(batch.num_rows, 0, 0, skipped=True)
-    ops = to_numpy(batch.column(OP))
-    truncating = bool((ops == TRUNCATE).any())
-    if state is None:
-        if memory is not None:
-            memory.forget()
-        old = state_schema.empty_table()
-    else:
-        old = state_table.read(state, spec, batch.select(list(spec.keys)), truncating, memory)
-    now = pa.scalar(int(time.time() * 1_000_000), pa.int64()).cast(APPLIED_AT_TYPE)
-    resolution = resolve(_changes(spec, batch, old), spec, now)
-    outcome = Outcome(batch.num_rows, resolution.keys, _written(resolution), False)
+    skipped = state is not None and tables.applied(state, spec, version)  # written last
+    return _Opened(schema, target, state, target_schema, state_schema, skipped)
+
+
+def _now() -> pa.Scalar:
+    return pa.scalar(int(time.time() * 1_000_000), pa.int64()).cast(APPLIED_AT_TYPE)
+
+
+def _committed(
+    spec: ApplySpec,
+    version: int,
+    opened: _Opened,
+    resolution: Resolution,
+    changes: int,
+    memory: StateMemory | None,
+) -> Outcome:
+    """``resolution`` written: the target first, then the state (see the module's
+    docstring), each commit marked as this writer's ``version``."""
+    outcome = Outcome(changes, resolution.keys, _written(resolution), False)
     described = _described(spec, version, outcome)
+    target, state = opened.target, opened.state
     if target is None:
-        _create_target(spec, target_schema, version, _inserted(spec, resolution), described)
+        rows = _inserted(spec, resolution)
+        _create_target(spec, opened.target_schema, version, rows, described)
     elif _changes_target(resolution) and not tables.applied(target, spec, version):
         _write_target(target, spec, version, resolution, described)
     if state is None:
-        state_table.create(spec, state_schema, version, resolution.state, memory, described)
+        state_table.create(spec, opened.state_schema, version, resolution.state, memory, described)
         return outcome
     if resolution.truncated:
         state_table.overwrite(state, spec, version, resolution.state, memory, described)
     else:
         state_table.append(state, spec, version, resolution.state, memory, described)
     if spec.scd_type == 1 and tables.file_count(state) > spec.compact_after_files:
-        _compact(state, spec, batch, now, memory)
+        _compact(state, spec, opened.schema, memory)
     return outcome
 
 
@@ -192,13 +297,12 @@ def _marks_deletes(target: Any, rows: pa.Table) -> bool:
     return not any(rows.column(name).null_count for name in required)
 
 
-def _compact(
-    state: Any, spec: ApplySpec, batch: pa.Table, now: pa.Scalar, memory: StateMemory | None
-) -> None:
+def _compact(state: Any, spec: ApplySpec, schema: pa.Schema, memory: StateMemory | None) -> None:
     """Type 1's state grows by appends; past ``compact_after_files`` files it is rewritten
     with what it must keep, expired tombstones dropped (a commit without a marker:
     compacting twice keeps the same changes)."""
-    whole = _changes(spec, batch.slice(0, 0), state_table.read(state, spec, None, True, memory))
+    now = _now()
+    whole = _changes(spec, schema.empty_table(), state_table.read(state, spec, None, True, memory))
     retention = spec.tombstone_retention_ms
     cutoff = None if retention is None else pa.scalar(now.value - retention * 1000, pa.int64())
     forget_before = None if cutoff is None else cutoff.cast(APPLIED_AT_TYPE)

@@ -18,15 +18,11 @@ import os
 import shutil
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import unquote
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
-from spark_cdc.server_plugin.arrow_types import to_numpy
 from spark_cdc.server_plugin.delta import committer
 from spark_cdc.server_plugin.delta.current_adds import current_adds
 from spark_cdc.server_plugin.delta.deletion_vectors import (
@@ -39,7 +35,8 @@ from spark_cdc.server_plugin.delta.deletion_vectors import (
 from spark_cdc.server_plugin.delta.log import LOG_DIR, DeltaLog
 from spark_cdc.server_plugin.errors import error
 from spark_cdc.server_plugin.sinks.apply import tables
-from spark_cdc.server_plugin.sinks.apply.key_index import BatchKeys, FileKeysCache
+from spark_cdc.server_plugin.sinks.apply.file_lookup import rows_of_keys
+from spark_cdc.server_plugin.sinks.apply.key_index import FileKeysCache
 from spark_cdc.server_plugin.sinks.apply.spec import DELETION_VECTORS_PROPERTY, ApplySpec
 from spark_cdc.server_plugin.sinks.apply.tables import OUTCOME_KEY
 
@@ -111,7 +108,7 @@ def replace_rows(
         staged = [a["add"] for a in actions if "add" in a]
     for _ in range(_ATTEMPTS):
         read_version = table.version()
-        marks = _marks(table, log, replaced, replaced.column_names)
+        marks = rows_of_keys(table, log, replaced, replaced.column_names, _FILE_KEYS)
         pending = committer.PendingCommit("MERGE", read_version)
         written = _mark(log, root, read_version, marks, pending)
         pending.actions.extend({"add": add} for add in staged)
@@ -169,61 +166,6 @@ def _stats_properties(table: Any) -> dict[str, str]:
     """The target's properties that decide which statistics a new file gets."""
     kept = ("delta.dataSkippingNumIndexCols", "delta.dataSkippingStatsColumns")
     return {k: v for k, v in table.metadata().configuration.items() if k in kept}
-
-
-def _marks(table: Any, log: DeltaLog, keys: pa.Table, names: list[str]) -> dict[str, np.ndarray]:
-    """Per file of the snapshot, the positions of its rows whose key is in ``keys``
-    (the file's own deletion vector aside: marking a deleted row again changes nothing).
-    Files whose statistics exclude every key are not read; a file's key index is kept
-    for the next batches (``_FILE_KEYS``)."""
-    if not keys.num_rows:
-        return {}
-    files = pa.RecordBatchReader.from_stream(table.get_add_actions(flatten=True)).read_all()
-    partitions = set(table.metadata().partition_columns)
-    candidates = np.ones(files.num_rows, bool)
-    for name in names:
-        candidates &= _may_hold(files, name, keys.column(name), name in partitions)
-    paths, sizes = files.column("path").to_pylist(), files.column("size_bytes").to_pylist()
-    times = files.column("modification_time").cast(pa.int64()).to_pylist()
-    columns = [n for n in names if n not in partitions]
-    values = {n: files.column(f"partition.{n}") for n in names if n in partitions}
-    wanted = BatchKeys.of(keys, names)
-
-    def positions(row: int) -> tuple[str, np.ndarray]:
-        def read() -> pa.Table:
-            data = pq.read_table(log.open(paths[row]), columns=columns)
-            for name, column in values.items():
-                data = data.append_column(name, pa.repeat(column[row], data.num_rows))
-            return data
-
-        file = (log.location(paths[row]), sizes[row], times[row])
-        return paths[row], _FILE_KEYS.get(file, read, wanted).positions(wanted)
-
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
-        found = dict(pool.map(positions, np.flatnonzero(candidates)))
-    return {path: hits for path, hits in found.items() if len(hits)}
-
-
-def _may_hold(files: pa.Table, name: str, keys: pa.ChunkedArray, partition: bool) -> np.ndarray:
-    """Per file: whether its statistics (or partition value) allow a row with one of
-    ``keys``; a file without them may hold any."""
-    if partition:
-        column = files.column(f"partition.{name}")
-        return to_numpy(pc.fill_null(pc.is_in(column, value_set=keys.cast(column.type)), False))
-    names = files.schema.names
-    if f"min.{name}" not in names or f"max.{name}" not in names:
-        return np.ones(files.num_rows, bool)
-    low, high = files.column(f"min.{name}"), files.column(f"max.{name}")
-    try:
-        ordered = pc.sort_indices(keys)
-        sorted_keys = keys.take(ordered).cast(low.type)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        return np.ones(files.num_rows, bool)
-    known = to_numpy(pc.and_(pc.is_valid(low), pc.is_valid(high)))
-    values = sorted_keys.to_numpy(zero_copy_only=False)
-    first = np.searchsorted(values, low.to_numpy(zero_copy_only=False), side="left")
-    last = np.searchsorted(values, high.to_numpy(zero_copy_only=False), side="right")
-    return ~known | (last > first)
 
 
 def _mark(

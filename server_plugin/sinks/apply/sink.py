@@ -37,10 +37,12 @@ from pyspark.sql.types import StructType
 from spark_cdc.server_plugin.cdc_options import option
 from spark_cdc.server_plugin.dependencies import DELTALAKE, require
 from spark_cdc.server_plugin.errors import error
+from spark_cdc.server_plugin.sinks.apply.batch import Share
+from spark_cdc.server_plugin.sinks.apply.history import Resolution
 from spark_cdc.server_plugin.sinks.apply.spec import ApplySpec
 from spark_cdc.server_plugin.sinks.apply.state import StateMemory
 from spark_cdc.server_plugin.sinks.apply.tables import OUTCOME_KEY
-from spark_cdc.server_plugin.sinks.apply.task import applied
+from spark_cdc.server_plugin.sinks.apply.task import applied, resolved
 
 SINK_NAME = "spark_cdc_apply"
 SPEC_OPTION = "spec"
@@ -88,6 +90,52 @@ class StagedChanges(WriterCommitMessage):
     rows: int
 
 
+@dataclass
+class ResolvedChanges(WriterCommitMessage):
+    """One task's ``batch.Share``: its tables as compressed Arrow IPC streams."""
+
+    state: tuple[str, int] | None
+    schema: bytes
+    changes: int
+    keys: int
+    tables: tuple[bytes, bytes, bytes, bytes]  # replaced, rows, state, kept
+
+
+def _resolved(spec: ApplySpec, rows: pa.Table) -> ResolvedChanges:
+    share = resolved(spec, rows)
+    parts = share.resolution
+    return ResolvedChanges(
+        share.state,
+        share.schema.serialize().to_pybytes(),
+        share.changes,
+        parts.keys,
+        tuple(_ipc(t) for t in (parts.replaced, parts.rows, parts.state, parts.kept)),  # type: ignore[arg-type]
+    )
+
+
+def _shares(messages: list[Any]) -> list[Share]:
+    shares = []
+    for m in messages:
+        if isinstance(m, ResolvedChanges):
+            replaced, rows, state, kept = (_table(data) for data in m.tables)
+            resolution = Resolution(replaced, rows, state, False, kept, m.keys)
+            schema = pa.ipc.read_schema(pa.py_buffer(m.schema))
+            shares.append(Share(m.state, schema, m.changes, resolution))
+    return shares
+
+
+def _ipc(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    options = pa.ipc.IpcWriteOptions(compression="zstd")
+    with pa.ipc.new_stream(sink, table.schema, options=options) as stream:
+        stream.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def _table(data: bytes) -> pa.Table:
+    return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
+
+
 class ApplyChangesSink(DataSource):
     @classmethod
     def name(cls) -> str:
@@ -109,26 +157,36 @@ class ApplyChangesSink(DataSource):
         return OutcomeReader(spec_from_options(self.options))
 
 
-def _staged(batches: Iterator[pa.RecordBatch]) -> StagedChanges:
+def _staged(spec: ApplySpec, batches: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+    """A task's message: its share resolved when the plan partitioned the feed by key,
+    else its rows, for the commit to resolve (a feed with truncates: each needs every
+    key)."""
     collected = list(batches)
-    rows = sum(b.num_rows for b in collected)
-    if not rows:
+    if not sum(b.num_rows for b in collected):
         return StagedChanges(b"", 0)
-    sink = pa.BufferOutputStream()
-    options = pa.ipc.IpcWriteOptions(compression="zstd")
-    with pa.ipc.new_stream(sink, collected[0].schema, options=options) as stream:
-        for batch in collected:
-            stream.write_batch(batch)
-    return StagedChanges(sink.getvalue().to_pybytes(), rows)
+    rows = pa.Table.from_batches(collected)
+    if spec.partitioned_by_key:
+        return _resolved(spec, rows)
+    return StagedChanges(_ipc(rows), rows.num_rows)
+
+
+def _applied(
+    spec: ApplySpec, messages: list[Any], version: int, memory: StateMemory | None
+) -> None:
+    """The batch applied once every task succeeded: the tasks' shares committed, or their
+    rows resolved and committed here."""
+    shares = _shares(messages)
+    if shares:
+        applied(spec, version, shares=shares)
+        return
+    table = _unstaged(messages)
+    if table is not None:
+        applied(spec, version, table=table, memory=memory)
 
 
 def _unstaged(messages: list[Any]) -> pa.Table | None:
     """The batch's rows from every task's message (None: no rows)."""
-    tables = [
-        pa.ipc.open_stream(pa.py_buffer(m.data)).read_all()
-        for m in messages
-        if isinstance(m, StagedChanges) and m.rows
-    ]
+    tables = [_table(m.data) for m in messages if isinstance(m, StagedChanges) and m.rows]
     if not tables:
         return None
     return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
@@ -140,13 +198,11 @@ class BatchApplier(DataSourceArrowWriter):
     def __init__(self, spec: ApplySpec) -> None:
         self.spec = spec
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedChanges:
-        return _staged(iterator)
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        return _staged(self.spec, iterator)
 
     def commit(self, messages: list[Any]) -> None:
-        table = _unstaged(messages)
-        if table is not None:
-            applied(self.spec, table, 0)
+        _applied(self.spec, messages, 0, None)
 
     def abort(self, messages: list[Any]) -> None:
         """Nothing was written: the rows travel in the messages."""
@@ -173,14 +229,12 @@ class StreamApplier(DataSourceStreamWriter, DataSourceArrowWriter):
     def __init__(self, spec: ApplySpec) -> None:
         self.spec = spec
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedChanges:
-        return _staged(iterator)
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        return _staged(self.spec, iterator)
 
     # A stream writer's commit and abort take the batch id (DataSourceStreamWriter's).
     def commit(self, messages: list[Any], batchId: int) -> None:  # type: ignore[override]
-        table = _unstaged(messages)
-        if table is not None:
-            applied(self.spec, table, batchId, _memory_for(self.spec))
+        _applied(self.spec, messages, batchId, _memory_for(self.spec))
 
     def abort(self, messages: list[Any], batchId: int) -> None:  # type: ignore[override]
         """Nothing was written: the rows travel in the messages."""

@@ -67,6 +67,10 @@ class ApplySpec:
     # otherwise. An existing target keeps its own; partition columns that differ are refused.
     table_properties: tuple[tuple[str, str], ...] = ()
     partition_cols: tuple[str, ...] = ()
+    # The client's plan partitioned the feed by key (every change of a key in one task), so
+    # each task resolves its share against the state and the commit only writes; a feed
+    # with truncates is not (a truncate ends every key): its commit resolves it whole.
+    partitioned_by_key: bool = False
 
     @property
     def deletion_vectors(self) -> bool:

@@ -23,12 +23,27 @@ import pyarrow.compute as pc
 from spark_cdc.server_plugin.arrow_types import from_numpy, to_numpy
 from spark_cdc.server_plugin.delta.log import DeltaLog
 from spark_cdc.server_plugin.sinks.apply import tables
-from spark_cdc.server_plugin.sinks.apply.key_index import BatchKeys, KeyIndex, KeyRuns, key_values
+from spark_cdc.server_plugin.sinks.apply.file_lookup import (
+    add_actions,
+    may_hold_nulls,
+    rows_at,
+    rows_of_keys,
+)
+from spark_cdc.server_plugin.sinks.apply.key_index import (
+    BatchKeys,
+    FileKeysCache,
+    KeyIndex,
+    KeyRuns,
+    key_values,
+)
 from spark_cdc.server_plugin.sinks.apply.spec import OP, TRUNCATE, ApplySpec
 
 # The most Arrow memory a writer keeps the state in; Parquet files expand about three times.
 STATE_MEMORY_BYTES = 2 << 30
 _EXPANSION = 3
+# The state files' key indexes a task's process keeps between micro-batches (``rows_of``).
+STATE_KEYS_BYTES = 1 << 30
+_STATE_KEYS = FileKeysCache(STATE_KEYS_BYTES)
 # Rows per scanned batch: each tests membership in the batch's keys, whose hash set Arrow
 # builds again for every batch (at the scanner's default 128k rows, most of the scan).
 _SCAN_ROWS = 1 << 22
@@ -163,6 +178,26 @@ def read(
         return dataset.to_table()
     batches = dataset.to_batches(batch_size=_SCAN_ROWS)
     return pa.Table.from_batches([_of_keys(b, spec, keys) for b in batches], schema=dataset.schema)
+
+
+def rows_of(table: Any, spec: ApplySpec, keys: pa.Table) -> pa.Table:
+    """The state's changes of ``keys`` (exactly) and its truncate, read from the files
+    that hold them, only the row groups that do: what a task resolves its share of a batch
+    with. The files' key indexes are kept per process (``_STATE_KEYS``), so a stream's
+    later micro-batches read only the rows they need. A truncate's key is NULL: only files
+    whose statistics allow a NULL key are read for it."""
+    log = DeltaLog(spec.state, tables.storage(spec))
+    files = add_actions(table)
+    schema = tables.table_schema(table)
+    found = rows_of_keys(table, log, keys, list(spec.keys), _STATE_KEYS, files)
+    for row in np.flatnonzero(may_hold_nulls(files, spec.keys[0])):
+        path = files.column("path")[row].as_py()
+        kinds = rows_at(log, path, None, pa.schema([schema.field(OP)])).column(OP)
+        truncates = _truncates(pa.table({OP: kinds}))
+        if len(truncates):
+            found[path] = np.union1d(found.get(path, truncates), truncates)
+    parts = [rows_at(log, path, positions, schema) for path, positions in found.items()]
+    return pa.concat_tables(parts) if parts else schema.empty_table()
 
 
 def _of_keys(rows: Any, spec: ApplySpec, keys: pa.Table | None) -> Any:

@@ -1,24 +1,55 @@
-"""One batch applied where the sink's commit runs (the driver's Python process), with the
-errors a user can meet named: ours as they are, the environment's (I/O, memory) too, a
-delta-rs failure as the target's, anything else as a bug of ours."""
+"""A batch applied where the sink runs (a task's share in the executors, the commit in the
+driver's Python process), with the errors a user can meet named: ours as they are, the
+environment's (I/O, memory) too, a delta-rs failure as the target's, anything else as a
+bug of ours."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import pyarrow as pa
 from spark_cdc.server_plugin.errors import ChangelogSourceError, error
-from spark_cdc.server_plugin.sinks.apply.batch import Outcome, apply_batch
+from spark_cdc.server_plugin.sinks.apply.batch import (
+    Outcome,
+    Share,
+    apply_batch,
+    apply_shares,
+    resolve_share,
+)
 from spark_cdc.server_plugin.sinks.apply.spec import ApplySpec
 from spark_cdc.server_plugin.sinks.apply.state import StateMemory
 
 
 def applied(
-    spec: ApplySpec, table: pa.Table, version: int, memory: StateMemory | None = None
+    spec: ApplySpec,
+    version: int,
+    *,
+    table: pa.Table | None = None,
+    memory: StateMemory | None = None,
+    shares: list[Share] | None = None,
 ) -> Outcome:
-    """``table`` applied as the writer's batch ``version`` (``apply_batch``)."""
+    """The writer's batch ``version`` applied: its rows (``table``, ``apply_batch``) or
+    the tasks' resolved ``shares`` (``apply_shares``)."""
+    with named_errors(spec):
+        if shares is not None:
+            return apply_shares(spec, shares, version)
+        assert table is not None
+        return apply_batch(spec, table, version, memory)
+
+
+def resolved(spec: ApplySpec, rows: pa.Table) -> Share:
+    """A task's share of the batch resolved (``resolve_share``)."""
+    with named_errors(spec):
+        return resolve_share(spec, rows)
+
+
+@contextmanager
+def named_errors(spec: ApplySpec) -> Iterator[None]:
     from deltalake.exceptions import DeltaError  # its classes live in deltalake's _internal
 
     try:
-        return apply_batch(spec, table, version, memory)
+        yield
     except (ChangelogSourceError, OSError, MemoryError, ImportError):
         raise
     except Exception as problem:

@@ -1,0 +1,122 @@
+"""Where a batch's keys are in a Delta table's files: the files whose statistics (or
+partition values) allow one of the keys have their key columns read and indexed once per
+process and file (``key_index.FileKeysCache``: a data file never changes), and each is
+searched by its index. What the target's deletion vectors mark and what a task reads of
+the state are found this way, so a stream's later batches read no file to find their keys.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from spark_cdc.server_plugin.arrow_types import from_numpy, to_numpy
+from spark_cdc.server_plugin.delta.log import DeltaLog
+from spark_cdc.server_plugin.sinks.apply.key_index import BatchKeys, FileKeysCache
+
+
+def add_actions(table: Any) -> pa.Table:
+    """The snapshot's files, flattened (``path``, ``size_bytes``, ``min.<column>``, ...)."""
+    return pa.RecordBatchReader.from_stream(table.get_add_actions(flatten=True)).read_all()
+
+
+def rows_of_keys(
+    table: Any,
+    log: DeltaLog,
+    keys: pa.Table,
+    names: list[str],
+    cache: FileKeysCache,
+    files: pa.Table | None = None,
+) -> dict[str, np.ndarray]:
+    """Per file of the snapshot (of ``files``, its add actions, when given), the positions
+    of its rows whose key (``names``) is one of ``keys``', sorted; files with none left
+    out. A file's own deletion vector is not applied."""
+    if not keys.num_rows:
+        return {}
+    files = add_actions(table) if files is None else files
+    partitions = set(table.metadata().partition_columns)
+    candidates = np.ones(files.num_rows, bool)
+    for name in names:
+        candidates &= _may_hold(files, name, keys.column(name), name in partitions)
+    paths, sizes = files.column("path").to_pylist(), files.column("size_bytes").to_pylist()
+    times = files.column("modification_time").cast(pa.int64()).to_pylist()
+    columns = [n for n in names if n not in partitions]
+    values = {n: files.column(f"partition.{n}") for n in names if n in partitions}
+    wanted = BatchKeys.of(keys, names)
+
+    def positions(row: int) -> tuple[str, np.ndarray]:
+        def read() -> pa.Table:
+            data = pq.read_table(log.open(paths[row]), columns=columns)
+            for name, column in values.items():
+                data = data.append_column(name, pa.repeat(column[row], data.num_rows))
+            return data
+
+        file = (log.location(paths[row]), sizes[row], times[row])
+        return paths[row], cache.get(file, read, wanted).positions(wanted)
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        found = dict(pool.map(positions, np.flatnonzero(candidates)))
+    return {path: hits for path, hits in found.items() if len(hits)}
+
+
+def rows_at(log: DeltaLog, path: str, positions: np.ndarray | None, schema: pa.Schema) -> pa.Table:
+    """The file's rows at ``positions`` (sorted; None: all of them) as ``schema`` types
+    them (a column the file lacks, added to the table after it was written, is NULL):
+    only the row groups holding them are read."""
+    with log.open(path) as source:
+        file = pq.ParquetFile(source)
+        present = [n for n in schema.names if n in file.schema_arrow.names]
+        if positions is None:
+            read = file.read(columns=present)
+        else:
+            sizes = [file.metadata.row_group(i).num_rows for i in range(file.num_row_groups)]
+            bounds = np.cumsum([0, *sizes])
+            groups = np.unique(np.searchsorted(bounds, positions, "right") - 1)
+            read = file.read_row_groups(list(groups), columns=present)
+            # Each position less the rows of the groups before its own that were not read.
+            skipped = bounds[groups] - np.cumsum([0, *(bounds[groups + 1] - bounds[groups])])[:-1]
+            counts = np.searchsorted(positions, bounds[groups + 1]) - np.searchsorted(
+                positions, bounds[groups]
+            )
+            read = read.take(from_numpy(positions - np.repeat(skipped, counts)))
+    columns = [
+        read.column(f.name).cast(f.type) if f.name in present else pa.nulls(read.num_rows, f.type)
+        for f in schema
+    ]
+    return pa.table(columns, schema=schema)
+
+
+def _may_hold(files: pa.Table, name: str, keys: pa.ChunkedArray, partition: bool) -> np.ndarray:
+    """Per file: whether its statistics (or partition value) allow a row with one of
+    ``keys``; a file without them may hold any."""
+    if partition:
+        column = files.column(f"partition.{name}")
+        return to_numpy(pc.fill_null(pc.is_in(column, value_set=keys.cast(column.type)), False))
+    names = files.schema.names
+    if f"min.{name}" not in names or f"max.{name}" not in names:
+        return np.ones(files.num_rows, bool)
+    low, high = files.column(f"min.{name}"), files.column(f"max.{name}")
+    try:
+        ordered = pc.sort_indices(keys)
+        sorted_keys = keys.take(ordered).cast(low.type)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return np.ones(files.num_rows, bool)
+    known = to_numpy(pc.and_(pc.is_valid(low), pc.is_valid(high)))
+    values = sorted_keys.to_numpy(zero_copy_only=False)
+    first = np.searchsorted(values, low.to_numpy(zero_copy_only=False), side="left")
+    last = np.searchsorted(values, high.to_numpy(zero_copy_only=False), side="right")
+    return ~known | (last > first)
+
+
+def may_hold_nulls(files: pa.Table, name: str) -> np.ndarray:
+    """Per file: whether its statistics allow a NULL in column ``name`` (a file without
+    them may hold one)."""
+    column = f"null_count.{name}"
+    if column not in files.schema.names:
+        return np.ones(files.num_rows, bool)
+    return to_numpy(pc.fill_null(pc.not_equal(files.column(column), 0), True))
