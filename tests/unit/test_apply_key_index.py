@@ -1,7 +1,9 @@
 """The key index (``sinks.apply.key_index``) against a plain membership test: random key
 columns (one or two, with NULLs and duplicates) and random batches, looked up in one
 index, in one merged from parts and in runs added part by part, find exactly the rows whose
-key is the batch's; the path for batches whose keys hash alike gives the same rows."""
+key is the batch's; the path for batches whose keys hash alike gives the same rows, and so
+does an index of the first key column alone. The process's caches keep what fits their
+budget and read again a file made again under its old name."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from spark_cdc.server_plugin.sinks.apply.key_index import (
     BatchKeys,
+    BudgetCache,
     FileKeys,
     FileKeysCache,
     KeyIndex,
@@ -83,6 +86,20 @@ def test_an_index_finds_exactly_the_rows_of_the_batchs_keys(
     assert runs.find(wanted).tolist() == alike.tolist()
 
 
+@settings(max_examples=200, deadline=None)
+@given(rows=ROWS, batch=ROWS)
+def test_an_index_of_the_first_key_column_finds_exactly_the_rows_of_both(
+    rows: list, batch: list
+) -> None:
+    """Type 2's versions: indexed by their key, confirmed by ``__START_AT`` (here
+    ``part``): a batch naming several versions of one key finds each, and only them."""
+    names = ["id", "part"]
+    table, keys = _table(rows, names), _table(batch, names)
+    wanted = BatchKeys.of(keys, names, indexed=1)
+    index = KeyIndex.of(key_values(table, names[:1]))
+    assert FileKeys(table, index).positions(wanted).tolist() == _plain(table, keys).tolist()
+
+
 def test_a_file_made_again_under_its_old_name_is_read_again() -> None:
     """A table deleted and made again at one path may reuse a file name: its size or
     modification time tells the cached keys of the old file apart."""
@@ -90,8 +107,27 @@ def test_a_file_made_again_under_its_old_name_is_read_again() -> None:
     wanted = BatchKeys.of(_table([(1, None), (2, None)], ["id"]), ["id"])
     old = _table([(1, None), (5, None)], ["id"])
     new = _table([(7, None), (2, None), (1, None)], ["id"])
-    assert cache.get(("/t/part-0.parquet", 10, 1), lambda: old, wanted).positions(
+    assert cache.keys(("/t/part-0.parquet", 10, 1), lambda: old, wanted).positions(
         wanted
     ).tolist() == [0]
-    again = cache.get(("/t/part-0.parquet", 12, 2), lambda: new, wanted)
+    again = cache.keys(("/t/part-0.parquet", 12, 2), lambda: new, wanted)
     assert again.positions(wanted).tolist() == [1, 2]
+
+
+def test_a_cache_past_its_budget_keeps_what_each_round_uses_and_drops_the_oldest() -> None:
+    """Three values fit. Rounds each needing the same four keep three of them (plain LRU
+    would drop each before its next use: four misses a round); a round using others drops
+    the least recently used."""
+    made: list[str] = []
+    cache: BudgetCache[str] = BudgetCache(3, lambda value: 1)
+
+    def round_of(keys: str) -> None:
+        cache.next_round()
+        assert [cache.get(k, lambda k=k: made.append(k) or k) for k in keys] == list(keys)
+
+    for _ in range(3):
+        round_of("abcd")
+    assert made == [*"abcd", "d", "d"]
+    round_of("ae")  # e takes b's place, the least recently used
+    round_of("acb")
+    assert made == [*"abcd", "d", "d", "e", "b"]

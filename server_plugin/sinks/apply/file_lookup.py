@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from spark_cdc.server_plugin.arrow_types import from_numpy, to_numpy
 from spark_cdc.server_plugin.delta.log import DeltaLog
-from spark_cdc.server_plugin.sinks.apply.key_index import BatchKeys, FileKeysCache
+from spark_cdc.server_plugin.sinks.apply.key_index import BatchKeys, BudgetCache, FileKeysCache
 
 
 def add_actions(table: Any) -> pa.Table:
@@ -32,22 +32,24 @@ def rows_of_keys(
     names: list[str],
     cache: FileKeysCache,
     files: pa.Table | None = None,
+    indexed: int | None = None,
 ) -> dict[str, np.ndarray]:
     """Per file of the snapshot (of ``files``, its add actions, when given), the positions
     of its rows whose key (``names``) is one of ``keys``', sorted; files with none left
-    out. A file's own deletion vector is not applied."""
+    out. A file's own deletion vector is not applied. The files are indexed by the first
+    ``indexed`` names (all by default), the others compared on the rows found."""
     if not keys.num_rows:
         return {}
+    cache.next_round()
     files = add_actions(table) if files is None else files
     partitions = set(table.metadata().partition_columns)
     candidates = np.ones(files.num_rows, bool)
     for name in names:
         candidates &= _may_hold(files, name, keys.column(name), name in partitions)
-    paths, sizes = files.column("path").to_pylist(), files.column("size_bytes").to_pylist()
-    times = files.column("modification_time").cast(pa.int64()).to_pylist()
+    paths = files.column("path").to_pylist()
     columns = [n for n in names if n not in partitions]
     values = {n: files.column(f"partition.{n}") for n in names if n in partitions}
-    wanted = BatchKeys.of(keys, names)
+    wanted = BatchKeys.of(keys, names, indexed)
 
     def positions(row: int) -> tuple[str, np.ndarray]:
         def read() -> pa.Table:
@@ -56,34 +58,57 @@ def rows_of_keys(
                 data = data.append_column(name, pa.repeat(column[row], data.num_rows))
             return data
 
-        file = (log.location(paths[row]), sizes[row], times[row])
-        return paths[row], cache.get(file, read, wanted).positions(wanted)
+        file = file_identity(log, files, row)
+        return paths[row], cache.keys(file, read, wanted).positions(wanted)
 
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
         found = dict(pool.map(positions, np.flatnonzero(candidates)))
     return {path: hits for path, hits in found.items() if len(hits)}
 
 
-def rows_at(log: DeltaLog, path: str, positions: np.ndarray | None, schema: pa.Schema) -> pa.Table:
+def file_identity(log: DeltaLog, files: pa.Table, row: int) -> tuple[str, int, int]:
+    """The file of ``files``' row as the caches know it: its location, size and
+    modification time (a table made again at one path may reuse a file name)."""
+    path = files.column("path")[row].as_py()
+    size = files.column("size_bytes")[row].as_py()
+    modified = files.column("modification_time").cast(pa.int64())[row].as_py()
+    return log.location(path), size, modified
+
+
+def rows_at(
+    log: DeltaLog,
+    path: str,
+    positions: np.ndarray | None,
+    schema: pa.Schema,
+    cache: BudgetCache[pa.Table] | None = None,
+    file: tuple[str, int, int] | None = None,
+) -> pa.Table:
     """The file's rows at ``positions`` (sorted; None: all of them) as ``schema`` types
     them (a column the file lacks, added to the table after it was written, is NULL):
-    only the row groups holding them are read."""
+    only the row groups holding them are read, each kept in ``cache`` (by ``file``, the
+    file's identity) when given."""
     with log.open(path) as source:
-        file = pq.ParquetFile(source)
-        present = [n for n in schema.names if n in file.schema_arrow.names]
+        parquet = pq.ParquetFile(source)
+        present = [n for n in schema.names if n in parquet.schema_arrow.names]
         if positions is None:
-            read = file.read(columns=present)
+            read = parquet.read(columns=present)
+        elif not len(positions):
+            read = parquet.schema_arrow.empty_table().select(present)
         else:
-            sizes = [file.metadata.row_group(i).num_rows for i in range(file.num_row_groups)]
+            sizes = [parquet.metadata.row_group(i).num_rows for i in range(parquet.num_row_groups)]
             bounds = np.cumsum([0, *sizes])
             groups = np.unique(np.searchsorted(bounds, positions, "right") - 1)
-            read = file.read_row_groups(list(groups), columns=present)
-            # Each position less the rows of the groups before its own that were not read.
-            skipped = bounds[groups] - np.cumsum([0, *(bounds[groups + 1] - bounds[groups])])[:-1]
-            counts = np.searchsorted(positions, bounds[groups + 1]) - np.searchsorted(
-                positions, bounds[groups]
-            )
-            read = read.take(from_numpy(positions - np.repeat(skipped, counts)))
+            cuts = np.searchsorted(positions, bounds[[*groups, groups[-1] + 1]])
+            parts = []
+            for i, group in enumerate(groups.tolist()):
+
+                def one(group: int = group) -> pa.Table:
+                    return parquet.read_row_group(group, columns=present)
+
+                rows = one() if cache is None else cache.get((file, group, tuple(present)), one)
+                local = positions[cuts[i] : cuts[i + 1]] - bounds[group]
+                parts.append(rows.take(from_numpy(local)))
+            read = pa.concat_tables(parts)
     columns = [
         read.column(f.name).cast(f.type) if f.name in present else pa.nulls(read.num_rows, f.type)
         for f in schema

@@ -13,9 +13,11 @@ of the batch's, where a wrong match would delete a row of another key.
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -23,6 +25,8 @@ from spark_cdc.server_plugin.arrow_types import from_numpy, to_numpy
 from spark_cdc.server_plugin.row_level.arrays import array
 from spark_cdc.server_plugin.row_level.equality import values_equal
 from spark_cdc.server_plugin.row_level.hashing import rows_hash
+
+T = TypeVar("T")
 
 
 def key_values(keys: pa.Table, names: list[str]) -> np.ndarray:
@@ -64,12 +68,18 @@ class BatchKeys:
     collide: bool
     ordered: np.ndarray
     order: np.ndarray
+    indexed: int | None = None
 
     @classmethod
-    def of(cls, keys: pa.Table, names: list[str] | tuple[str, ...]) -> BatchKeys:
+    def of(
+        cls, keys: pa.Table, names: list[str] | tuple[str, ...], indexed: int | None = None
+    ) -> BatchKeys:
+        """The batch's ``keys`` (columns ``names``), indexed by the first ``indexed`` of
+        them (all by default): type 2's versions are found by their key's index, then
+        confirmed with ``__START_AT``."""
         names = tuple(names)
         keys = keys.select(list(names))
-        values = key_values(keys, list(names))
+        values = key_values(keys, list(names[:indexed]))
         order = np.argsort(values, kind="stable")
         ordered = values[order]
         first = np.ones(len(ordered), bool)
@@ -80,7 +90,7 @@ class BatchKeys:
             before = order[np.flatnonzero(~first) - 1]
             pairs = (keys.take(from_numpy(again)), keys.take(from_numpy(before)))
             collide = not _equal_rows(*pairs).all()
-        return cls(ordered[first], order[first], keys, names, collide, ordered, order)
+        return cls(ordered[first], order[first], keys, names, collide, ordered, order, indexed)
 
     def typed(self, columns: pa.Table) -> pa.Table:
         """``columns`` (key columns read from a file) as the batch types them, so that
@@ -190,34 +200,60 @@ class FileKeys:
         return wanted.exact(self.columns, *self.index.find(wanted))
 
 
-class FileKeysCache:
-    """``FileKeys`` of the files a process looked in, by path, size and modification time
-    (a Delta table's data file never changes; the size and time tell a file of a table
-    made again at the same path under the same name apart), the least recently used
-    dropped past ``budget`` bytes."""
+class BudgetCache(Generic[T]):
+    """Values made once and kept by key, up to ``budget`` bytes (``size`` of each): what a
+    process keeps of files that never change. Past the budget the least recently used go,
+    but never one used in the current round (``next_round``: a batch), whose values are
+    then made and not kept: a batch needing more than the budget finds what is kept and
+    reads the rest, where plain LRU would drop each value before its next use."""
 
-    def __init__(self, budget: int) -> None:
-        self.budget = budget
-        self._kept: OrderedDict[tuple[object, tuple[str, ...]], FileKeys] = OrderedDict()
+    def __init__(self, budget: int, size: Callable[[T], int]) -> None:
+        self.budget, self.size = budget, size
+        self._kept: OrderedDict[Hashable, tuple[T, int]] = OrderedDict()
         self._bytes = 0
+        self._round = 0
+        self._lock = threading.Lock()  # values are made by several threads at once
 
-    def get(self, file: tuple[str, int, int], read: Any, wanted: BatchKeys) -> FileKeys:
-        """The keys of ``file`` (its path, size and modification time), read with
-        ``read()`` (its key columns) when not kept."""
-        key = (file, wanted.names)
-        kept = self._kept.get(key)
-        if kept is not None:
-            self._kept.move_to_end(key)
-            return kept
-        columns = wanted.typed(read())
-        made = FileKeys(columns, KeyIndex.of(key_values(columns, list(wanted.names))))
-        self._kept[key] = made
-        self._bytes += _size(made)
-        while self._bytes > self.budget and len(self._kept) > 1:
-            _, dropped = self._kept.popitem(last=False)
-            self._bytes -= _size(dropped)
+    def next_round(self) -> None:
+        self._round += 1
+
+    def get(self, key: Hashable, make: Callable[[], T]) -> T:
+        with self._lock:
+            kept = self._kept.get(key)
+            if kept is not None:
+                self._kept[key] = (kept[0], self._round)
+                self._kept.move_to_end(key)
+                return kept[0]
+        made = make()
+        size = self.size(made)
+        with self._lock:
+            while self._bytes + size > self.budget and self._kept:
+                oldest, (value, used) = next(iter(self._kept.items()))
+                if used == self._round:
+                    return made  # every kept value serves this round: this one is not kept
+                del self._kept[oldest]
+                self._bytes -= self.size(value)
+            if size <= self.budget and key not in self._kept:
+                self._kept[key] = (made, self._round)
+                self._bytes += size
         return made
 
 
-def _size(keys: FileKeys) -> int:
-    return keys.columns.nbytes + keys.index.nbytes
+class FileKeysCache(BudgetCache[FileKeys]):
+    """``FileKeys`` of the files a process looked in, by path, size and modification time
+    (a Delta table's data file never changes; the size and time tell a file of a table
+    made again at the same path under the same name apart)."""
+
+    def __init__(self, budget: int) -> None:
+        super().__init__(budget, lambda keys: keys.columns.nbytes + keys.index.nbytes)
+
+    def keys(self, file: tuple[str, int, int], read: Any, wanted: BatchKeys) -> FileKeys:
+        """The keys of ``file`` (its path, size and modification time), read with
+        ``read()`` (its key columns) when not kept."""
+
+        def made() -> FileKeys:
+            columns = wanted.typed(read())
+            indexed = list(wanted.names[: wanted.indexed])
+            return FileKeys(columns, KeyIndex.of(key_values(columns, indexed)))
+
+        return self.get((file, wanted.names, wanted.indexed), made)

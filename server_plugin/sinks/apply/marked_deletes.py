@@ -108,7 +108,9 @@ def replace_rows(
         staged = [a["add"] for a in actions if "add" in a]
     for _ in range(_ATTEMPTS):
         read_version = table.version()
-        marks = rows_of_keys(table, log, replaced, replaced.column_names, _FILE_KEYS)
+        marks = rows_of_keys(
+            table, log, replaced, replaced.column_names, _FILE_KEYS, indexed=len(spec.keys)
+        )
         pending = committer.PendingCommit("MERGE", read_version)
         written = _mark(log, root, read_version, marks, pending)
         pending.actions.extend({"add": add} for add in staged)
