@@ -81,7 +81,7 @@ def apply_batch(
     else:
         old = state_table.read(state, spec, batch.select(list(spec.keys)), truncating, memory)
     resolution = resolve(_changes(spec, batch, old), spec, _now())
-    return _committed(spec, version, opened, resolution, batch.num_rows, memory)
+    return _committed(spec, version, opened, resolution, batch.num_rows, memory, tasks=0)
 
 
 @dataclass(frozen=True)
@@ -140,7 +140,7 @@ def apply_shares(spec: ApplySpec, shares: list[Share], version: int) -> Outcome:
         kept=pa.concat_tables([p.kept for p in parts]),
         keys=sum(p.keys for p in parts),
     )
-    return _committed(spec, version, opened, resolution, changes, None)
+    return _committed(spec, version, opened, resolution, changes, None, tasks=len(shares))
 
 
 def prepared(spec: ApplySpec, batch: pa.Table) -> tuple[ApplySpec, pa.Table]:
@@ -193,11 +193,13 @@ def _committed(
     resolution: Resolution,
     changes: int,
     memory: StateMemory | None,
+    tasks: int,
 ) -> Outcome:
     """``resolution`` written: the target first, then the state (see the module's
-    docstring), each commit marked as this writer's ``version``."""
+    docstring), each commit marked as this writer's ``version``, with what the batch did
+    and how many tasks resolved it (0: the commit did)."""
     outcome = Outcome(changes, resolution.keys, _written(resolution), False)
-    described = _described(spec, version, outcome)
+    described = _described(spec, version, outcome, tasks)
     target, state = opened.target, opened.state
     if target is None:
         rows = _inserted(spec, resolution)
@@ -231,10 +233,12 @@ def _inserted(spec: ApplySpec, resolution: Resolution) -> pa.Table:
     return rows.filter(rows.column(ALIVE)).drop_columns([ALIVE])
 
 
-def _described(spec: ApplySpec, version: int, outcome: Outcome) -> str:
+def _described(spec: ApplySpec, version: int, outcome: Outcome, tasks: int) -> str:
     """The outcome as the tables' commits keep it (``tables.OUTCOME_KEY``), with the
-    writer's id and the batch's number: what a batch call and ``spark-cdc apply`` read."""
-    return json.dumps({"app_id": spec.app_id, "batch": version, **dataclasses.asdict(outcome)})
+    writer's id, the batch's number (what a batch call and ``spark-cdc apply`` read) and
+    the tasks that resolved it."""
+    described = {"app_id": spec.app_id, "batch": version, **dataclasses.asdict(outcome)}
+    return json.dumps({**described, "tasks": tasks})
 
 
 def _written(resolution: Resolution) -> int:
