@@ -61,6 +61,20 @@ REFUSALS: dict[str, tuple[Refused, bool]] = {  # condition: (the batch, refused 
 }
 
 
+@pytest.fixture(params=[False, True], ids=["resolved by the commit", "resolved in a task"])
+def in_tasks(request: pytest.FixtureRequest) -> bool:
+    return bool(request.param)
+
+
+def _applied(spec: ApplySpec, batch: pa.Table, version: int, in_tasks: bool) -> None:
+    """``batch`` applied as the commit resolves it, or as a task's share: every refusal
+    comes before anything is written either way."""
+    if in_tasks:
+        apply_shares(spec, [resolve_share(spec, batch)], version)
+    else:
+        apply_batch(spec, batch, version)
+
+
 def _versions(spec: ApplySpec) -> tuple[int | None, int | None]:
     found = (
         DeltaTable(p).version() if Path(p).exists() else None for p in (spec.target, spec.state)
@@ -70,36 +84,42 @@ def _versions(spec: ApplySpec) -> tuple[int | None, int | None]:
 
 @pytest.mark.parametrize("scd_type", [1, 2])
 @pytest.mark.parametrize("condition", sorted(REFUSALS))
-def test_a_refused_batch_writes_nothing(condition: str, scd_type: int) -> None:
+def test_a_refused_batch_writes_nothing(condition: str, scd_type: int, in_tasks: bool) -> None:
     make, without_tables = REFUSALS[condition]
     with tempfile.TemporaryDirectory() as folder:
         spec = spec_for(folder, scd_type)
         if without_tables:  # the first batch of a new target: no folder is made
             refused_spec, batch, _ = make(spec)
             with pytest.raises(ChangelogSourceError) as refused:
-                apply_batch(refused_spec, batch, 0)
+                _applied(refused_spec, batch, 0, in_tasks)
             assert refused.value.condition == condition
             assert sorted(p.name for p in Path(folder).iterdir()) == []
         apply_batch(spec, prepared(FIRST), 0)
         before, rows = _versions(spec), read_table(spec.target)
         refused_spec, batch, version = make(spec)
         with pytest.raises(ChangelogSourceError) as refused:
-            apply_batch(refused_spec, batch, version)
+            _applied(refused_spec, batch, version, in_tasks)
         assert refused.value.condition == condition
         assert _versions(spec) == before  # no commit to the target or the state
         assert read_table(spec.target) == rows
 
 
 @pytest.mark.parametrize("scd_type", [1, 2])
-def test_a_batch_that_changes_nothing_commits_nothing_to_the_target(scd_type: int) -> None:
+def test_a_batch_that_changes_nothing_commits_nothing_to_the_target(
+    scd_type: int, in_tasks: bool
+) -> None:
     """The same changes again under another writer (a batch DataFrame applied twice): the
-    target stays at its version; the state's commit records the batch and its outcome."""
+    target stays at its version; the state's commit records the batch and its outcome
+    (with the tasks that resolved it: 0, the commit did)."""
     with tempfile.TemporaryDirectory() as folder:
         spec = spec_for(folder, scd_type)
         apply_batch(spec, prepared(FIRST), 0)
         target, state = _versions(spec)
         again = spec_for(folder, scd_type, app_id="another-writer")
-        outcome = apply_batch(again, prepared(FIRST), 0)
+        if in_tasks:
+            outcome = apply_shares(again, [resolve_share(again, prepared(FIRST))], 0)
+        else:
+            outcome = apply_batch(again, prepared(FIRST), 0)
         assert (outcome.changes, outcome.keys, outcome.rows) == (1, 0, 0)
         assert _versions(spec) == (target, (state or 0) + 1)
         recorded = DeltaTable(spec.state).history(1)[0][tables.OUTCOME_KEY]
@@ -110,6 +130,7 @@ def test_a_batch_that_changes_nothing_commits_nothing_to_the_target(scd_type: in
             "keys": 0,
             "rows": 0,
             "skipped": False,
+            "tasks": int(in_tasks),
         }
         # A run again after a stop between the two commits changes nothing either.
         assert apply_batch(again, prepared(FIRST), 0).skipped
@@ -131,12 +152,14 @@ def test_a_first_batch_that_changes_nothing_still_makes_the_target(scd_type: int
 
 
 @pytest.mark.parametrize(("stored", "asked"), [(1, 2), (2, 1)])
-def test_a_target_of_the_other_scd_type_is_named_as_such(stored: int, asked: int) -> None:
+def test_a_target_of_the_other_scd_type_is_named_as_such(
+    stored: int, asked: int, in_tasks: bool
+) -> None:
     with tempfile.TemporaryDirectory() as folder:
         apply_batch(spec_for(folder, stored), prepared(FIRST), 0)
         before = _versions(spec_for(folder, stored))
         with pytest.raises(ChangelogSourceError) as refused:
-            apply_batch(spec_for(folder, asked, app_id="other"), prepared(FIRST), 0)
+            _applied(spec_for(folder, asked, app_id="other"), prepared(FIRST), 0, in_tasks)
         assert _versions(spec_for(folder, stored)) == before
     assert refused.value.condition == "APPLY_CHANGES.SCD_TYPE_MISMATCH"
     assert refused.value.parameters["stored"] == str(stored)

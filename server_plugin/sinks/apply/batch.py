@@ -103,10 +103,9 @@ def resolve_share(spec: ApplySpec, batch: pa.Table) -> Share:
     before anything is written."""
     given = batch.schema
     spec, batch = prepared(spec, batch)
-    state_schema = _state_schema(spec, batch.schema)
-    state = tables.existing(spec.state, state_schema, spec, "state")
+    _, state = _tables(spec, batch.schema)  # refused as the commit would refuse it
     if state is None:
-        old, read = state_schema.empty_table(), None
+        old, read = _state_schema(spec, batch.schema).empty_table(), None
     else:
         old = state_table.rows_of(state, spec, batch.select(list(spec.keys)))
         read = (state.metadata().id, state.version())
@@ -166,12 +165,7 @@ class _Opened:
 def _opened(spec: ApplySpec, schema: pa.Schema, version: int) -> _Opened:
     """The tables for a batch of ``schema``, checked: every refusal of the tables comes
     here, before anything is written."""
-    target_schema = _target_schema(spec, schema)
-    state_schema = _state_schema(spec, schema)
-    target = tables.existing(spec.target, target_schema, spec, "target")
-    if target is None and spec.target_name is not None:
-        raise error("APPLY_CHANGES.TARGET_NOT_DELTA", table=spec.target_name, path=spec.target)
-    state = tables.existing(spec.state, state_schema, spec, "state")
+    target, state = _tables(spec, schema)
     marked = [t.transaction_version(spec.app_id) for t in (target, state) if t is not None]
     last = max((m for m in marked if m is not None), default=None)
     if last is not None and version < last:
@@ -179,7 +173,20 @@ def _opened(spec: ApplySpec, schema: pa.Schema, version: int) -> _Opened:
         # checkpoint was replaced, and its batches are not the ones the marker counts.
         raise error("APPLY_CHANGES.CHECKPOINT_REPLACED", path=spec.target, last=last, batch=version)
     skipped = state is not None and tables.applied(state, spec, version)  # written last
-    return _Opened(schema, target, state, target_schema, state_schema, skipped)
+    return _Opened(
+        schema, target, state, _target_schema(spec, schema), _state_schema(spec, schema), skipped
+    )
+
+
+def _tables(spec: ApplySpec, schema: pa.Schema) -> tuple[Any, Any]:
+    """The target and the state for a batch of ``schema`` (None: not made yet), each
+    checked against it, the target first (its refusals say what the state's would not: a
+    target of the other SCD type)."""
+    target_schema = _target_schema(spec, schema)
+    target = tables.existing(spec.target, target_schema, spec, "target")
+    if target is None and spec.target_name is not None:
+        raise error("APPLY_CHANGES.TARGET_NOT_DELTA", table=spec.target_name, path=spec.target)
+    return target, tables.existing(spec.state, _state_schema(spec, schema), spec, "state")
 
 
 def _now() -> pa.Scalar:
