@@ -131,3 +131,14 @@ def test_a_cache_past_its_budget_keeps_what_each_round_uses_and_drops_the_oldest
     round_of("ae")  # e takes b's place, the least recently used
     round_of("acb")
     assert made == [*"abcd", "d", "d", "e", "b"]
+
+
+def test_a_cache_travels_empty() -> None:
+    """Code shipped by value to a server without the package pickles its modules' caches:
+    they travel without their values (or their lock, which cannot be pickled)."""
+    from pyspark import cloudpickle
+
+    cache: BudgetCache[str] = BudgetCache(3, lambda value: 1)
+    cache.get("a", lambda: "kept")
+    shipped = cloudpickle.loads(cloudpickle.dumps(cache))
+    assert shipped.budget == 3 and shipped.get("a", lambda: "made") == "made"

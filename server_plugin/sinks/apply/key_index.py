@@ -214,6 +214,13 @@ class BudgetCache(Generic[T]):
         self._round = 0
         self._lock = threading.Lock()  # values are made by several threads at once
 
+    def __getstate__(self) -> dict[str, Any]:
+        """A cache travels empty (code shipped by value pickles its module's caches)."""
+        return {"budget": self.budget, "size": self.size}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        BudgetCache.__init__(self, state["budget"], state["size"])
+
     def next_round(self) -> None:
         self._round += 1
 
