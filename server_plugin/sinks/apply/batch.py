@@ -1,6 +1,8 @@
 """Applying one batch of prepared changes to the target: the batch checked, resolved with
 the state's changes of its keys (``history``), then committed, the target first and the
-state second, each commit marked with the batch's number.
+state second, each commit marked with the batch's number. The resolving runs in the tasks
+when the feed is partitioned by key (``resolve_share``, each task its keys; the commit,
+``apply_shares``, writes them), else in the commit (``apply_batch``).
 
 Why that order is safe: a batch that reaches the target but not the state (the process
 stopped between the two commits) is found applied to the target when it runs again, so

@@ -2,13 +2,16 @@
 discovers (``pyspark_spark_cdc_apply``), so a client on any Python starts it by name with
 options, and nothing it pickled runs on the server.
 
-Spark's commit protocol carries exactly-once: each task hands its partition of the prepared
-feed back as a commit message (Arrow IPC, compressed), and once every task succeeded the
-driver's ``commit`` applies the batch (``apply.batch``) with the batch's number: 0 for a
-batch DataFrame (its writer id is its own), the micro-batch id for a stream, the marker a
-restarted stream finds in the tables. A failed task or stage aborts before anything is
-written. The driver's Python process keeps the state table's rows between a stream's
-micro-batches (``StateMemory``), one table at a time.
+Spark's commit protocol carries exactly-once. The client's plan partitions the feed by key,
+so each task resolves the changes of its keys against the state (``batch.resolve_share``)
+and hands the result back as a commit message (Arrow IPC, compressed); once every task
+succeeded, the driver's ``commit`` writes the batch (``batch.apply_shares``) with the
+batch's number: 0 for a batch DataFrame (its writer id is its own), the micro-batch id for
+a stream, the marker a restarted stream finds in the tables. A failed task or stage aborts
+before anything is written. A feed with truncates is not partitioned: its tasks hand back
+their rows and the commit resolves the batch whole (``batch.apply_batch``), the driver's
+Python process keeping the state table's rows between a stream's micro-batches
+(``StateMemory``), one table at a time.
 
 Reading ``spark_cdc_apply`` with a writer's options returns what that writer's batch did,
 from the state table's commit (``OUTCOME_KEY`` in its commit info; the target's commit
@@ -109,7 +112,7 @@ def _resolved(spec: ApplySpec, rows: pa.Table) -> ResolvedChanges:
         share.schema.serialize().to_pybytes(),
         share.changes,
         parts.keys,
-        tuple(_ipc(t) for t in (parts.replaced, parts.rows, parts.state, parts.kept)),  # type: ignore[arg-type]
+        (_ipc(parts.replaced), _ipc(parts.rows), _ipc(parts.state), _ipc(parts.kept)),
     )
 
 
