@@ -54,6 +54,9 @@ BENCHMARK = "apply"
 TARGET_ROWS, QUICK_TARGET_ROWS = 10_000_000, 100_000
 BATCHES, QUICK_BATCHES = (10_000, 100_000, 1_000_000), (1_000, 10_000)
 MICRO_BATCHES = 3
+# The rows of a target's base applied at once: a batch's resolved rows travel to the driver,
+# and 40M at once passed Spark's default spark.driver.maxResultSize (1 GiB).
+BASE_BATCH_ROWS = 10_000_000
 # How ours applies the changes files (keys, sequence, deletes), for every target it builds.
 APPLIED: dict[str, Any] = {
     "keys": ["id"],
@@ -140,13 +143,14 @@ def _ours_base(bench: Bench, target_rows: int, scd_type: int) -> Path:
                 source / "base.parquet",
             )
         feed = bench.spark.read.schema(SCHEMA).parquet(str(source))
-        apply_changes(
-            feed,
-            str(base / "target"),
-            stored_as_scd_type=scd_type,
-            state_location=str(base / "state"),
-            **APPLIED,
-        )
+        for first in range(0, target_rows, BASE_BATCH_ROWS):  # each within maxResultSize
+            apply_changes(
+                feed.filter(feed.id.between(first, first + BASE_BATCH_ROWS - 1)),
+                str(base / "target"),
+                stored_as_scd_type=scd_type,
+                state_location=str(base / "state"),
+                **APPLIED,
+            )
         (base / "_bench_complete").touch()
     return base
 
