@@ -124,6 +124,11 @@ def bench_machine() -> str:
         f"pyarrow {m['pyarrow']}, deltalake {m['deltalake']}; {settings}; "
         f"{results['reps']} repetitions per side."
     )
+    kept = results.get("kept_from_earlier_runs") or []
+    if kept:
+        measured = sorted({f["benchmark"] for f in results["figures"]} - set(kept))
+        text += f" This run measured {', '.join(f'`{n}`' for n in measured)}; the others' "
+        text += "figures are kept from earlier runs."
     rerun = results.get("rerun_separately")
     if rerun:
         names = ", ".join(f"`{n}`" for n in rerun["benchmarks"])
