@@ -12,6 +12,7 @@ server's.
 from __future__ import annotations
 
 import hashlib
+import re
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from spark_cdc.rewrite.apply_plan import plan_apply, target_layout
-from spark_cdc.rewrite.errors import cdc_error
+from spark_cdc.rewrite.errors import CdcAnalysisException, cdc_error
 from spark_cdc.rewrite.server_code import make_available, server_parallelism
 from spark_cdc.server_plugin.sinks.apply.sink import SINK_NAME, ApplyChangesSink, spec_options
 from spark_cdc.server_plugin.sinks.apply.spec import ApplySpec
@@ -139,7 +140,15 @@ def apply_changes(
     make_available(spark, ApplyChangesSink, "apply_changes")
     options = spec_options(spec)
     if not feed.isStreaming:
-        plan.prepared.write.format(SINK_NAME).options(**options).mode("append").save()
+        from pyspark.errors import PySparkException
+
+        try:
+            plan.prepared.write.format(SINK_NAME).options(**options).mode("append").save()
+        except PySparkException as problem:
+            too_large = batch_too_large(str(problem))
+            if too_large is None:
+                raise
+            raise too_large from problem
         done = spark.read.format(SINK_NAME).options(**options).load().limit(1).collect()
         return AppliedChanges(*done[0][1:]) if done else AppliedChanges(0, 0, 0)
     writer = plan.prepared.writeStream.format(SINK_NAME).options(**options)
@@ -181,6 +190,22 @@ def applied_batches(query: StreamingQuery) -> dict[int, AppliedChanges]:
     spark, options = started
     found = spark.read.format(SINK_NAME).options(**options).load().collect()
     return {int(row[0]): AppliedChanges(*row[1:]) for row in reversed(found)}
+
+
+_RESULT_SIZE = re.compile(
+    r"Total size of serialized results of \d+ tasks \(([^)]+)\) is bigger than "
+    r"spark\.driver\.maxResultSize \(([^)]+)\)"
+)
+
+
+def batch_too_large(message: str) -> CdcAnalysisException | None:
+    """Spark's refusal of a batch whose tasks' results pass ``spark.driver.maxResultSize``
+    (what the tasks resolved travels to the driver), as our condition naming both fixes;
+    None for any other error."""
+    found = _RESULT_SIZE.search(message)
+    if found is None:
+        return None
+    return cdc_error("APPLY_CHANGES.BATCH_TOO_LARGE", size=found.group(1), limit=found.group(2))
 
 
 def _retention_ms(retention: timedelta | None, scd_type: int) -> int | None:

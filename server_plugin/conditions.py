@@ -53,6 +53,12 @@ CONDITIONS: dict[str, Condition] = {
         "'<path>' is an append-only Delta table (delta.appendOnly=true), and applying changes "
         "deletes and rewrites rows: apply them to another target, or unset delta.appendOnly."
     ),
+    "APPLY_CHANGES.BATCH_TOO_LARGE": Condition(
+        "The batch's resolved changes (<size>) are more than the server's "
+        "spark.driver.maxResultSize (<limit>) lets the driver receive: apply the feed in "
+        "smaller batches (a stream: the source's maxFilesPerTrigger or maxBytesPerTrigger), "
+        "or raise spark.driver.maxResultSize where the server starts."
+    ),
     "APPLY_CHANGES.CHECKPOINT_REPLACED": Condition(
         "'<path>' holds this stream's micro-batches up to <last>, but the stream now runs "
         "micro-batch <batch>: its checkpoint was deleted or replaced. Give the stream a new "
