@@ -101,7 +101,7 @@ def resolve(changes: pa.Table, spec: ApplySpec, now: pa.Scalar) -> Resolution:
     fresh = new[runs.order]
     if spec.scd_type == 2:  # no truncates: the client refuses them for type 2
         before = _runs(changes, spec, ranks, op, new, truncate_rank, among=~new)
-        replaced, rows = _changed_versions(spec, before.versions(), runs.versions())
+        replaced, rows = _changed_versions(changes, spec, ranks, runs, before)
         return Resolution(
             replaced=replaced,
             rows=rows,
@@ -129,24 +129,62 @@ def resolve(changes: pa.Table, spec: ApplySpec, now: pa.Scalar) -> Resolution:
 
 
 def _changed_versions(
-    spec: ApplySpec, before: pa.Table, after: pa.Table
+    changes: pa.Table, spec: ApplySpec, ranks: np.ndarray, after: _Runs, before: _Runs
 ) -> tuple[pa.Table, pa.Table]:
-    """Type 2: the versions ``before`` has and ``after`` lacks, by their keys and
-    ``__START_AT`` (to delete), and the versions ``after`` has and ``before`` lacks (to
-    insert). A version equal in every column in both is left as it is: a change later than
-    every stored one closes the current version and opens one, two rows."""
+    """Type 2: the versions the state made before the batch (``before``'s, which the
+    target holds) that the batch changes, by their keys and ``__START_AT`` (to delete), and
+    the versions that replace them (to insert).
+
+    A version is made by the key's changes up to the one that closes it, so a change is
+    felt only from the version it falls in onwards. For a key whose new changes all come
+    after its stored ones (a stream's usual key) that is the current version alone: it is
+    closed, and the new versions follow. A key with a late change keeps whatever its
+    versions before and after have alike in every column (``_same_versions``)."""
+    old, old_last, old_closing = before.versions()
+    new, new_last, new_closing = after.versions()
+    key = group_rows([array(changes.column(k)) for k in spec.keys], "key").ids
+    fresh = after.order[to_numpy(changes.column(NEW))[after.order]]
+    never = np.iinfo(np.int64).max
+    first_new = np.full(int(key.max(initial=-1)) + 1, never, np.int64)
+    np.minimum.at(first_new, key[fresh], ranks[fresh])
+    last_old = np.full(len(first_new), -1, np.int64)
+    np.maximum.at(last_old, key[before.order], ranks[before.order])
+    late = first_new <= last_old  # (a new change at a stored one's rank is that one again)
+
+    def felt(last: np.ndarray, closing: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per version: whether the batch may change it (its key got a new change at or
+        before its end), and whether its key had a late change."""
+        owner = key[last]
+        end = np.where(closing >= 0, ranks[np.maximum(closing, 0)], never)
+        return (first_new[owner] != never) & (end >= first_new[owner]), late[owner]
+
+    old_felt, old_late = felt(old_last, old_closing)
+    new_felt, new_late = felt(new_last, new_closing)
+    replaced = old.take(from_numpy(np.flatnonzero(old_felt & ~old_late)))
+    rows = new.take(from_numpy(np.flatnonzero(new_felt & ~new_late)))
+    if old_late.any() or new_late.any():
+        gone, added = _same_versions(
+            spec,
+            old.filter(from_numpy(old_felt & old_late)),
+            new.filter(from_numpy(new_felt & new_late)),
+        )
+        replaced, rows = pa.concat_tables([replaced, gone]), pa.concat_tables([rows, added])
+    return replaced.select([*spec.keys, START_AT]), rows
+
+
+def _same_versions(spec: ApplySpec, before: pa.Table, after: pa.Table) -> tuple[pa.Table, pa.Table]:
+    """The versions ``before`` has and ``after`` lacks (to delete), and those ``after``
+    has and ``before`` lacks (to insert): a version equal in every column in both is left
+    as it is."""
     names = [*spec.columns, START_AT, END_AT]
     both = pa.concat_tables([before.select(names), after.select(names)])
     if not both.num_rows:
-        return before.select([*spec.keys, START_AT]), after
+        return before, after
     ids = group_rows([array(both.column(n)) for n in names], "image").ids
     old, new = ids[: before.num_rows], ids[before.num_rows :]
     gone = np.flatnonzero(~np.isin(old, new))
     added = np.flatnonzero(~np.isin(new, old))
-    return (
-        before.select([*spec.keys, START_AT]).take(from_numpy(gone)),
-        after.take(from_numpy(added)),
-    )
+    return before.take(from_numpy(gone)), after.take(from_numpy(added))
 
 
 def compacted(
@@ -381,10 +419,11 @@ class _Runs:
         table[ALIVE] = from_numpy(self.alive[changed])
         return pa.table(table)
 
-    def versions(self) -> pa.Table:
-        """Type 2: every version of every key. An upsert opens a version when it
-        starts a run or changes a tracked column; the version ends at the key's next
-        change after its last upsert (NULL: it is current)."""
+    def versions(self) -> tuple[pa.Table, np.ndarray, np.ndarray]:
+        """Type 2: every version of every key, with the row of ``changes`` each ends with
+        (its last upsert) and the row that closes it (-1: it is current). An upsert opens
+        a version when it starts a run or changes a tracked column; the version ends at
+        the key's next change after its last upsert (NULL: it is current)."""
         count = len(self.order)
         same = np.zeros(count, bool)
         if count > 1:
@@ -403,7 +442,8 @@ class _Runs:
         table = {c: self.values[c].take(rows) for c in self.spec.columns}
         table[START_AT] = self._sequence(heads)
         table[END_AT] = self._sequence(ends)
-        return pa.table(table)
+        closing = np.where(ends >= 0, self.order[np.maximum(ends, 0)], -1) if count else ends
+        return pa.table(table), self.order[tails], closing
 
     def _sequence(self, positions: np.ndarray) -> pa.Array:
         """The sequence at ``positions`` (-1: NULL), a struct of its parts when several."""
