@@ -55,11 +55,11 @@ class Resolution:
     ``__START_AT``: a key opens one version per sequence) and inserts ``rows``: only the
     versions the batch changes among those the state made before it (the target holds
     exactly those; ``_changed_versions``), as a hand-written SCD2 MERGE closes the current
-    version and inserts the new one. Type 1 replaces the rows of the keys in ``replaced`` by ``rows``, each
-    changed key's row after the batch, ``ALIVE`` saying whether it is there (else it is
-    deleted); after a new truncate (``truncated``) the target keeps, besides the live
-    ``rows``, only the rows of the keys in ``kept`` (alive after it and unchanged).
-    ``state`` is appended to the state, or replaces it whole when ``truncated``."""
+    version and inserts the new one. Type 1 replaces the rows of the keys in ``replaced``
+    by ``rows``, each changed key's row after the batch, ``ALIVE`` saying whether it is
+    there (else it is deleted); after a new truncate (``truncated``) the target keeps,
+    besides the live ``rows``, only the rows of the keys in ``kept`` (alive after it and
+    unchanged). ``state`` is appended to the state, or replaces it whole when ``truncated``."""
 
     replaced: pa.Table
     rows: pa.Table
