@@ -50,6 +50,7 @@ def rows_of_keys(
     columns = [n for n in names if n not in partitions]
     values = {n: files.column(f"partition.{n}") for n in names if n in partitions}
     wanted = BatchKeys.of(keys, names, indexed)
+    identities = file_identities(log, files)
 
     def positions(row: int) -> tuple[str, np.ndarray]:
         def read() -> pa.Table:
@@ -58,7 +59,7 @@ def rows_of_keys(
                 data = data.append_column(name, pa.repeat(column[row], data.num_rows))
             return data
 
-        file = file_identity(log, files, row)
+        file = identities[paths[row]]
         return paths[row], cache.keys(file, read, wanted).positions(wanted)
 
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
@@ -66,13 +67,13 @@ def rows_of_keys(
     return {path: hits for path, hits in found.items() if len(hits)}
 
 
-def file_identity(log: DeltaLog, files: pa.Table, row: int) -> tuple[str, int, int]:
-    """The file of ``files``' row as the caches know it: its location, size and
+def file_identities(log: DeltaLog, files: pa.Table) -> dict[str, tuple[str, int, int]]:
+    """Each of ``files`` (by path) as the caches know it: its location, size and
     modification time (a table made again at one path may reuse a file name)."""
-    path = files.column("path")[row].as_py()
-    size = files.column("size_bytes")[row].as_py()
-    modified = files.column("modification_time").cast(pa.int64())[row].as_py()
-    return log.location(path), size, modified
+    paths = files.column("path").to_pylist()
+    sizes = files.column("size_bytes").to_pylist()
+    times = files.column("modification_time").cast(pa.int64()).to_pylist()
+    return {p: (log.location(p), s, t) for p, s, t in zip(paths, sizes, times, strict=True)}
 
 
 def rows_at(

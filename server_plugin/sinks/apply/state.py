@@ -25,7 +25,7 @@ from spark_cdc.server_plugin.delta.log import DeltaLog
 from spark_cdc.server_plugin.sinks.apply import tables
 from spark_cdc.server_plugin.sinks.apply.file_lookup import (
     add_actions,
-    file_identity,
+    file_identities,
     may_hold_nulls,
     rows_at,
     rows_of_keys,
@@ -203,10 +203,9 @@ def rows_of(table: Any, spec: ApplySpec, keys: pa.Table) -> pa.Table:
         truncates = _truncates(pa.table({OP: kinds}))
         if len(truncates):
             found[path] = np.union1d(found.get(path, truncates), truncates)
-    rows = {path: row for row, path in enumerate(files.column("path").to_pylist())}
+    identities = file_identities(log, files)
     parts = [
-        rows_at(log, path, at, schema, _STATE_ROWS, file_identity(log, files, rows[path]))
-        for path, at in found.items()
+        rows_at(log, path, at, schema, _STATE_ROWS, identities[path]) for path, at in found.items()
     ]
     return pa.concat_tables(parts) if parts else schema.empty_table()
 
