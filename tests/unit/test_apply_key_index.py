@@ -18,8 +18,8 @@ from spark_cdc.server_plugin.sinks.apply.key_index import (
     BudgetCache,
     FileKeys,
     FileKeysCache,
-    KeyIndex,
     KeyRuns,
+    index_of,
     key_values,
 )
 
@@ -41,11 +41,16 @@ def _table(rows: list[tuple[int | None, str | None]], names: list[str]) -> pa.Ta
     return pa.table({n: columns[n] for n in names})
 
 
-def _plain(rows: pa.Table, keys: pa.Table) -> np.ndarray:
-    def key(row: dict) -> tuple:
+def _plain(rows: pa.Table, keys: pa.Table, indexed: int | None = None) -> np.ndarray:
+    """The rows whose key is one of ``keys``': a key with a NULL part (in the first
+    ``indexed`` columns, those indexed) is no key."""
+
+    def key(row: dict) -> tuple | None:
+        if None in list(row.values())[:indexed]:
+            return None
         return tuple(repr(v) for v in row.values())  # a struct's dict is not hashable
 
-    wanted = {key(r) for r in keys.to_pylist()}
+    wanted = {key(r) for r in keys.to_pylist()} - {None}
     return np.array([i for i, r in enumerate(rows.to_pylist()) if key(r) in wanted], np.int64)
 
 
@@ -68,22 +73,24 @@ def test_an_index_finds_exactly_the_rows_of_the_batchs_keys(
     wanted = BatchKeys.of(keys, names)
     if collide:
         wanted = dataclasses.replace(wanted, collide=True)
-    whole = KeyIndex.of(key_values(table, names))
+    whole = index_of(table, names)
     cut = min(cut, len(rows))
-    parts = KeyIndex.of(key_values(table.slice(0, cut), names)).merged(
-        KeyIndex.of(key_values(table.slice(cut), names), cut)
-    )
+    parts = index_of(table.slice(0, cut), names).merged(index_of(table.slice(cut), names, cut))
     expected = _plain(table, keys)
+    kept = FileKeys.of(table, wanted)
+    assert kept.positions(wanted).tolist() == expected.tolist()
     for index in (whole, parts):
         assert FileKeys(table, index).positions(wanted).tolist() == expected.tolist()
         assert set(expected) <= set(index.find(wanted)[0].tolist())
     runs, start = KeyRuns(), 0
     for size in [*sizes, len(rows)]:
         part = table.slice(start, size)
-        runs = runs.added(KeyIndex.of(key_values(part, names), start))
+        runs = runs.added(index_of(part, names, start))
         start += part.num_rows
-    alike = np.flatnonzero(np.isin(key_values(table, names), wanted.values))
-    assert runs.find(wanted).tolist() == alike.tolist()
+    alike = np.isin(key_values(table, names), wanted.values)
+    for name in names:  # a key with a NULL part is no key
+        alike &= table.column(name).is_valid().to_numpy(zero_copy_only=False)
+    assert runs.find(wanted).tolist() == np.flatnonzero(alike).tolist()
 
 
 @settings(max_examples=200, deadline=None)
@@ -96,8 +103,9 @@ def test_an_index_of_the_first_key_column_finds_exactly_the_rows_of_both(
     names = ["id", "part"]
     table, keys = _table(rows, names), _table(batch, names)
     wanted = BatchKeys.of(keys, names, indexed=1)
-    index = KeyIndex.of(key_values(table, names[:1]))
-    assert FileKeys(table, index).positions(wanted).tolist() == _plain(table, keys).tolist()
+    expected = _plain(table, keys, indexed=1).tolist()
+    assert FileKeys(table, index_of(table, names[:1])).positions(wanted).tolist() == expected
+    assert FileKeys.of(table, wanted).positions(wanted).tolist() == expected
 
 
 def test_a_file_made_again_under_its_old_name_is_read_again() -> None:
@@ -142,3 +150,15 @@ def test_a_cache_travels_empty() -> None:
     cache.get("a", lambda: "kept")
     shipped = cloudpickle.loads(cloudpickle.dumps(cache))
     assert shipped.budget == 3 and shipped.get("a", lambda: "made") == "made"
+
+
+def test_a_sorted_file_of_one_integer_key_keeps_only_its_values() -> None:
+    """What a worker keeps per file is its memory: a file this package wrote (sorted by
+    an integer key) keeps the key's values alone, and a file of another order each row's
+    position as 32 bits; neither keeps a copy of the key column to confirm matches."""
+    wanted = BatchKeys.of(_table([(3, None)], ["id"]), ["id"])
+    ordered = FileKeys.of(pa.table({"id": pa.array(range(1000), pa.int64())}), wanted)
+    assert ordered.columns.num_columns == 0 and ordered.index.rows is None
+    assert ordered.index.nbytes == 8000 and ordered.positions(wanted).tolist() == [3]
+    shuffled = FileKeys.of(pa.table({"id": pa.array(range(999, -1, -1), pa.int64())}), wanted)
+    assert shuffled.index.nbytes == 12000 and shuffled.positions(wanted).tolist() == [996]

@@ -8,7 +8,16 @@ kept per path; the state a stream's writer keeps, merged with the index of what 
 batch adds). Files this package writes are sorted by key, so their index is one pass; an
 unsorted file's costs a sort, about two membership tests of its rows. A hash matches
 every key that hashes alike; ``exact`` keeps only the rows whose key columns equal one
-of the batch's, where a wrong match would delete a row of another key.
+of the batch's, where a wrong match would delete a row of another key. A key of one
+integer or temporal column is its own value: its index needs no confirming, so a file's
+index keeps no copy of its key column. A key with a NULL part is no key (a batch holding
+one is refused; a truncate's rows are found by the files' statistics): it is left out of
+every index and finds nothing.
+
+An index is what a worker keeps of every file it looked in, for every table it applies
+to, so its size is the process's memory: a file written sorted by key (this package's
+are) keeps only the sorted values, its rows being their positions; another keeps each
+value's row as 32 bits.
 """
 
 from __future__ import annotations
@@ -46,6 +55,32 @@ def key_values(keys: pa.Table, names: list[str]) -> np.ndarray:
     return rows_hash([array(keys.column(n)) for n in names], "key")
 
 
+def exact_key(schema: pa.Schema, names: list[str] | tuple[str, ...]) -> bool:
+    """Whether ``key_values`` of these columns are the key itself (one integer or temporal
+    column), not a hash that other keys may share."""
+    return len(names) == 1 and _orderable(schema.field(names[0]).type)
+
+
+def index_of(columns: pa.Table, names: list[str] | tuple[str, ...], first: int = 0) -> KeyIndex:
+    """The index of ``columns``' rows (numbered from ``first``) by the key ``names``, but
+    for those with a NULL key part."""
+    keyed = _keyed(columns, names)
+    if keyed is None:
+        return KeyIndex.of(key_values(columns, list(names)), first)
+    values = key_values(columns.take(from_numpy(keyed)), list(names))
+    return KeyIndex.of(values, first, keyed)
+
+
+def _keyed(columns: pa.Table, names: list[str] | tuple[str, ...]) -> np.ndarray | None:
+    """The rows of ``columns`` with no NULL key part (None: all of them)."""
+    if not any(columns.column(n).null_count for n in names):
+        return None
+    valid = np.ones(columns.num_rows, bool)
+    for name in names:
+        valid &= to_numpy(columns.column(name).is_valid())
+    return np.flatnonzero(valid)
+
+
 def _orderable(data_type: pa.DataType) -> bool:
     """Whether values of the type order as their int64 view."""
     return (pa.types.is_integer(data_type) and data_type != pa.uint64()) or (
@@ -69,6 +104,7 @@ class BatchKeys:
     ordered: np.ndarray
     order: np.ndarray
     indexed: int | None = None
+    exact_index: bool = False
 
     @classmethod
     def of(
@@ -79,6 +115,10 @@ class BatchKeys:
         confirmed with ``__START_AT``."""
         names = tuple(names)
         keys = keys.select(list(names))
+        keyed = _keyed(keys, names[:indexed])
+        if keyed is not None:  # a key with a NULL part finds nothing
+            keys = keys.take(from_numpy(keyed))
+        exact = exact_key(keys.schema, names[:indexed])
         values = key_values(keys, list(names[:indexed]))
         order = np.argsort(values, kind="stable")
         ordered = values[order]
@@ -90,7 +130,16 @@ class BatchKeys:
             before = order[np.flatnonzero(~first) - 1]
             pairs = (keys.take(from_numpy(again)), keys.take(from_numpy(before)))
             collide = not _equal_rows(*pairs).all()
-        return cls(ordered[first], order[first], keys, names, collide, ordered, order, indexed)
+        return cls(
+            ordered[first], order[first], keys, names, collide, ordered, order, indexed, exact
+        )
+
+    @property
+    def confirmed(self) -> tuple[str, ...]:
+        """The columns a match found by the index is compared on: those the index does
+        not hold exactly."""
+        indexed = len(self.names) if self.indexed is None else self.indexed
+        return self.names[indexed:] if self.exact_index else self.names
 
     def typed(self, columns: pa.Table) -> pa.Table:
         """``columns`` (key columns read from a file) as the batch types them, so that
@@ -104,18 +153,21 @@ class BatchKeys:
     def exact(self, columns: pa.Table, candidates: np.ndarray, values: np.ndarray) -> np.ndarray:
         """The ``candidates`` (rows of ``columns``, typed as the batch, whose key values
         are ``values``) whose key is one of the batch's: each compared with the batch's
-        key of its value (with every key of it, when two keys hash alike)."""
-        if not len(candidates):
+        key of its value (with every key of it, when two keys hash alike), on the columns
+        the index does not hold exactly (``confirmed``)."""
+        compared = list(self.confirmed)
+        if not len(candidates) or not compared:
             return candidates
-        found = columns.take(from_numpy(candidates))
+        found = columns.select(compared).take(from_numpy(candidates))
+        keys = self.keys.select(compared)
         if not self.collide:
-            mine = self.keys.take(from_numpy(self.rows[np.searchsorted(self.values, values)]))
+            mine = keys.take(from_numpy(self.rows[np.searchsorted(self.values, values)]))
             return candidates[_equal_rows(found, mine)]
         low = np.searchsorted(self.ordered, values, "left")
         counts = np.searchsorted(self.ordered, values, "right") - low
         each = np.repeat(np.arange(len(candidates)), counts)
         slots = np.repeat(low - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))
-        mine = self.keys.take(from_numpy(self.order[slots]))
+        mine = keys.take(from_numpy(self.order[slots]))
         equal = _equal_rows(found.take(from_numpy(each)), mine)
         return candidates[np.bincount(each[equal], minlength=len(candidates)) > 0]
 
@@ -130,19 +182,33 @@ def _equal_rows(left: pa.Table, right: pa.Table) -> np.ndarray:
 
 @dataclass(frozen=True)
 class KeyIndex:
-    """Rows by their ``key_values``: ``values`` sorted, ``rows`` the row of each."""
+    """Rows by their ``key_values``: ``values`` sorted, ``rows`` the row of each (None:
+    ``first`` onwards in order, the values having been sorted already)."""
 
     values: np.ndarray
-    rows: np.ndarray
+    rows: np.ndarray | None
+    first: int = 0
 
     @classmethod
-    def of(cls, values: np.ndarray, first: int = 0) -> KeyIndex:
-        order = np.argsort(values, kind="stable")  # one pass over values already sorted
-        return cls(values[order], order.astype(np.int64) + first)
+    def of(cls, values: np.ndarray, first: int = 0, rows: np.ndarray | None = None) -> KeyIndex:
+        """The index of ``values``, of rows ``first`` onwards (or of ``first`` plus each
+        of ``rows``, when given)."""
+        if not len(values) or bool((values[1:] >= values[:-1]).all()):
+            if rows is None:
+                return cls(values, None, first)
+            return cls(values, _narrow(rows + first))
+        order = np.argsort(values, kind="stable")
+        return cls(values[order], _narrow((order if rows is None else rows[order]) + first))
 
     @property
     def nbytes(self) -> int:
-        return int(self.values.nbytes + self.rows.nbytes)
+        return int(self.values.nbytes + (0 if self.rows is None else self.rows.nbytes))
+
+    def positions(self, slots: np.ndarray) -> np.ndarray:
+        """The rows at ``slots`` of the sorted values."""
+        if self.rows is None:
+            return slots.astype(np.int64) + self.first
+        return self.rows[slots].astype(np.int64)
 
     def find(self, wanted: BatchKeys) -> tuple[np.ndarray, np.ndarray]:
         """The rows whose key value is one of ``wanted``'s (every row of those keys, and
@@ -154,7 +220,7 @@ class KeyIndex:
         # Every index of each run [start, start + count), in one vectorized pass.
         slots = np.repeat(starts - np.cumsum(counts) + counts, counts)
         slots += np.arange(int(counts.sum()))
-        rows = self.rows[slots]
+        rows = self.positions(slots)
         order = np.argsort(rows)
         return rows[order], self.values[slots][order]
 
@@ -163,7 +229,18 @@ class KeyIndex:
         timsort finds the runs), not a sort of the whole again."""
         values = np.concatenate([self.values, other.values])
         order = np.argsort(values, kind="stable")
-        return KeyIndex(values[order], np.concatenate([self.rows, other.rows])[order])
+        slots = np.arange(len(values))
+        rows = np.concatenate(
+            [self.positions(slots[: len(self.values)]), other.positions(slots[: len(other.values)])]
+        )
+        return KeyIndex(values[order], _narrow(rows[order]))
+
+
+def _narrow(rows: np.ndarray) -> np.ndarray:
+    """Row numbers as 32 bits where they fit (every file, most states): half the memory."""
+    if len(rows) and int(rows.max()) >= np.iinfo(np.int32).max:
+        return rows.astype(np.int64)
+    return rows.astype(np.int32)
 
 
 @dataclass(frozen=True)
@@ -190,10 +267,19 @@ class KeyRuns:
 
 @dataclass(frozen=True)
 class FileKeys:
-    """One file's key columns (typed as the batches that look in it) and their index."""
+    """One file's key columns that a match is confirmed on (typed as the batches that
+    look in it: ``BatchKeys.confirmed``) and the index of its keys."""
 
     columns: pa.Table
     index: KeyIndex
+
+    @classmethod
+    def of(cls, columns: pa.Table, wanted: BatchKeys) -> FileKeys:
+        """The keys of a file whose key columns are ``columns`` (as the file types them),
+        as batches like ``wanted`` look them up."""
+        typed = wanted.typed(columns)
+        index = index_of(typed, wanted.names[: wanted.indexed])
+        return cls(typed.select(list(wanted.confirmed)), index)
 
     def positions(self, wanted: BatchKeys) -> np.ndarray:
         """The file's rows (sorted) whose key is one of ``wanted``'s, exactly."""
@@ -258,9 +344,4 @@ class FileKeysCache(BudgetCache[FileKeys]):
         """The keys of ``file`` (its path, size and modification time), read with
         ``read()`` (its key columns) when not kept."""
 
-        def made() -> FileKeys:
-            columns = wanted.typed(read())
-            indexed = list(wanted.names[: wanted.indexed])
-            return FileKeys(columns, KeyIndex.of(key_values(columns, indexed)))
-
-        return self.get((file, wanted.names, wanted.indexed), made)
+        return self.get((file, wanted.names, wanted.indexed), lambda: FileKeys.of(read(), wanted))

@@ -36,7 +36,7 @@ from spark_cdc.server_plugin.sinks.apply.key_index import (
     FileKeysCache,
     KeyIndex,
     KeyRuns,
-    key_values,
+    index_of,
 )
 from spark_cdc.server_plugin.sinks.apply.spec import OP, TRUNCATE, ApplySpec
 
@@ -44,8 +44,9 @@ from spark_cdc.server_plugin.sinks.apply.spec import OP, TRUNCATE, ApplySpec
 STATE_MEMORY_BYTES = 2 << 30
 _EXPANSION = 3
 # What a task's process keeps of the state's files between micro-batches (``rows_of``):
-# their key indexes, and the row groups read (10M keys: about 240 MB of indexes, and 330
-# MB of rows in type 1, 750 MB in type 2 of five columns).
+# their key indexes, and the row groups read (10M keys: 80 MB of indexes of one integer
+# key, more for a hashed key, whose columns are kept to confirm matches; 330 MB of rows in
+# type 1, 750 MB in type 2 of five columns).
 STATE_KEYS_BYTES = 1 << 29
 STATE_ROWS_BYTES = 1 << 30
 _STATE_KEYS = FileKeysCache(STATE_KEYS_BYTES)
@@ -95,7 +96,7 @@ class _Rows:
 
 
 def _index(rows: pa.Table, wanted: BatchKeys, first: int = 0) -> KeyIndex:
-    return KeyIndex.of(key_values(wanted.typed(rows), list(wanted.names)), first)
+    return index_of(wanted.typed(rows), wanted.names, first)
 
 
 def _take(rows: pa.Table, positions: np.ndarray) -> pa.Table:
