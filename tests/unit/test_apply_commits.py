@@ -225,3 +225,29 @@ def test_a_share_resolves_against_the_states_truncate(compact: int) -> None:
         apply_batch(spec, prepared(first), 0)
         apply_shares(spec, [resolve_share(spec, prepared(late))], 1)
         assert sorted_rows(read_table(spec.target)) == [{"id": 2, "a": 9, "b": "new"}]
+
+
+@pytest.mark.parametrize("scd_type", [1, 2])
+def test_the_states_small_files_stay_few_over_a_long_stream(scd_type: int) -> None:
+    """Each batch appends a file to the state; past ``compact_after_files`` small ones
+    they are compacted (type 2's merged), so finding a batch's keys does not slow with the
+    stream's age, and the target is what the same stream makes with no compaction. A
+    compaction keeps the writer's marker: a batch run again after it is found applied."""
+    parts = [
+        [Change((v % 5,), (v,), "upsert", {"a": v, "b": "x"}), Change((7,), (v,), "delete")]
+        for v in range(12)
+    ]
+    with tempfile.TemporaryDirectory() as folder:
+        compacted, plain = (
+            spec_for(f"{folder}/{name}", scd_type, compact_after_files=files)
+            for name, files in (("compacted", 3), ("plain", 64))
+        )
+        for version, part in enumerate(parts):
+            for spec in (compacted, plain):
+                apply_batch(spec, prepared(part), version)
+            assert tables.small_file_count(DeltaTable(compacted.state)) <= 3
+        assert tables.small_file_count(DeltaTable(plain.state)) == len(parts)
+        before = _versions(compacted)
+        assert apply_batch(compacted, prepared(parts[-1]), len(parts) - 1).skipped
+        assert _versions(compacted) == before
+        assert sorted_rows(read_table(compacted.target)) == sorted_rows(read_table(plain.target))

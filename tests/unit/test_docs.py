@@ -184,6 +184,7 @@ CODE_FIGURES: dict[str, Callable[[], bool]] = {
     "2 GiB": lambda: _state().STATE_MEMORY_BYTES == 2 << 30,
     "1 GiB": lambda: _marked_deletes().FILE_KEYS_BYTES == _state().STATE_ROWS_BYTES == 1 << 30,
     "512 MiB": lambda: _state().STATE_KEYS_BYTES == 1 << 29,
+    "32 MiB": lambda: _tables().SMALL_FILE_BYTES == 32 << 20,
 }
 
 
@@ -193,6 +194,10 @@ def _partitions() -> ModuleType:
 
 def _state() -> ModuleType:
     return importlib.import_module("spark_cdc.server_plugin.sinks.apply.state")
+
+
+def _tables() -> ModuleType:
+    return importlib.import_module("spark_cdc.server_plugin.sinks.apply.tables")
 
 
 def _marked_deletes() -> ModuleType:

@@ -222,7 +222,7 @@ def _committed(
         state_table.overwrite(state, spec, version, resolution.state, memory, described)
     else:
         state_table.append(state, spec, version, resolution.state, memory, described)
-    if spec.scd_type == 1 and tables.file_count(state) > spec.compact_after_files:
+    if tables.small_file_count(state) > spec.compact_after_files:
         _compact(state, spec, opened.schema, memory)
     return outcome
 
@@ -311,9 +311,14 @@ def _marks_deletes(target: Any, rows: pa.Table) -> bool:
 
 
 def _compact(state: Any, spec: ApplySpec, schema: pa.Schema, memory: StateMemory | None) -> None:
-    """Type 1's state grows by appends; past ``compact_after_files`` files it is rewritten
-    with what it must keep, expired tombstones dropped (a commit without a marker:
-    compacting twice keeps the same changes)."""
+    """The state grows by a file per batch; past ``compact_after_files`` small ones, so
+    that finding a batch's keys does not slow with a stream's age, type 1's is rewritten
+    with what it must keep, expired tombstones dropped, and type 2's (which keeps every
+    change: a late one replays its key's history) has its small files merged. Either is a
+    commit without a marker: compacting twice keeps the same changes."""
+    if spec.scd_type == 2:
+        state_table.merge_small_files(state, memory)
+        return
     now = _now()
     whole = _changes(spec, schema.empty_table(), state_table.read(state, spec, None, True, memory))
     retention = spec.tombstone_retention_ms

@@ -268,6 +268,17 @@ def overwrite(
     _keep_written(memory, table, rows)
 
 
+def merge_small_files(table: Any, memory: StateMemory | None) -> None:
+    """The table's small files merged into larger ones (delta-rs' compaction: one commit
+    that changes no row, each merged file keeping its parts' order); the memory holds the
+    same rows at the new version."""
+    held = memory is not None and memory.kept is not None and memory.holds(table, table.version())
+    table.optimize.compact()
+    if held:
+        assert memory is not None and memory.kept is not None
+        memory.keep(table, memory.kept)
+
+
 def _keep_written(memory: StateMemory | None, table: Any, rows: pa.Table) -> None:
     """The memory holds ``rows``, the whole state the table now has, as the table types
     them."""

@@ -44,6 +44,9 @@ WRITABLE_FEATURES = frozenset(
 OUTCOME_KEY = "spark_cdc.outcome"
 _MARK = "__spark_cdc_key_"  # the merge source's copy of a key, on rows that delete
 _DROP = "__spark_cdc_drop"
+# A file smaller than this is a micro-batch's append, which the state's compaction merges
+# (``small_file_count``); what a compaction writes is larger.
+SMALL_FILE_BYTES = 32 << 20
 
 
 def delta_type(data_type: pa.DataType) -> pa.DataType:
@@ -248,8 +251,12 @@ def applied(table: Any, spec: ApplySpec, version: int) -> bool:
     return done is not None and done >= version
 
 
-def file_count(table: Any) -> int:
-    return len(table.file_uris())
+def small_file_count(table: Any) -> int:
+    """The table's files smaller than ``SMALL_FILE_BYTES``: what batches appended since
+    the last compaction (a compaction's files are larger, and a large table's many large
+    files are no reason to compact it again)."""
+    actions = pa.RecordBatchReader.from_stream(table.get_add_actions(flatten=False)).read_all()
+    return int(pc.sum(pc.less(actions.column("size_bytes"), SMALL_FILE_BYTES)).as_py() or 0)
 
 
 def upsert_rows(
