@@ -251,3 +251,27 @@ def test_the_states_small_files_stay_few_over_a_long_stream(scd_type: int) -> No
         assert apply_batch(compacted, prepared(parts[-1]), len(parts) - 1).skipped
         assert _versions(compacted) == before
         assert sorted_rows(read_table(compacted.target)) == sorted_rows(read_table(plain.target))
+
+
+def test_a_share_after_everything_stored_reads_no_state_file() -> None:
+    """Type 1: a share whose changes all follow the state's (a stream of growing
+    sequences) resolves without reading a state file (none is indexed), and applies as
+    if it had; a share with a late change reads the file holding its key, and the late
+    change loses to the stored one."""
+    from spark_cdc.server_plugin.sinks.apply import state
+
+    stored = [Change((k,), (5,), "upsert", {"a": k, "b": "x"}) for k in (1, 2, 3)]
+    later = [Change((1,), (6,), "delete"), Change((2,), (7,), "upsert", {"a": 9, "b": "y"})]
+    late = [Change((3,), (4,), "upsert", {"a": 0, "b": "old"})]
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(folder, 1)
+        apply_batch(spec, prepared(stored), 0)
+        indexed = len(state._STATE_KEYS._kept)
+        apply_shares(spec, [resolve_share(spec, prepared(later))], 1)
+        assert len(state._STATE_KEYS._kept) == indexed
+        apply_shares(spec, [resolve_share(spec, prepared(late))], 2)
+        assert len(state._STATE_KEYS._kept) > indexed
+        assert sorted_rows(read_table(spec.target)) == [
+            {"id": 2, "a": 9, "b": "y"},
+            {"id": 3, "a": 3, "b": "x"},
+        ]

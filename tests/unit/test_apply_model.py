@@ -175,6 +175,22 @@ def test_target_equals_the_model_of_the_whole_feed(
 
 
 @MODEL
+@given(data=st.data(), scd_type=st.sampled_from([1, 2]), ignore_nulls=st.booleans())
+def test_tasks_resolve_late_changes_against_the_state(
+    data: st.DataObject, scd_type: int, ignore_nulls: bool
+) -> None:
+    """The tasks' path alone, where a share reads only the state files its changes can
+    need (type 1 skips those whose changes all came before the share's): feeds split into
+    batches so that changes arrive late, split among one to three tasks."""
+    tasks = data.draw(st.integers(1, 3))
+    changes = data.draw(feeds(truncates=False))
+    parts = data.draw(batches(changes))
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(folder, scd_type, ignore_null_updates=ignore_nulls)
+        assert apply_all(spec, parts, None, tasks) == expected(changes, spec)
+
+
+@MODEL
 @given(data=st.data(), scd_type=st.sampled_from([1, 2]))
 def test_a_writer_remembering_the_state_notices_another_writers_commits(
     data: st.DataObject, scd_type: int

@@ -109,7 +109,11 @@ def resolve_share(spec: ApplySpec, batch: pa.Table) -> Share:
     if state is None:
         old, read = _state_schema(spec, batch.schema).empty_table(), None
     else:
-        old = state_table.rows_of(state, spec, batch.select(list(spec.keys)))
+        first = batch.column(spec.sequence[0])
+        earliest = None
+        if state_table.supersedes(spec, first.type):
+            earliest = pc.min(first)
+        old = state_table.rows_of(state, spec, batch.select(list(spec.keys)), earliest)
         read = (state.metadata().id, state.version())
     resolution = resolve(_changes(spec, batch, old), spec, _now())
     return Share(read, given, batch.num_rows, resolution)

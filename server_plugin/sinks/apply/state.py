@@ -187,14 +187,23 @@ def read(
     return pa.Table.from_batches([_of_keys(b, spec, keys) for b in batches], schema=dataset.schema)
 
 
-def rows_of(table: Any, spec: ApplySpec, keys: pa.Table) -> pa.Table:
+def rows_of(
+    table: Any, spec: ApplySpec, keys: pa.Table, earliest: pa.Scalar | None = None
+) -> pa.Table:
     """The state's changes of ``keys`` (exactly) and its truncate, read from the files
     that hold them, only the row groups that do: what a task resolves its share of a batch
     with. The files' key indexes are kept per process (``_STATE_KEYS``), so a stream's
     later micro-batches read only the rows they need. A truncate's key is NULL: only files
-    whose statistics allow a NULL key are read for it."""
+    whose statistics allow a NULL key are read for it.
+
+    ``earliest``: the share's smallest sequence (its first part), when each of its changes
+    supersedes every stored change before it (``supersedes``): a file whose statistics put
+    all its changes before that holds nothing the share needs, and is not read. A stream
+    whose sequence grows (commit versions, timestamps) then reads no state at all."""
     log = DeltaLog(spec.state, tables.storage(spec))
     files = add_actions(table)
+    if earliest is not None:
+        files = files.filter(pc.invert(_before(files, spec.sequence[0], earliest)))
     schema = tables.table_schema(table)
     found = rows_of_keys(table, log, keys, list(spec.keys), _STATE_KEYS, files)
     _STATE_ROWS.next_round()
@@ -209,6 +218,27 @@ def rows_of(table: Any, spec: ApplySpec, keys: pa.Table) -> pa.Table:
         rows_at(log, path, at, schema, _STATE_ROWS, identities[path]) for path, at in found.items()
     ]
     return pa.concat_tables(parts) if parts else schema.empty_table()
+
+
+def supersedes(spec: ApplySpec, sequence: pa.DataType) -> bool:
+    """Whether a change supersedes every stored change of its key with an earlier sequence
+    (``rows_of``): in type 1, unless the state keeps values (``ignore_null_updates`` fills
+    from them), a key's latest change alone decides it, and a truncate before a change
+    drops none of it. Only for a sequence whose statistics are exact (integers, dates,
+    timestamps: a string's may be cut short, a float's has NaN)."""
+    exact = pa.types.is_integer(sequence) or pa.types.is_date(sequence)
+    exact = exact or pa.types.is_timestamp(sequence)
+    return spec.scd_type == 1 and not spec.state_keeps_values and exact
+
+
+def _before(files: pa.Table, name: str, earliest: pa.Scalar) -> Any:
+    """Per file: whether its statistics put every value of ``name`` before ``earliest``
+    (a file without them may hold any)."""
+    column = f"max.{name}"
+    if column not in files.schema.names:
+        return pa.repeat(pa.scalar(False), files.num_rows)
+    latest = files.column(column)
+    return pc.fill_null(pc.less(latest, earliest.cast(latest.type)), False)
 
 
 def _of_keys(rows: Any, spec: ApplySpec, keys: pa.Table | None) -> Any:
