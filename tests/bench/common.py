@@ -10,6 +10,7 @@ import statistics
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -77,19 +78,29 @@ def noop_seconds(make: Callable[[], Any]) -> Callable[[], float]:
     return lambda: seconds(lambda: make().write.format("noop").mode("overwrite").save())
 
 
-def stream_seconds(start: Callable[[], Any], batches: list[list[float]] | None = None) -> float:
+def stream_seconds(
+    start: Callable[[], Any],
+    batches: list[list[float]] | None = None,
+    first_ends: list[float] | None = None,
+) -> float:
     """Seconds from ``start()`` (a streaming query, ``availableNow``) to its end; its
     failure is raised. ``batches``, when given, gets the run's micro-batch seconds (each
-    trigger's whole execution, from the query's progress)."""
+    trigger's whole execution, from the query's progress); ``first_ends`` the seconds from
+    ``start()`` to the end of the first micro-batch (the server's clock is this machine's)."""
+    started = time.time()
 
     def run() -> None:
         query = start()
         query.awaitTermination()
         if query.exception() is not None:
             raise query.exception()
+        progress = query.recentProgress
         if batches is not None:
-            progress = query.recentProgress
             batches.append([p["durationMs"]["triggerExecution"] / 1000 for p in progress])
+        if first_ends is not None and progress:
+            began = datetime.fromisoformat(progress[0]["timestamp"].replace("Z", "+00:00"))
+            took = progress[0]["durationMs"]["triggerExecution"] / 1000
+            first_ends.append(began.timestamp() + took - started)
 
     return seconds(run)
 
