@@ -96,12 +96,13 @@ def resolve(changes: pa.Table, spec: ApplySpec, now: pa.Scalar) -> Resolution:
     ranks = sequence_ranks(changes, spec.sequence)
     op = to_numpy(changes.column(OP)).astype(np.int8)
     new = to_numpy(changes.column(NEW))
+    key = _key_groups(changes, spec)
     truncate_rank, truncated = _truncate(ranks, op, new)
-    runs = _runs(changes, spec, ranks, op, new, truncate_rank)
+    runs = _runs(changes, spec, key, ranks, op, new, truncate_rank)
     fresh = new[runs.order]
     if spec.scd_type == 2:  # no truncates: the client refuses them for type 2
-        before = _runs(changes, spec, ranks, op, new, truncate_rank, among=~new)
-        replaced, rows = _changed_versions(changes, spec, ranks, runs, before)
+        before = _runs(changes, spec, key, ranks, op, new, truncate_rank, among=~new)
+        replaced, rows = _changed_versions(changes, spec, key, ranks, runs, before)
         return Resolution(
             replaced=replaced,
             rows=rows,
@@ -129,7 +130,12 @@ def resolve(changes: pa.Table, spec: ApplySpec, now: pa.Scalar) -> Resolution:
 
 
 def _changed_versions(
-    changes: pa.Table, spec: ApplySpec, ranks: np.ndarray, after: _Runs, before: _Runs
+    changes: pa.Table,
+    spec: ApplySpec,
+    key: np.ndarray,
+    ranks: np.ndarray,
+    after: _Runs,
+    before: _Runs,
 ) -> tuple[pa.Table, pa.Table]:
     """Type 2: the versions the state made before the batch (``before``'s, which the
     target holds) that the batch changes, by their keys and ``__START_AT`` (to delete), and
@@ -142,7 +148,6 @@ def _changed_versions(
     versions before and after have alike in every column (``_same_versions``)."""
     old, old_last, old_closing = before.versions()
     new, new_last, new_closing = after.versions()
-    key = group_rows([array(changes.column(k)) for k in spec.keys], "key").ids
     fresh = after.order[to_numpy(changes.column(NEW))[after.order]]
     never = np.iinfo(np.int64).max
     first_new = np.full(int(key.max(initial=-1)) + 1, never, np.int64)
@@ -197,7 +202,7 @@ def compacted(
     op = to_numpy(changes.column(OP)).astype(np.int8)
     new = np.zeros(changes.num_rows, bool)
     truncate_rank, _ = _truncate(ranks, op, new)
-    runs = _runs(changes, spec, ranks, op, new, truncate_rank)
+    runs = _runs(changes, spec, _key_groups(changes, spec), ranks, op, new, truncate_rank)
     keep = runs.kept_changes()
     if forget_before is not None and len(runs.order):
         applied = changes.column(APPLIED_AT).take(from_numpy(runs.order[runs.last]))
@@ -207,20 +212,28 @@ def compacted(
     return _state_rows(changes, spec, rows, now)
 
 
+def _key_groups(changes: pa.Table, spec: ApplySpec) -> np.ndarray:
+    """Each change's key as a group id (changes of one key alike), found once per batch
+    and shared by every pass over its changes."""
+    return group_rows([array(changes.column(k)) for k in spec.keys], "key").ids
+
+
 def _runs(
     changes: pa.Table,
     spec: ApplySpec,
+    key: np.ndarray,
     ranks: np.ndarray,
     op: np.ndarray,
     new: np.ndarray,
     truncate_rank: int,
     among: np.ndarray | None = None,
 ) -> _Runs:
-    """The runs of the changes after the newest truncate (of those ``among``, when given)."""
+    """The runs of the changes after the newest truncate (of those ``among``, when given);
+    ``key``: each change's key group (``_key_groups``)."""
     alive = (op != TRUNCATE) & (ranks > truncate_rank)
     live = np.flatnonzero(alive if among is None else alive & among)
     order, group, slot, conflicts = _distinct_changes(
-        changes, spec, live, ranks[live], op[live], new[live]
+        changes, spec, live, key[live], ranks[live], op[live], new[live]
     )
     runs = _Runs(changes, spec, order, group, op[order])
     if conflicts.any():
@@ -249,19 +262,18 @@ def _distinct_changes(
     changes: pa.Table,
     spec: ApplySpec,
     live: np.ndarray,
+    group: np.ndarray,
     ranks: np.ndarray,
     op: np.ndarray,
     new: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The positions of the distinct changes among ``live``, sorted by key, sequence,
-    kind and identity, with their key groups and sequence slots, and the slots holding
-    two different changes (conflicts): a change seen twice (same key, sequence, kind and
-    values; the state's copy is kept) counts once, and the delete half of a changelog's
-    update is dropped."""
+    """The positions of the distinct changes among ``live``, sorted by key, sequence, kind
+    and identity (``group``: each one's key group), with their key groups and sequence
+    slots, and the slots holding two different changes (conflicts): a change seen twice
+    (same key, sequence, kind and values; the state's copy is kept) counts once, and the
+    delete half of a changelog's update is dropped."""
     if not len(live):
         return live, live, live, np.zeros(0, bool)
-    keys = [array(changes.column(k)).take(from_numpy(live)) for k in spec.keys]
-    group = group_rows(keys, "key").ids
     identity = to_numpy(changes.column(HASH)).take(live)
     order, slot_start = _slot_order(group, ranks, op, identity, new)
     group, op, identity = group[order], op[order], identity[order]
