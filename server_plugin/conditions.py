@@ -95,6 +95,11 @@ CONDITIONS: dict[str, Condition] = {
         "changes by numbers, strings, dates, timestamps or decimals (several columns are "
         "compared in order)."
     ),
+    "APPLY_CHANGES.NOT_NULL_CONSTRAINT_VIOLATED": Condition(
+        "Column <column> is NOT NULL in the target '<path>', and <count> rows of the batch "
+        "set it NULL. Nothing was written: fill the column in the feed (coalesce it), or "
+        "drop the constraint: ALTER TABLE ... ALTER COLUMN <column> DROP NOT NULL."
+    ),
     "APPLY_CHANGES.NULL_KEY": Condition(
         "The batch has change(s) whose key is NULL (<counts>), which cannot be applied to "
         "'<path>': filter them out of the feed or give them a key; nothing of this batch "

@@ -75,6 +75,16 @@ def _applied(spec: ApplySpec, batch: pa.Table, version: int, in_tasks: bool) -> 
         apply_batch(spec, batch, version)
 
 
+def _data_files(folder: str) -> set[str]:
+    """Every file of the tables in ``folder`` but their logs: a batch's files written
+    (staged by its tasks) and not committed would show here."""
+    return {
+        str(p.relative_to(folder))
+        for p in Path(folder).rglob("*")
+        if p.is_file() and "_delta_log" not in p.parts
+    }
+
+
 def _versions(spec: ApplySpec) -> tuple[int | None, int | None]:
     found = (
         DeltaTable(p).version() if Path(p).exists() else None for p in (spec.target, spec.state)
@@ -95,13 +105,14 @@ def test_a_refused_batch_writes_nothing(condition: str, scd_type: int, in_tasks:
             assert refused.value.condition == condition
             assert sorted(p.name for p in Path(folder).iterdir()) == []
         apply_batch(spec, prepared(FIRST), 0)
-        before, rows = _versions(spec), read_table(spec.target)
+        before, rows, files = _versions(spec), read_table(spec.target), _data_files(folder)
         refused_spec, batch, version = make(spec)
         with pytest.raises(ChangelogSourceError) as refused:
             _applied(refused_spec, batch, version, in_tasks)
         assert refused.value.condition == condition
         assert _versions(spec) == before  # no commit to the target or the state
         assert read_table(spec.target) == rows
+        assert _data_files(folder) == files  # nothing a task staged is left
 
 
 @pytest.mark.parametrize("scd_type", [1, 2])
@@ -199,11 +210,13 @@ def test_shares_resolved_before_another_writers_state_commit_are_refused_whole()
         share = resolve_share(spec, prepared([Change((1,), (7,), "upsert", {"a": 7, "b": "z"})]))
         other = spec_for(folder, 1, app_id="another-writer")
         apply_batch(other, prepared([Change((1,), (9,), "upsert", {"a": 9, "b": "y"})]), 0)
-        before = _versions(spec)
+        before, files = _versions(spec), _data_files(folder)
+        assert share.staged.target and share.staged.state  # written by the task
         with pytest.raises(ChangelogSourceError) as refused:
             apply_shares(spec, [share], 1)
         assert _versions(spec) == before
         assert sorted_rows(read_table(spec.target)) == [{"id": 1, "a": 9, "b": "y"}]
+        assert len(files - _data_files(folder)) == 2  # the task's two files, deleted
     assert refused.value.condition == "APPLY_CHANGES.CONCURRENT_WRITE"
 
 
@@ -275,3 +288,60 @@ def test_a_share_after_everything_stored_reads_no_state_file() -> None:
             {"id": 2, "a": 9, "b": "y"},
             {"id": 3, "a": 3, "b": "x"},
         ]
+
+
+@pytest.mark.parametrize("scd_type", [1, 2])
+def test_tasks_write_their_rows_and_the_commit_names_them(scd_type: int) -> None:
+    """On local tables, a task writes the target's new rows and the state's into the
+    tables' folders; only their add actions travel, and the commit names them. A batch
+    found applied already (run again) deletes what its tasks wrote again."""
+    later = [Change((1,), (7,), "upsert", {"a": 7, "b": "z"}), Change((2,), (7,), "delete")]
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(folder, scd_type)
+        apply_batch(spec, prepared([*FIRST, Change((2,), (5,), "upsert", {"a": 2, "b": "x"})]), 0)
+        share = resolve_share(spec, prepared(later))
+        again = resolve_share(spec, prepared(later))  # the same batch, run twice
+        assert share.staged.target and share.staged.state
+        assert not share.resolution.rows.num_rows and not share.resolution.state.num_rows
+        staged = {f"target/{a['path']}" for a in share.staged.target}
+        assert staged <= _data_files(folder)
+        assert apply_shares(spec, [share], 1).rows == (1 if scd_type == 1 else 3)
+        rows = [{"id": 1, "a": 7, "b": "z"}]
+        if scd_type == 2:
+            rows = [
+                {"id": 1, "a": 1, "b": "x", "__START_AT": 5, "__END_AT": 7},
+                {"id": 1, "a": 7, "b": "z", "__START_AT": 7, "__END_AT": None},
+                {"id": 2, "a": 2, "b": "x", "__START_AT": 5, "__END_AT": 7},
+            ]
+        assert sorted_rows(read_table(spec.target)) == sorted_rows(pa.Table.from_pylist(rows))
+        files = _data_files(folder)
+        assert apply_shares(spec, [again], 1).skipped
+        discarded = {f"target/{a['path']}" for a in again.staged.target}
+        discarded |= {f"target__apply_changes_state/{a['path']}" for a in again.staged.state}
+        assert _data_files(folder) == files - discarded
+
+
+@pytest.mark.parametrize("properties", [{}, {"delta.enableDeletionVectors": "true"}])
+def test_a_null_for_a_not_null_column_is_refused_by_name(properties: dict, in_tasks: bool) -> None:
+    """A target that declares a column NOT NULL gets no NULL in it: the batch is refused
+    before anything is written, naming the column (delta-rs' MERGE said only that rows
+    failed a validation check)."""
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(folder, 1)
+        schema = pa.schema(
+            [
+                pa.field("id", pa.int64(), False),
+                pa.field("a", pa.int64(), False),
+                ("b", pa.string()),
+            ]
+        )
+        write_deltalake(
+            spec.target, pa.table([[1], [1], ["x"]], schema=schema), configuration=properties
+        )
+        before, files = DeltaTable(spec.target).version(), _data_files(folder)
+        batch = prepared([Change((2,), (6,), "upsert", {"a": None, "b": "y"})])
+        with pytest.raises(ChangelogSourceError) as refused:
+            _applied(spec, batch, 0, in_tasks)
+        assert refused.value.condition == "APPLY_CHANGES.NOT_NULL_CONSTRAINT_VIOLATED"
+        assert "Column a is NOT NULL" in str(refused.value)
+        assert DeltaTable(spec.target).version() == before and _data_files(folder) == files

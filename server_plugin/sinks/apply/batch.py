@@ -26,7 +26,7 @@ from spark_cdc.server_plugin.delta import committer
 from spark_cdc.server_plugin.errors import error
 from spark_cdc.server_plugin.row_level.arrays import array
 from spark_cdc.server_plugin.row_level.hashing import rows_hash
-from spark_cdc.server_plugin.sinks.apply import marked_deletes, tables
+from spark_cdc.server_plugin.sinks.apply import marked_deletes, staging, tables
 from spark_cdc.server_plugin.sinks.apply import state as state_table
 from spark_cdc.server_plugin.sinks.apply.history import (
     ALIVE,
@@ -47,6 +47,7 @@ from spark_cdc.server_plugin.sinks.apply.spec import (
     ApplySpec,
     sequence_column,
 )
+from spark_cdc.server_plugin.sinks.apply.staging import Staged
 from spark_cdc.server_plugin.sinks.apply.state import StateMemory
 
 APPLIED_AT_TYPE = pa.timestamp("us", "UTC")
@@ -97,15 +98,17 @@ class Share:
     schema: pa.Schema
     changes: int
     resolution: Resolution
+    staged: Staged = staging.NOTHING
 
 
 def resolve_share(spec: ApplySpec, batch: pa.Table) -> Share:
     """``batch`` (every change of its keys) resolved against the state's rows of its keys,
-    read from the files that hold them (``state.rows_of``): a task's part of a batch,
-    before anything is written."""
+    read from the files that hold them (``state.rows_of``): a task's part of a batch.
+    The rows it writes are staged into the tables' folders where they can be (``_staged``),
+    for the commit to name; nothing is committed."""
     given = batch.schema
     spec, batch = prepared(spec, batch)
-    _, state = _tables(spec, batch.schema)  # refused as the commit would refuse it
+    target, state = _tables(spec, batch.schema)  # refused as the commit would refuse it
     if state is None:
         old, read = _state_schema(spec, batch.schema).empty_table(), None
     else:
@@ -116,17 +119,56 @@ def resolve_share(spec: ApplySpec, batch: pa.Table) -> Share:
         old = state_table.rows_of(state, spec, batch.select(list(spec.keys)), earliest)
         read = (state.metadata().id, state.version())
     resolution = resolve(_changes(spec, batch, old), spec, _now())
-    return Share(read, given, batch.num_rows, resolution)
+    return Share(read, given, batch.num_rows, *_staged(spec, target, state, resolution))
+
+
+def _staged(
+    spec: ApplySpec, target: Any, state: Any, resolution: Resolution
+) -> tuple[Resolution, Staged]:
+    """A task's rows written where the commit will only name them (``staging``): the
+    target's new rows when the target takes deletion vectors, the state's when its schema
+    holds them, each on a local filesystem. What is staged no longer travels: its table
+    is left empty in the resolution."""
+    rows, state_rows = resolution.rows, resolution.state
+    to_target: tuple[dict[str, Any], ...] = ()
+    to_state: tuple[dict[str, Any], ...] = ()
+    inserted = _inserted(spec, resolution)
+    count = inserted.num_rows
+    if target is not None and _marks_deletes(target, inserted):
+        _check_not_null(target, spec, inserted)
+        schema = tables.table_schema(target)
+        to_target = marked_deletes.staged_rows(target, tables.aligned(inserted, schema))
+        rows = rows.slice(0, 0)
+    if state is not None and state_rows.num_rows and staging.stages(spec.state):
+        schema = tables.table_schema(state)
+        if set(state_rows.column_names) <= set(schema.names):
+            to_state = staging.staged_files(spec.state, tables.aligned(state_rows, schema))
+            state_rows = state_rows.slice(0, 0)
+    if not to_target:
+        count = 0  # the rows travel, and the commit counts them
+    resolved = dataclasses.replace(resolution, rows=rows, state=state_rows)
+    return resolved, Staged(to_target, to_state, count)
 
 
 def apply_shares(spec: ApplySpec, shares: list[Share], version: int) -> Outcome:
     """Every task's ``Share`` of a batch committed as this writer's ``version``: the tasks
     resolved disjoint keys against the state as it is now (else another writer committed
     since: refused whole, nothing written)."""
+    try:
+        return _shares_committed(spec, shares, version)
+    except BaseException:
+        for share in shares:  # nothing names the staged files: the batch was refused
+            share.staged.discarded(spec.target, spec.state)
+        raise
+
+
+def _shares_committed(spec: ApplySpec, shares: list[Share], version: int) -> Outcome:
     spec, empty = prepared(spec, shares[0].schema.empty_table())
     changes = sum(s.changes for s in shares)
     opened = _opened(spec, empty.schema, version)
     if opened.skipped:
+        for share in shares:
+            share.staged.discarded(spec.target, spec.state)
         return Outcome(changes, 0, 0, skipped=True)
     state = opened.state
     now = None if state is None else (state.metadata().id, state.version())
@@ -145,7 +187,12 @@ def apply_shares(spec: ApplySpec, shares: list[Share], version: int) -> Outcome:
         kept=pa.concat_tables([p.kept for p in parts]),
         keys=sum(p.keys for p in parts),
     )
-    return _committed(spec, version, opened, resolution, changes, None, tasks=len(shares))
+    staged = Staged(
+        tuple(a for s in shares for a in s.staged.target),
+        tuple(a for s in shares for a in s.staged.state),
+        sum(s.staged.rows for s in shares),
+    )
+    return _committed(spec, version, opened, resolution, changes, None, len(shares), staged)
 
 
 def prepared(spec: ApplySpec, batch: pa.Table) -> tuple[ApplySpec, pa.Table]:
@@ -207,23 +254,29 @@ def _committed(
     changes: int,
     memory: StateMemory | None,
     tasks: int,
+    staged: Staged = staging.NOTHING,
 ) -> Outcome:
-    """``resolution`` written: the target first, then the state (see the module's
-    docstring), each commit marked as this writer's ``version``, with what the batch did
-    and how many tasks resolved it (0: the commit did)."""
-    outcome = Outcome(changes, resolution.keys, _written(resolution), False)
+    """``resolution`` written, with the files the tasks ``staged``: the target first,
+    then the state (see the module's docstring), each commit marked as this writer's
+    ``version``, with what the batch did and how many tasks resolved it (0: the commit
+    did)."""
+    outcome = Outcome(changes, resolution.keys, _written(resolution) + staged.rows, False)
     described = _described(spec, version, outcome, tasks)
     target, state = opened.target, opened.state
     if target is None:
         rows = _inserted(spec, resolution)
         _create_target(spec, opened.target_schema, version, rows, described)
-    elif _changes_target(resolution) and not tables.applied(target, spec, version):
-        _write_target(target, spec, version, resolution, described)
+    elif _changes_target(resolution, staged) and not tables.applied(target, spec, version):
+        _write_target(target, spec, version, resolution, described, staged.target)
+    else:
+        staging.discard(spec.target, staged.target)  # the target has the batch already
     if state is None:
         state_table.create(spec, opened.state_schema, version, resolution.state, memory, described)
         return outcome
     if resolution.truncated:
         state_table.overwrite(state, spec, version, resolution.state, memory, described)
+    elif staged.state:
+        tables.append_staged(state, spec, version, staged.state, described)
     else:
         state_table.append(state, spec, version, resolution.state, memory, described)
     if tables.small_file_count(state) > spec.compact_after_files:
@@ -231,15 +284,17 @@ def _committed(
     return outcome
 
 
-def _changes_target(resolution: Resolution) -> bool:
+def _changes_target(resolution: Resolution, staged: Staged) -> bool:
     """Whether the batch changes the target: one that does not commits nothing to it (the
     state's commit alone records the batch: a run again after a stop between the two finds
     nothing to write to the target either)."""
-    return resolution.truncated or bool(resolution.rows.num_rows or resolution.replaced.num_rows)
+    written = resolution.rows.num_rows or resolution.replaced.num_rows or staged.target
+    return resolution.truncated or bool(written)
 
 
 def _inserted(spec: ApplySpec, resolution: Resolution) -> pa.Table:
-    """The rows a target made by this batch starts with."""
+    """The rows the batch adds to the target (type 1: those of its changed keys that are
+    there after it)."""
     rows = resolution.rows
     if spec.scd_type == 2:
         return rows
@@ -263,25 +318,35 @@ def _written(resolution: Resolution) -> int:
 
 
 def _write_target(
-    target: Any, spec: ApplySpec, version: int, resolution: Resolution, outcome: str
+    target: Any,
+    spec: ApplySpec,
+    version: int,
+    resolution: Resolution,
+    outcome: str,
+    staged: tuple[dict[str, Any], ...] = (),
 ) -> None:
-    if spec.scd_type == 2:
-        keys, rows = resolution.replaced, resolution.rows
-    else:
-        keys, rows = resolution.rows.select(list(spec.keys)), _inserted(spec, resolution)
-    if not resolution.truncated and _marks_deletes(target, rows):
+    """The batch's target commit, with the files of its rows the tasks ``staged`` (on
+    the deletion vectors' path, which each task found the target takes)."""
+    rows = _inserted(spec, resolution)
+    _check_not_null(target, spec, rows)
+    marks = not resolution.truncated and _marks_deletes(target, rows)
+    if staged and not marks:
+        raise error(
+            "APPLY_CHANGES.CONCURRENT_WRITE",
+            path=spec.target,
+            problem="another writer changed the target's properties while the batch was resolved",
+        )
+    if marks:
         schema = tables.table_schema(target)
+        replaced = resolution.replaced  # type 1: the changed keys; type 2: their versions
         marked_deletes.replace_rows(
-            target, spec, version, keys, tables.aligned(rows, schema), outcome
+            target, spec, version, replaced, tables.aligned(rows, schema), outcome, staged
         )
     elif spec.scd_type == 2:
-        tables.replace_rows(
-            target, spec, version, resolution.replaced, resolution.rows, outcome=outcome
-        )
+        tables.replace_rows(target, spec, version, resolution.replaced, rows, outcome=outcome)
     elif resolution.truncated:
-        alive = _inserted(spec, resolution)
         tables.replace_rows(
-            target, spec, version, resolution.replaced, alive, resolution.kept, outcome
+            target, spec, version, resolution.replaced, rows, resolution.kept, outcome
         )
     else:
         tables.upsert_rows(target, spec, version, resolution.rows, outcome)
@@ -303,15 +368,25 @@ def _create_target(
 
 def _marks_deletes(target: Any, rows: pa.Table) -> bool:
     """Whether the batch goes to the target by deletion vectors (``marked_deletes``): the
-    target allows it, and the batch brings no new column (that changes the table's schema)
-    and no NULL for a column the target declares NOT NULL (the MERGE refuses it)."""
+    target allows it, and the batch brings no new column (that changes the table's
+    schema)."""
     if marked_deletes.refusal(target) is not None:
         return False
-    schema = tables.table_schema(target)
-    if set(rows.column_names) - set(schema.names):
-        return False
-    required = [f.name for f in schema if not f.nullable and f.name in rows.column_names]
-    return not any(rows.column(name).null_count for name in required)
+    return not set(rows.column_names) - set(tables.table_schema(target).names)
+
+
+def _check_not_null(target: Any, spec: ApplySpec, rows: pa.Table) -> None:
+    """Refused before any write: a NULL for a column the target declares NOT NULL."""
+    for field in tables.table_schema(target):
+        if not field.nullable and field.name in rows.column_names:
+            count = rows.column(field.name).null_count
+            if count:
+                raise error(
+                    "APPLY_CHANGES.NOT_NULL_CONSTRAINT_VIOLATED",
+                    path=spec.target,
+                    column=field.name,
+                    count=count,
+                )
 
 
 def _compact(state: Any, spec: ApplySpec, schema: pa.Schema, memory: StateMemory | None) -> None:

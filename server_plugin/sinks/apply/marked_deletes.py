@@ -4,10 +4,9 @@ rewritten, so a batch costs what its keys and rows cost, not what the files they
 hold (a MERGE rewrites every file one of its keys is in: all of them, for keys spread over
 the table).
 
-delta-rs writes the new rows' files (their Parquet, partition folders and statistics, as
-for any append) into a staging table beside the target, from which they are moved into the
-target; the deletion vectors and the commit are written here (``delta.committer``), as
-delta-rs cannot write them. A target takes this path when it has deletion vectors enabled
+The new rows' files are staged into the target (``staging``: by the tasks that resolved
+them, or here); the deletion vectors and the commit are written here (``delta.committer``),
+as delta-rs cannot write them. A target takes this path when it has deletion vectors enabled
 and nothing that path cannot keep (``refusal`` names it); the others take the MERGE.
 """
 
@@ -15,11 +14,8 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import time
-import uuid
 from typing import Any
-from urllib.parse import unquote
 
 import numpy as np
 import pyarrow as pa
@@ -32,9 +28,9 @@ from spark_cdc.server_plugin.delta.deletion_vectors import (
     row_positions,
     serialized_bitmap,
 )
-from spark_cdc.server_plugin.delta.log import LOG_DIR, DeltaLog
+from spark_cdc.server_plugin.delta.log import DeltaLog
 from spark_cdc.server_plugin.errors import error
-from spark_cdc.server_plugin.sinks.apply import tables
+from spark_cdc.server_plugin.sinks.apply import staging, tables
 from spark_cdc.server_plugin.sinks.apply.file_lookup import rows_of_keys
 from spark_cdc.server_plugin.sinks.apply.key_index import FileKeysCache
 from spark_cdc.server_plugin.sinks.apply.spec import DELETION_VECTORS_PROPERTY, ApplySpec
@@ -93,19 +89,17 @@ def replace_rows(
     replaced: pa.Table,
     rows: pa.Table,
     outcome: str | None,
+    staged: tuple[dict[str, Any], ...] = (),
 ) -> None:
     """One commit carrying the batch's marker: every row of the target matching one of
     ``replaced`` in all its columns (the keys; type 2's keys and ``__START_AT``) marked
-    deleted, ``rows`` appended. A commit lost to another writer is made
-    again on the new snapshot (the rows to write do not depend on it)."""
+    deleted, ``rows`` and the files the tasks ``staged`` appended. A commit lost to
+    another writer is made again on the new snapshot (the rows to write do not depend on
+    it)."""
     log = DeltaLog(table.table_uri, dict(spec.storage_options) or None)
     root = committer.local_root(table.table_uri)
     assert root is not None
-    staged = []
-    if rows.num_rows:
-        partition_by = list(table.metadata().partition_columns)
-        actions = _staged(root, rows, partition_by, _stats_properties(table))
-        staged = [a["add"] for a in actions if "add" in a]
+    staged = (*staged, *staged_rows(table, rows))
     for _ in range(_ATTEMPTS):
         read_version = table.version()
         marks = rows_of_keys(
@@ -138,30 +132,13 @@ def _of_batch(
         pending.info[OUTCOME_KEY] = outcome
 
 
-def _staged(
-    root: str, rows: pa.Table, partition_by: list[str], configuration: dict[str, str]
-) -> list[dict[str, Any]]:
-    """``rows`` (none: an empty table) written by delta-rs as a staging table in the
-    target's folder, its data files moved into the target: its first commit's actions,
-    the add actions naming the moved files. A file never committed is an orphan, which
-    VACUUM removes."""
-    from deltalake import write_deltalake
-
-    staging = os.path.join(root, f"_spark_cdc_staging_{uuid.uuid4().hex}")
-    try:
-        write_deltalake(
-            staging, rows, partition_by=partition_by or None, configuration=configuration or None
-        )
-        with open(os.path.join(staging, LOG_DIR, f"{0:020d}.json"), "rb") as commit:
-            actions = [json.loads(line) for line in commit if line.strip()]
-        for action in actions:
-            if "add" in action:
-                relative = unquote(action["add"]["path"])
-                os.makedirs(os.path.dirname(os.path.join(root, relative)), exist_ok=True)
-                os.rename(os.path.join(staging, relative), os.path.join(root, relative))
-        return actions
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+def staged_rows(table: Any, rows: pa.Table) -> tuple[dict[str, Any], ...]:
+    """``rows`` staged into the target as its appends are written (its partition columns,
+    the statistics its properties ask for): the add actions of their files."""
+    if not rows.num_rows:
+        return ()
+    partition_by = list(table.metadata().partition_columns)
+    return staging.staged_files(table.table_uri, rows, partition_by, _stats_properties(table))
 
 
 def _stats_properties(table: Any) -> dict[str, str]:
@@ -285,7 +262,7 @@ def create(
     path = spec.target
     with tables.refusing_properties(path):
         os.makedirs(path, exist_ok=True)
-        actions = _staged(
+        actions = staging.stage(
             path, tables.by_key(rows, spec.keys), list(spec.partition_cols), configuration
         )
     pending = committer.PendingCommit("CREATE TABLE AS SELECT", -1)

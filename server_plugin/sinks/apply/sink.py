@@ -3,12 +3,14 @@ discovers (``pyspark_spark_cdc_apply``), so a client on any Python starts it by 
 options, and nothing it pickled runs on the server.
 
 Spark's commit protocol carries exactly-once. The client's plan partitions the feed by key,
-so each task resolves the changes of its keys against the state (``batch.resolve_share``)
-and hands the result back as a commit message (Arrow IPC, compressed); once every task
-succeeded, the driver's ``commit`` writes the batch (``batch.apply_shares``) with the
-batch's number: 0 for a batch DataFrame (its writer id is its own), the micro-batch id for
-a stream, the marker a restarted stream finds in the tables. A failed task or stage aborts
-before anything is written. A feed with truncates is not partitioned: its tasks hand back
+so each task resolves the changes of its keys against the state (``batch.resolve_share``),
+writes the rows it resolved into the tables' folders where it can (``staging``: local
+tables; the files are named by no commit yet) and hands the rest back as a commit message
+(Arrow IPC, compressed); once every task succeeded, the driver's ``commit`` commits the
+batch (``batch.apply_shares``) with the batch's number: 0 for a batch DataFrame (its
+writer id is its own), the micro-batch id for a stream, the marker a restarted stream finds
+in the tables. A failed task or stage aborts before anything is committed, and the files
+the tasks staged are deleted. A feed with truncates is not partitioned: its tasks hand back
 their rows and the commit resolves the batch whole (``batch.apply_batch``), the driver's
 Python process keeping the state table's rows between a stream's micro-batches
 (``StateMemory``), one table at a time.
@@ -43,6 +45,7 @@ from spark_cdc.server_plugin.errors import error
 from spark_cdc.server_plugin.sinks.apply.batch import Share
 from spark_cdc.server_plugin.sinks.apply.history import Resolution
 from spark_cdc.server_plugin.sinks.apply.spec import ApplySpec
+from spark_cdc.server_plugin.sinks.apply.staging import NOTHING, Staged
 from spark_cdc.server_plugin.sinks.apply.state import StateMemory
 from spark_cdc.server_plugin.sinks.apply.tables import OUTCOME_KEY
 from spark_cdc.server_plugin.sinks.apply.task import applied, resolved
@@ -95,13 +98,15 @@ class StagedChanges(WriterCommitMessage):
 
 @dataclass
 class ResolvedChanges(WriterCommitMessage):
-    """One task's ``batch.Share``: its tables as compressed Arrow IPC streams."""
+    """One task's ``batch.Share``: its tables as compressed Arrow IPC streams, and the
+    files it staged into the tables."""
 
     state: tuple[str, int] | None
     schema: bytes
     changes: int
     keys: int
     tables: tuple[bytes, bytes, bytes, bytes]  # replaced, rows, state, kept
+    staged: Staged = NOTHING
 
 
 def _resolved(spec: ApplySpec, rows: pa.Table) -> ResolvedChanges:
@@ -113,6 +118,7 @@ def _resolved(spec: ApplySpec, rows: pa.Table) -> ResolvedChanges:
         share.changes,
         parts.keys,
         (_ipc(parts.replaced), _ipc(parts.rows), _ipc(parts.state), _ipc(parts.kept)),
+        share.staged,
     )
 
 
@@ -123,7 +129,7 @@ def _shares(messages: list[Any]) -> list[Share]:
             replaced, rows, state, kept = (_table(data) for data in m.tables)
             resolution = Resolution(replaced, rows, state, False, kept, m.keys)
             schema = pa.ipc.read_schema(pa.py_buffer(m.schema))
-            shares.append(Share(m.state, schema, m.changes, resolution))
+            shares.append(Share(m.state, schema, m.changes, resolution, m.staged))
     return shares
 
 
@@ -160,7 +166,7 @@ class ApplyChangesSink(DataSource):
         return OutcomeReader(spec_from_options(self.options))
 
 
-def _staged(spec: ApplySpec, batches: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+def _task_message(spec: ApplySpec, batches: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
     """A task's message: its share resolved when the plan partitioned the feed by key,
     else its rows, for the commit to resolve (a feed with truncates: each needs every
     key)."""
@@ -187,6 +193,14 @@ def _applied(
         applied(spec, version, table=table, memory=memory)
 
 
+def _discarded(spec: ApplySpec, messages: list[Any]) -> None:
+    """A failed batch: nothing was committed, and the files its tasks staged are deleted
+    (a task that failed after staging leaves orphans, which VACUUM removes)."""
+    for message in messages:
+        if isinstance(message, ResolvedChanges):
+            message.staged.discarded(spec.target, spec.state)
+
+
 def _unstaged(messages: list[Any]) -> pa.Table | None:
     """The batch's rows from every task's message (None: no rows)."""
     tables = [_table(m.data) for m in messages if isinstance(m, StagedChanges) and m.rows]
@@ -202,13 +216,13 @@ class BatchApplier(DataSourceArrowWriter):
         self.spec = spec
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-        return _staged(self.spec, iterator)
+        return _task_message(self.spec, iterator)
 
     def commit(self, messages: list[Any]) -> None:
         _applied(self.spec, messages, 0, None)
 
     def abort(self, messages: list[Any]) -> None:
-        """Nothing was written: the rows travel in the messages."""
+        _discarded(self.spec, messages)
 
 
 # The state a stream's micro-batches leave, kept by the driver's Python process for the next
@@ -233,14 +247,14 @@ class StreamApplier(DataSourceStreamWriter, DataSourceArrowWriter):
         self.spec = spec
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-        return _staged(self.spec, iterator)
+        return _task_message(self.spec, iterator)
 
     # A stream writer's commit and abort take the batch id (DataSourceStreamWriter's).
     def commit(self, messages: list[Any], batchId: int) -> None:  # type: ignore[override]
         _applied(self.spec, messages, batchId, _memory_for(self.spec))
 
     def abort(self, messages: list[Any], batchId: int) -> None:  # type: ignore[override]
-        """Nothing was written: the rows travel in the messages."""
+        _discarded(self.spec, messages)
 
 
 class OutcomeReader(DataSourceReader):

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from spark_cdc.server_plugin.delta.committer import local_root
 from spark_cdc.server_plugin.errors import error
+from spark_cdc.server_plugin.sinks.apply import staging
 from spark_cdc.server_plugin.sinks.apply.history import ALIVE
 from spark_cdc.server_plugin.sinks.apply.spec import END_AT, START_AT, ApplySpec
 
@@ -376,6 +377,20 @@ def append_rows(
 ) -> None:
     """One commit (even of no rows: it carries the marker)."""
     _write_rows(table, spec, version, rows, outcome, "append")
+
+
+def append_staged(
+    table: Any,
+    spec: ApplySpec,
+    version: int,
+    adds: tuple[dict[str, Any], ...],
+    outcome: str | None = None,
+) -> None:
+    """One commit appending the files the tasks staged (``staging``), with the batch's
+    marker."""
+    with refusing_races(table.table_uri):
+        properties = _commit_properties(spec, version, outcome)
+        staging.committed_appends(table, adds, table_schema(table), properties)
 
 
 def by_key(rows: pa.Table, keys: tuple[str, ...]) -> pa.Table:

@@ -1,0 +1,119 @@
+"""Data files written into a table's folder before a commit names them: how the tasks
+write the rows they resolved, in parallel, so that only the files' add actions travel to
+the driver, whose commit names them with the batch's marker (Spark's own writers split
+the work alike: the tasks write files, the driver commits them).
+
+delta-rs writes the rows (their Parquet, partition folders and statistics, as for any
+append) as a staging table inside the table's folder, and the files are moved from it into
+the table. Files can be moved only on a local filesystem (``committer.can_commit``);
+elsewhere the rows travel and the driver writes them. A staged file that no commit names
+(the batch was refused, or found applied already) is deleted by whoever knows of it; one a
+failed task left is an orphan, which VACUUM removes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import uuid
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote
+
+import pyarrow as pa
+from spark_cdc.server_plugin.delta import committer
+from spark_cdc.server_plugin.delta.log import LOG_DIR
+
+
+@dataclass(frozen=True)
+class Staged:
+    """What a task wrote for the driver to commit: the add actions of the target's new
+    rows (``rows`` of them, the count the batch reports) and of the state's rows."""
+
+    target: tuple[dict[str, Any], ...] = ()
+    state: tuple[dict[str, Any], ...] = ()
+    rows: int = 0
+
+    def discarded(self, target: str, state: str) -> None:
+        """Every file staged, deleted (no commit will name them)."""
+        discard(target, self.target)
+        discard(state, self.state)
+
+
+NOTHING = Staged()
+
+
+def stage(
+    root: str, rows: pa.Table, partition_by: list[str], configuration: dict[str, str]
+) -> list[dict[str, Any]]:
+    """``rows`` (none: an empty table) written by delta-rs as a staging table in the
+    folder ``root`` (local), its data files moved into it: the staging table's first
+    commit's actions, the add actions naming the moved files."""
+    from deltalake import write_deltalake
+
+    staging = os.path.join(root, f"_spark_cdc_staging_{uuid.uuid4().hex}")
+    try:
+        write_deltalake(
+            staging, rows, partition_by=partition_by or None, configuration=configuration or None
+        )
+        with open(os.path.join(staging, LOG_DIR, f"{0:020d}.json"), "rb") as commit:
+            actions = [json.loads(line) for line in commit if line.strip()]
+        for action in actions:
+            if "add" in action:
+                relative = unquote(action["add"]["path"])
+                os.makedirs(os.path.dirname(os.path.join(root, relative)), exist_ok=True)
+                os.rename(os.path.join(staging, relative), os.path.join(root, relative))
+        return actions
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def staged_files(
+    uri: str,
+    rows: pa.Table,
+    partition_by: list[str] | None = None,
+    configuration: dict[str, str] | None = None,
+) -> tuple[dict[str, Any], ...]:
+    """``rows`` staged into the table at ``uri`` (local): the add actions of their files."""
+    root = committer.local_root(uri)
+    assert root is not None
+    actions = stage(root, rows, partition_by or [], configuration or {})
+    return tuple(a["add"] for a in actions if "add" in a)
+
+
+def stages(uri: str) -> bool:
+    """Whether files can be staged into the table at ``uri``."""
+    return committer.can_commit(uri)
+
+
+def discard(uri: str, adds: tuple[dict[str, Any], ...] | list[dict[str, Any]]) -> None:
+    root = committer.local_root(uri)
+    if root is None:
+        return
+    for add in adds:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(root, unquote(add["path"])))
+
+
+def committed_appends(
+    table: Any, adds: tuple[dict[str, Any], ...], schema: pa.Schema, properties: Any
+) -> None:
+    """One commit appending the staged files ``adds`` (of an unpartitioned table), with
+    ``properties`` (the batch's marker): delta-rs' own commit, which another writer's
+    commit in between does not break (an append conflicts with none)."""
+    from deltalake.transaction import AddAction
+
+    actions = [
+        AddAction(
+            unquote(add["path"]),
+            int(add["size"]),
+            add.get("partitionValues") or {},
+            int(add["modificationTime"]),
+            True,
+            add.get("stats") or "",
+        )
+        for add in adds
+    ]
+    table.create_write_transaction(actions, "append", schema, commit_properties=properties)
