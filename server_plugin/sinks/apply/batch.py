@@ -154,12 +154,14 @@ def apply_shares(spec: ApplySpec, shares: list[Share], version: int) -> Outcome:
     """Every task's ``Share`` of a batch committed as this writer's ``version``: the tasks
     resolved disjoint keys against the state as it is now (else another writer committed
     since: refused whole, nothing written)."""
+    outcome = None
     try:
-        return _shares_committed(spec, shares, version)
-    except BaseException:
-        for share in shares:  # nothing names the staged files: the batch was refused
-            share.staged.discarded(spec.target, spec.state)
-        raise
+        outcome = _shares_committed(spec, shares, version)
+        return outcome
+    finally:
+        if outcome is None or outcome.skipped:  # refused, or applied already: no commit
+            for share in shares:  # names the files the tasks staged
+                share.staged.discarded(spec.target, spec.state)
 
 
 def _shares_committed(spec: ApplySpec, shares: list[Share], version: int) -> Outcome:
@@ -167,8 +169,6 @@ def _shares_committed(spec: ApplySpec, shares: list[Share], version: int) -> Out
     changes = sum(s.changes for s in shares)
     opened = _opened(spec, empty.schema, version)
     if opened.skipped:
-        for share in shares:
-            share.staged.discarded(spec.target, spec.state)
         return Outcome(changes, 0, 0, skipped=True)
     state = opened.state
     now = None if state is None else (state.metadata().id, state.version())
