@@ -117,7 +117,11 @@ def spark_remote(
         _say(request, f"using the server container at {_server.url.split('/;')[0]}")
     else:
         log_path = tmp_path_factory.mktemp("server") / "server.log"
-        _server = start_local_server(conf=harness.TEST_SERVER_CONF, log_path=log_path)
+        _server = start_local_server(
+            conf=harness.TEST_SERVER_CONF,
+            log_path=log_path,
+            idle_daemon_seconds=harness.DAEMON_IDLE_SECONDS,
+        )
         _say(request, f"using a local Spark Connect server at {_server.url}")
     try:
         yield _server.url

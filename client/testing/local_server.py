@@ -27,6 +27,7 @@ from typing import IO
 
 import pyspark
 from spark_cdc.server_plugin.conditions import ConditionError
+from spark_cdc.testing.idle_daemons import IdleDaemonReaper
 
 READY_LINE = "Spark Connect server started"
 DISCOVERY_MODULES = (
@@ -121,6 +122,7 @@ class LocalServer:
     token: str | None = field(default=None, repr=False)
     scratch: Path | None = None
     """The folder made for the log when none was given: removed when the server stops."""
+    reaper: IdleDaemonReaper | None = None
 
     @property
     def url(self) -> str:
@@ -163,6 +165,8 @@ class LocalServer:
 
     def _ended(self) -> None:
         RUNNING.discard(self)
+        if self.reaper is not None:
+            self.reaper.stop()
         if self.scratch is not None:
             shutil.rmtree(self.scratch, ignore_errors=True)
 
@@ -183,8 +187,13 @@ def start_local_server(
     extra_python_path: list[str] | None = None,
     timeout: float = 240.0,
     discover: bool = True,
+    idle_daemon_seconds: float | None = 600.0,
 ) -> LocalServer:
     """Start ``SparkConnectServer`` and return once it accepts connections.
+
+    ``idle_daemon_seconds``: the server's Python worker daemons that had no worker for that
+    long are stopped (``idle_daemons``: Spark keeps one per ended session for ever); None
+    keeps them.
 
     ``discover=False`` hides this package's sources and sinks from Spark's discovery when
     the package is not installed where Spark looks (an editable install): the server then
@@ -253,6 +262,9 @@ def start_local_server(
     else:
         log.close()
     server = LocalServer(port, host, log_path, process, token, scratch)
+    if idle_daemon_seconds is not None:
+        server.reaper = IdleDaemonReaper(process.pid, idle_daemon_seconds)
+        server.reaper.start()
     RUNNING.add(server)
     try:
         _wait_until_ready(server, timeout)

@@ -99,13 +99,17 @@ class ContainerServer:
         return logs.decode(errors="replace")
 
 
+# The suite opens hundreds of short sessions, each leaving Python daemons behind: its servers
+# stop them two minutes after their last worker, not ten (the container's
+# compose/reap-idle-daemons.sh, a local server's spark_cdc.testing.idle_daemons).
+DAEMON_IDLE_SECONDS = 120
+
+
 def start_container(shared: list[Path], conf: Mapping[str, str] = TEST_SERVER_CONF) -> Server:
     from spark_cdc.testing.container import SparkConnectContainer
 
     container = SparkConnectContainer(shared=shared, conf=conf)
-    # The suite opens hundreds of short sessions, each leaving Python daemons behind: stop
-    # them two minutes after their last worker, not ten (compose/reap-idle-daemons.sh).
-    container.with_env("SPARK_CDC_DAEMON_IDLE_SECONDS", "120")
+    container.with_env("SPARK_CDC_DAEMON_IDLE_SECONDS", str(DAEMON_IDLE_SECONDS))
     container.start()
     return ContainerServer(container)
 
@@ -125,7 +129,10 @@ def dedicated_server(tmp_path: Path, name: str) -> Iterator[Server]:
         server = start_container([tmp_path])
     else:
         local: LocalServer = start_local_server(
-            conf=TEST_SERVER_CONF, log_path=tmp_path / f"{name}.log", driver_memory="2g"
+            conf=TEST_SERVER_CONF,
+            log_path=tmp_path / f"{name}.log",
+            driver_memory="2g",
+            idle_daemon_seconds=DAEMON_IDLE_SECONDS,
         )
         server = local
     try:
