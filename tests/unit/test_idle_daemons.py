@@ -6,6 +6,8 @@ once it has been idle for the time given."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -34,14 +36,15 @@ time.sleep(60)
 
 @pytest.fixture
 def processes() -> Iterator[list[subprocess.Popen[bytes]]]:
-    started = [
-        subprocess.Popen([sys.executable, "-c", SERVER]),
-        subprocess.Popen([sys.executable, "-c", DAEMON, "-m", "pyspark.daemon", "idle"]),
+    started = [  # each in a process group of its own, which the end kills whole
+        subprocess.Popen([sys.executable, "-c", SERVER], start_new_session=True),
+        subprocess.Popen(
+            [sys.executable, "-c", DAEMON, "-m", "pyspark.daemon", "idle"], start_new_session=True
+        ),
     ]
     yield started
     for process in started:
-        subprocess.run(["pkill", "-KILL", "-P", str(process.pid)], check=False)
-        process.kill()
+        os.killpg(process.pid, signal.SIGKILL)
         process.wait()
 
 
