@@ -133,7 +133,6 @@ def _staged(
     to_target: tuple[dict[str, Any], ...] = ()
     to_state: tuple[dict[str, Any], ...] = ()
     inserted = _inserted(spec, resolution)
-    count = inserted.num_rows
     if target is not None and _marks_deletes(target, inserted):
         _check_not_null(target, spec, inserted)
         schema = tables.table_schema(target)
@@ -144,8 +143,7 @@ def _staged(
         if set(state_rows.column_names) <= set(schema.names):
             to_state = staging.staged_files(spec.state, tables.aligned(state_rows, schema))
             state_rows = state_rows.slice(0, 0)
-    if not to_target:
-        count = 0  # the rows travel, and the commit counts them
+    count = inserted.num_rows if to_target else 0  # else the rows travel: the commit counts
     resolved = dataclasses.replace(resolution, rows=rows, state=state_rows)
     return resolved, Staged(to_target, to_state, count)
 

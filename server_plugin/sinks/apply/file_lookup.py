@@ -20,9 +20,10 @@ from spark_cdc.server_plugin.delta.log import DeltaLog
 from spark_cdc.server_plugin.sinks.apply.key_index import BatchKeys, BudgetCache, FileKeysCache
 
 
-def add_actions(table: Any) -> pa.Table:
-    """The snapshot's files, flattened (``path``, ``size_bytes``, ``min.<column>``, ...)."""
-    return pa.RecordBatchReader.from_stream(table.get_add_actions(flatten=True)).read_all()
+def add_actions(table: Any, flatten: bool = True) -> pa.Table:
+    """The snapshot's files (``path``, ``size_bytes``, and when ``flatten`` their
+    statistics as ``min.<column>``, ...)."""
+    return pa.RecordBatchReader.from_stream(table.get_add_actions(flatten=flatten)).read_all()
 
 
 def rows_of_keys(

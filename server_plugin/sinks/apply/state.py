@@ -302,11 +302,10 @@ def merge_small_files(table: Any, memory: StateMemory | None) -> None:
     """The table's small files merged into larger ones (delta-rs' compaction: one commit
     that changes no row, each merged file keeping its parts' order); the memory holds the
     same rows at the new version."""
-    held = memory is not None and memory.kept is not None and memory.holds(table, table.version())
+    kept = memory.kept if memory is not None and memory.holds(table, table.version()) else None
     table.optimize.compact()
-    if held:
-        assert memory is not None and memory.kept is not None
-        memory.keep(table, memory.kept)
+    if memory is not None and kept is not None:
+        memory.keep(table, kept)
 
 
 def _keep_written(memory: StateMemory | None, table: Any, rows: pa.Table) -> None:
@@ -317,7 +316,7 @@ def _keep_written(memory: StateMemory | None, table: Any, rows: pa.Table) -> Non
 
 
 def _files(table: Any, spec: ApplySpec) -> tuple[list[str], list[int]]:
-    actions = pa.RecordBatchReader.from_stream(table.get_add_actions(flatten=False)).read_all()
+    actions = add_actions(table, flatten=False)
     log = DeltaLog(spec.state, tables.storage(spec))
     files = [log.location(f) for f in actions.column("path").to_pylist()]
     return files, actions.column("size_bytes").to_pylist()

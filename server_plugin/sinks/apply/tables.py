@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 from spark_cdc.server_plugin.delta.committer import local_root
 from spark_cdc.server_plugin.errors import error
 from spark_cdc.server_plugin.sinks.apply import staging
+from spark_cdc.server_plugin.sinks.apply.file_lookup import add_actions
 from spark_cdc.server_plugin.sinks.apply.history import ALIVE
 from spark_cdc.server_plugin.sinks.apply.spec import END_AT, START_AT, ApplySpec
 
@@ -256,7 +257,7 @@ def small_file_count(table: Any) -> int:
     """The table's files smaller than ``SMALL_FILE_BYTES``: what batches appended since
     the last compaction (a compaction's files are larger, and a large table's many large
     files are no reason to compact it again)."""
-    actions = pa.RecordBatchReader.from_stream(table.get_add_actions(flatten=False)).read_all()
+    actions = add_actions(table, flatten=False)
     return int(pc.sum(pc.less(actions.column("size_bytes"), SMALL_FILE_BYTES)).as_py() or 0)
 
 
