@@ -202,9 +202,64 @@ def start_local_server(
     ``driver_memory`` defaults to 4g: the stock 1g dies with OutOfMemoryError under a
     streaming aggregation of a few million rows.
     """
+    if port is not None:
+        return _start(
+            port,
+            host,
+            token,
+            conf,
+            driver_memory,
+            log_path,
+            extra_python_path,
+            timeout,
+            discover,
+            idle_daemon_seconds,
+        )
+    for attempt in range(1, _PORT_ATTEMPTS + 1):
+        try:
+            return _start(
+                free_port(host),
+                host,
+                token,
+                conf,
+                driver_memory,
+                log_path,
+                extra_python_path,
+                timeout,
+                discover,
+                idle_daemon_seconds,
+            )
+        except ServerStartError as error:
+            # A port free when chosen can be taken before the JVM binds it (measured in CI:
+            # another process's ephemeral port): a port we chose is chosen again.
+            if attempt == _PORT_ATTEMPTS or not _port_taken(error):
+                raise
+    raise AssertionError("unreachable")
+
+
+_PORT_ATTEMPTS = 3
+
+
+def _port_taken(error: ServerStartError) -> bool:
+    if error.getCondition() == "SPARK_CDC_LOCAL_SERVER.PORT_IN_USE":
+        return True
+    return "java.net.BindException" in error.getMessageParameters().get("tail", "")
+
+
+def _start(
+    port: int,
+    host: str,
+    token: str | None,
+    conf: Mapping[str, str] | None,
+    driver_memory: str,
+    log_path: str | Path | None,
+    extra_python_path: list[str] | None,
+    timeout: float,
+    discover: bool,
+    idle_daemon_seconds: float | None,
+) -> LocalServer:
     spark_home = check_full_pyspark()
     java = find_java()
-    port = port or free_port(host)
     if not port_is_free(port, host):
         raise ServerStartError("SPARK_CDC_LOCAL_SERVER.PORT_IN_USE", port=port, host=host)
     settings = {
