@@ -12,15 +12,15 @@ server's.
 from __future__ import annotations
 
 import hashlib
-import re
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from spark_cdc.result_size import applying, batch_too_large
 from spark_cdc.rewrite.apply_plan import plan_apply, target_layout
-from spark_cdc.rewrite.errors import CdcAnalysisException, cdc_error
+from spark_cdc.rewrite.errors import cdc_error
 from spark_cdc.rewrite.server_code import make_available, server_parallelism
 from spark_cdc.server_plugin.sinks.apply.sink import SINK_NAME, ApplyChangesSink, spec_options
 from spark_cdc.server_plugin.sinks.apply.spec import ApplySpec
@@ -159,6 +159,7 @@ def apply_changes(
         writer = writer.queryName(query_name)
     query = writer.start()
     _STARTED[str(query.id)] = (spark, options)
+    applying(str(query.id))
     return query
 
 
@@ -190,22 +191,6 @@ def applied_batches(query: StreamingQuery) -> dict[int, AppliedChanges]:
     spark, options = started
     found = spark.read.format(SINK_NAME).options(**options).load().collect()
     return {int(row[0]): AppliedChanges(*row[1:]) for row in reversed(found)}
-
-
-_RESULT_SIZE = re.compile(
-    r"Total size of serialized results of \d+ tasks \(([^)]+)\) is bigger than "
-    r"spark\.driver\.maxResultSize \(([^)]+)\)"
-)
-
-
-def batch_too_large(message: str) -> CdcAnalysisException | None:
-    """Spark's refusal of a batch whose tasks' results pass ``spark.driver.maxResultSize``
-    (what the tasks resolved travels to the driver), as our condition naming both fixes;
-    None for any other error."""
-    found = _RESULT_SIZE.search(message)
-    if found is None:
-        return None
-    return cdc_error("APPLY_CHANGES.BATCH_TOO_LARGE", size=found.group(1), limit=found.group(2))
 
 
 def _retention_ms(retention: timedelta | None, scd_type: int) -> int | None:

@@ -5,14 +5,15 @@ version this package supports."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from pyspark.errors import PySparkException
-from pyspark.sql import SparkSession
+from pyspark.errors import PySparkException, StreamingQueryException
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from spark_cdc import apply_changes
-from spark_cdc.apply import batch_too_large
+from spark_cdc.result_size import batch_too_large
 from spark_cdc.testing.local_server import start_local_server
 
 from tests.support.harness import TEST_SERVER_CONF
@@ -32,25 +33,73 @@ def test_sparks_result_size_refusal_is_named_with_its_sizes() -> None:
     assert batch_too_large("Job aborted due to stage failure: something else") is None
 
 
-@pytest.mark.timeout(600)  # a server of its own
-def test_a_batch_past_max_result_size_is_refused_by_name_with_nothing_written(
-    tmp_path: Path,
-) -> None:
+@pytest.fixture(scope="module")
+def small_results(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
+    """A session on a server of its own, whose driver takes 1 MB of task results."""
+    folder = tmp_path_factory.mktemp("server")
     conf = {**TEST_SERVER_CONF, "spark.driver.maxResultSize": "1m"}
-    server = start_local_server(conf=conf, log_path=tmp_path / "server.log", driver_memory="1g")
+    server = start_local_server(conf=conf, log_path=folder / "server.log", driver_memory="1g")
     session = None
     try:
         session = SparkSession.builder.remote(server.url).create()
-        feed = session.range(300_000).select(
-            "id", F.sha2(F.col("id").cast("string"), 256).alias("value"), F.lit(1).alias("seq")
-        )
-        target = tmp_path / "target"
-        with pytest.raises(PySparkException) as refused:
-            apply_changes(feed, str(target), keys=["id"], sequence_by="seq")
-        assert refused.value.getCondition() == "APPLY_CHANGES.BATCH_TOO_LARGE"
-        assert refused.value.getMessageParameters()["limit"] == "1024.0 KiB"
-        assert not target.exists()
+        yield session
     finally:
         if session is not None:
             session.stop()
         server.stop()
+
+
+def _rows(session: SparkSession) -> DataFrame:
+    """300k changes of distinct keys with 64-character values: past 1 MB resolved."""
+    return session.range(300_000).select(
+        "id", F.sha2(F.col("id").cast("string"), 256).alias("value"), F.lit(1).alias("seq")
+    )
+
+
+@pytest.mark.timeout(600)  # a server of its own
+def test_a_batch_past_max_result_size_is_refused_by_name_with_nothing_written(
+    small_results: SparkSession, tmp_path: Path
+) -> None:
+    target = tmp_path / "target"
+    with pytest.raises(PySparkException) as refused:
+        apply_changes(_rows(small_results), str(target), keys=["id"], sequence_by="seq")
+    assert refused.value.getCondition() == "APPLY_CHANGES.BATCH_TOO_LARGE"
+    assert refused.value.getMessageParameters()["limit"] == "1024.0 KiB"
+    assert not target.exists()
+
+
+@pytest.mark.timeout(600)
+def test_a_micro_batch_past_max_result_size_fails_the_stream_by_name(
+    small_results: SparkSession, tmp_path: Path
+) -> None:
+    """A new target's first micro-batch travels to the driver: the stream fails with our
+    condition from its wait and from ``exception()``, still a StreamingQueryException,
+    with nothing written; another query's failure keeps Spark's condition."""
+    source = tmp_path / "source"
+    _rows(small_results).write.parquet(str(source))
+    feed = small_results.readStream.schema("id long, value string, seq int").parquet(str(source))
+    target = tmp_path / "target"
+    query = apply_changes(
+        feed,
+        str(target),
+        keys=["id"],
+        sequence_by="seq",
+        checkpoint_location=str(tmp_path / "checkpoint"),
+        trigger={"availableNow": True},
+    )
+    with pytest.raises(StreamingQueryException) as failed:
+        query.awaitTermination()
+    assert failed.value.getCondition() == "APPLY_CHANGES.BATCH_TOO_LARGE"
+    assert failed.value.getMessageParameters()["limit"] == "1024.0 KiB"
+    assert "maxBytesPerTrigger" in str(failed.value)
+    stored = query.exception()
+    assert stored is not None and stored.getCondition() == "APPLY_CHANGES.BATCH_TOO_LARGE"
+    assert not target.exists()
+
+    other = feed.writeStream.foreachBatch(lambda batch, _: batch.collect())
+    other = other.option("checkpointLocation", str(tmp_path / "other")).trigger(availableNow=True)
+    started = other.start()
+    with pytest.raises(StreamingQueryException) as spark_own:
+        started.awaitTermination()
+    assert spark_own.value.getCondition() != "APPLY_CHANGES.BATCH_TOO_LARGE"
+    assert "maxResultSize" in str(spark_own.value)
