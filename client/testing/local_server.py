@@ -202,33 +202,18 @@ def start_local_server(
     ``driver_memory`` defaults to 4g: the stock 1g dies with OutOfMemoryError under a
     streaming aggregation of a few million rows.
     """
-    if port is not None:
+
+    def start(port: int) -> LocalServer:
         return _start(
-            port,
-            host,
-            token,
-            conf,
-            driver_memory,
-            log_path,
-            extra_python_path,
-            timeout,
-            discover,
-            idle_daemon_seconds,
-        )
+            port, host, token, conf, driver_memory, log_path, extra_python_path, timeout,
+            discover, idle_daemon_seconds,
+        )  # fmt: skip
+
+    if port is not None:
+        return start(port)
     for attempt in range(1, _PORT_ATTEMPTS + 1):
         try:
-            return _start(
-                free_port(host),
-                host,
-                token,
-                conf,
-                driver_memory,
-                log_path,
-                extra_python_path,
-                timeout,
-                discover,
-                idle_daemon_seconds,
-            )
+            return start(free_port(host))
         except ServerStartError as error:
             # A port free when chosen can be taken before the JVM binds it (measured in CI:
             # another process's ephemeral port): a port we chose is chosen again.
