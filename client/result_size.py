@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 
 from spark_cdc.rewrite.errors import CdcAnalysisException, cdc_error
+from spark_cdc.server_plugin.conditions import format_message
+from spark_cdc.server_plugin.errors import ErrorText
 
 CONDITION = "APPLY_CHANGES.BATCH_TOO_LARGE"
 
@@ -26,7 +28,7 @@ def applying(query_id: str) -> None:
     _APPLYING.add(query_id)
 
 
-def sizes(message: str) -> dict[str, str] | None:
+def _sizes(message: str) -> dict[str, str] | None:
     """The sizes Spark's result-size refusal names (None: another error)."""
     found = _RESULT_SIZE.search(message)
     return None if found is None else {"size": found.group(1), "limit": found.group(2)}
@@ -35,13 +37,13 @@ def sizes(message: str) -> dict[str, str] | None:
 def batch_too_large(message: str) -> CdcAnalysisException | None:
     """A batch DataFrame's write refused for its result size, as our condition; None for
     any other error."""
-    found = sizes(message)
+    found = _sizes(message)
     return None if found is None else cdc_error(CONDITION, **found)
 
 
-def stream_too_large(message: str) -> dict[str, str] | None:
-    """The sizes, when ``message`` is an apply_changes stream's result-size failure."""
-    found = sizes(message)
+def stream_too_large(message: str) -> ErrorText | None:
+    """Our error, when ``message`` is an apply_changes stream's result-size failure."""
+    found = _sizes(message)
     if found is None or not any(query in message for query in _APPLYING):
         return None
-    return found
+    return ErrorText(CONDITION, format_message(CONDITION, found), found)

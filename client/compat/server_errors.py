@@ -21,10 +21,8 @@ from types import ModuleType
 from typing import Any, TypeVar
 
 from pyspark.errors import PySparkException
-from spark_cdc.result_size import CONDITION as RESULT_SIZE_CONDITION
 from spark_cdc.result_size import stream_too_large
 from spark_cdc.rewrite import pyspark_internals
-from spark_cdc.server_plugin.conditions import format_message
 from spark_cdc.server_plugin.errors import parse_error_text
 
 E = TypeVar("E", bound=BaseException)
@@ -34,17 +32,11 @@ def with_our_condition(error: E) -> E:
     """``error`` as the error of ours it carries, or ``error`` itself if it carries none."""
     if not isinstance(error, PySparkException) or _is_converted(error):
         return error
-    found = parse_error_text(str(error))
+    text = str(error)
+    found = parse_error_text(text) or stream_too_large(text)
     if found is not None:
         message = f"[{found.condition}] {found.message}"
         return _copy(error, message, found.condition, found.parameters)
-    text = str(error)
-    too_large = stream_too_large(text)
-    if too_large is not None:
-        sentence = format_message(RESULT_SIZE_CONDITION, too_large)
-        return _copy(
-            error, f"[{RESULT_SIZE_CONDITION}] {sentence}", RESULT_SIZE_CONDITION, too_large
-        )
     if _shows_our_plan(text):  # Spark's error, printing a plan of ours after its sentence
         sentence = text.split(";\n", 1)[0].split("\n", 1)[0]
         if str(error.getCondition()).startswith("UNRESOLVED_COLUMN"):
