@@ -103,6 +103,7 @@ def apply_changes(
     target_name = target if names_a_table(target) else None
     if target_name is not None:
         target = table_location(feed.sparkSession, target_name)
+    tasks = server_parallelism(feed.sparkSession)  # the feed's split, the state's buckets
     plan = plan_apply(
         feed,
         scd_type,
@@ -114,7 +115,7 @@ def apply_changes(
         except_column_list,
         track_history_column_list,
         track_history_except_column_list,
-        server_parallelism(feed.sparkSession),
+        tasks,
     )
     partitions, properties = target_layout(plan.columns, partition_cols, table_properties)
     spec = ApplySpec(
@@ -135,6 +136,7 @@ def apply_changes(
         table_properties=properties,
         partition_cols=partitions,
         partitioned_by_key=plan.partitioned_by_key,
+        key_buckets=tasks,
     )
     spark = feed.sparkSession
     make_available(spark, ApplyChangesSink, "apply_changes")

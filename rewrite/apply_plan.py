@@ -1,7 +1,8 @@
 """The plan ``apply_changes`` hands the server: any feed reduced to one shape (the
 target's columns, keys included, in the feed's order; the sequence as
 ``__spark_cdc_seq_<i>`` columns compared in order; ``__spark_cdc_op`` saying whether each row
-is an upsert, a delete or a truncate), with Spark's ``create_auto_cdc_flow`` rules for its
+is an upsert, a delete or a truncate; ``__spark_cdc_key_hash``, Spark's ``hash()`` of the
+keys, by which the server lays out its state), with Spark's ``create_auto_cdc_flow`` rules for its
 parameters checked on the way. Built from stock relations: no round trip beyond the feed's
 schema, which the caller reads once.
 """
@@ -17,6 +18,7 @@ from spark_cdc.server_plugin.sinks.apply.spec import (
     DELETE,
     DELETION_VECTORS_PROPERTY,
     END_AT,
+    KEY_HASH,
     OP,
     RESERVED_PREFIX,
     START_AT,
@@ -96,6 +98,7 @@ def plan_apply(
         *[F.col(_quoted(c)) for c in columns],
         *[part.alias(sequence_column(i)) for i, part in enumerate(sequence)],
         op.cast("tinyint").alias(OP),
+        F.hash(*[F.col(_quoted(k)) for k in keys]).alias(KEY_HASH),
     )
     by_key = partitions > 0 and apply_as_truncates is None
     if by_key:

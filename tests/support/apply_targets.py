@@ -11,6 +11,7 @@ import pyarrow as pa
 from deltalake import DeltaTable, QueryBuilder
 from spark_cdc.server_plugin.sinks.apply.spec import (
     DELETE,
+    KEY_HASH,
     OP,
     TRUNCATE,
     UPSERT,
@@ -78,9 +79,10 @@ KINDS = {"upsert": UPSERT, "delete": DELETE, "truncate": TRUNCATE}
 VALUES = ("a", "b")
 
 
-def prepared(changes: list[Change]) -> pa.Table:
-    """Changes as the client's plan hands them to the server."""
-    return pa.table(
+def prepared(changes: list[Change], hashed: bool = False) -> pa.Table:
+    """Changes as the client's plan hands them to the server (``hashed``: with each key's
+    hash, as the plan adds Spark's)."""
+    table = pa.table(
         {
             "id": pa.array([c.key[0] for c in changes], pa.int64()),
             "a": pa.array([c.values.get("a") for c in changes], pa.int64()),
@@ -89,6 +91,19 @@ def prepared(changes: list[Change]) -> pa.Table:
             OP: pa.array([KINDS[c.kind] for c in changes], pa.int8()),
         }
     )
+    if not hashed:
+        return table
+    hashes = [key_hash(c.key[0]) for c in changes]
+    return table.append_column(KEY_HASH, pa.array(hashes, pa.int32()))
+
+
+def key_hash(key: int | None) -> int:
+    """A key's hash as a signed 32-bit integer, negative for some keys, as Spark's
+    ``hash()`` is (a NULL key hashes to Spark's seed, 42)."""
+    if key is None:
+        return 42
+    scrambled = (key * 0x9E3779B1 + 0x7F4A7C15) & 0xFFFFFFFF
+    return scrambled - (1 << 32) if scrambled >= 1 << 31 else scrambled
 
 
 def spec_for(folder: str, scd_type: int, **rules: Any) -> ApplySpec:
@@ -107,4 +122,5 @@ def spec_for(folder: str, scd_type: int, **rules: Any) -> ApplySpec:
         compact_after_files=rules.pop("compact_after_files", 64),
         table_properties=tuple(sorted(rules.pop("table_properties", {}).items())),
         partition_cols=rules.pop("partition_cols", ()),
+        key_buckets=rules.pop("key_buckets", 0),
     )

@@ -22,6 +22,7 @@ from spark_cdc.server_plugin.sinks.apply import state, tables
 from spark_cdc.server_plugin.sinks.apply.batch import apply_batch, apply_shares, resolve_share
 from spark_cdc.server_plugin.sinks.apply.history import ALIVE
 from spark_cdc.server_plugin.sinks.apply.spec import (
+    BUCKET,
     END_AT,
     OP,
     START_AT,
@@ -32,7 +33,14 @@ from spark_cdc.server_plugin.sinks.apply.spec import (
 from spark_cdc.server_plugin.sinks.apply.state import StateMemory
 
 from tests.support.apply_model import Change, Conflict, scd1, scd2
-from tests.support.apply_targets import VALUES, prepared, read_table, sorted_rows, spec_for
+from tests.support.apply_targets import (
+    VALUES,
+    key_hash,
+    prepared,
+    read_table,
+    sorted_rows,
+    spec_for,
+)
 
 
 def expected(changes: list[Change], spec: ApplySpec) -> list[dict[str, Any]]:
@@ -98,23 +106,34 @@ def batches(draw: st.DrawFn, changes: list[Change]) -> list[list[Change]]:
 
 
 def apply_all(
-    spec: ApplySpec, parts: list[list[Change]], memory: StateMemory | None = None, tasks: int = 0
+    spec: ApplySpec,
+    parts: list[list[Change]],
+    memory: StateMemory | None = None,
+    tasks: int = 0,
+    hashed: bool = False,
 ) -> list[dict[str, Any]]:
     """Each part applied as a batch: resolved by the commit (from storage, or from the
     ``memory`` a stream's writer keeps), or by ``tasks`` tasks, each resolving the changes
-    of its keys (as the client's plan partitions them) before one commit of their shares."""
+    of its keys (as the client's plan partitions them: by the key's hash when ``hashed``,
+    the batch then carrying it) before one commit of their shares."""
     for version, part in enumerate(parts):
         if tasks:
-            shares = [[c for c in part if hash(c.key) % tasks == t] for t in range(tasks)]
-            resolved = [resolve_share(spec, prepared(share)) for share in shares if share]
+            shares = [[c for c in part if _task(c, tasks, hashed) == t] for t in range(tasks)]
+            resolved = [resolve_share(spec, prepared(s, hashed)) for s in shares if s]
             apply_shares(spec, resolved, version)
             continue
-        apply_batch(spec, prepared(part), version, memory)
+        apply_batch(spec, prepared(part, hashed), version, memory)
         if memory is not None and memory.rows is not None:
             assert _state_rows(memory.rows) == _state_rows(read_table(spec.state))
     table = read_table(spec.target)
     assert [(f.name, f.type) for f in table.schema] == target_schema(spec)
     return sorted_rows(table)
+
+
+def _task(change: Change, tasks: int, hashed: bool) -> int:
+    """The task a change goes to: by its key's hash, as Spark's ``repartition`` places it
+    (``pmod``), when the batch carries it."""
+    return (key_hash(change.key[0]) if hashed else hash(change.key)) % tasks
 
 
 MODEL = settings(
@@ -125,6 +144,10 @@ MODEL = settings(
 
 
 def _state_rows(table: pa.Table) -> list[tuple[Any, ...]]:
+    """The state's rows as its files hold them (a bucketed state's partition column is
+    not in them, and not in what a writer keeps in memory)."""
+    if BUCKET in table.column_names:
+        table = table.drop_columns([BUCKET])
     return sorted(tuple(map(repr, row.values())) for row in table.to_pylist())
 
 
@@ -147,15 +170,22 @@ LAYOUTS = st.fixed_dictionaries(
     ignore_nulls=st.booleans(),
     resolved_in=st.sampled_from(["commit", "memory", "tasks"]),
     layout=LAYOUTS,
+    buckets=st.sampled_from([None, 1, 2, 3]),
 )
 def test_target_equals_the_model_of_the_whole_feed(
-    data: st.DataObject, scd_type: int, ignore_nulls: bool, resolved_in: str, layout: dict
+    data: st.DataObject,
+    scd_type: int,
+    ignore_nulls: bool,
+    resolved_in: str,
+    layout: dict,
+    buckets: int | None,
 ) -> None:
     """Type 1's state compacted after every batch, or never; each batch resolved by the
     commit, its state read from storage or kept in memory as a stream's writer does (equal
     to the table after every batch), or by up to three tasks, each the changes of its keys
     (a feed with truncates is never split); the target written by each of its paths,
-    partitioned or not."""
+    partitioned or not; the state laid out in 1 to 3 key buckets, as many as the tasks
+    or not, or in none (a batch without key hashes)."""
     tasks = data.draw(st.integers(1, 3)) if resolved_in == "tasks" else 0
     changes = data.draw(feeds(truncates=scd_type == 1 and not tasks))
     parts = data.draw(batches(changes))
@@ -168,10 +198,12 @@ def test_target_equals_the_model_of_the_whole_feed(
             ignore_null_updates=ignore_nulls,
             tracked=tracked,
             compact_after_files=compact,
+            key_buckets=buckets or 0,
             **layout,
         )
         memory = StateMemory() if resolved_in == "memory" else None
-        assert apply_all(spec, parts, memory, tasks) == expected(changes, spec)
+        hashed = buckets is not None
+        assert apply_all(spec, parts, memory, tasks, hashed) == expected(changes, spec)
 
 
 @MODEL

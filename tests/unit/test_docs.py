@@ -182,8 +182,9 @@ CODE_FIGURES: dict[str, Callable[[], bool]] = {
     "64 MB": lambda: _partitions().RESOLVE_BYTES == 64 << 20,
     "16 MB": lambda: _partitions().GATHER_BYTES == 16 << 20,
     "2 GiB": lambda: _state().STATE_MEMORY_BYTES == 2 << 30,
-    "1 GiB": lambda: _marked_deletes().FILE_KEYS_BYTES == _state().STATE_ROWS_BYTES == 1 << 30,
-    "512 MiB": lambda: _state().STATE_KEYS_BYTES == 1 << 29,
+    "1 GiB": lambda: _marked_deletes().FILE_KEYS_BYTES == 1 << 30,
+    "640 MiB": lambda: _state().STATE_ROWS_BYTES == 640 << 20,
+    "256 MiB": lambda: _state().STATE_KEYS_BYTES == 256 << 20,
     "32 MiB": lambda: _tables().SMALL_FILE_BYTES == 32 << 20,
 }
 

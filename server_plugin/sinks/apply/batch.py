@@ -28,6 +28,7 @@ from spark_cdc.server_plugin.row_level.arrays import array
 from spark_cdc.server_plugin.row_level.hashing import rows_hash
 from spark_cdc.server_plugin.sinks.apply import marked_deletes, staging, tables
 from spark_cdc.server_plugin.sinks.apply import state as state_table
+from spark_cdc.server_plugin.sinks.apply.buckets import Layout
 from spark_cdc.server_plugin.sinks.apply.history import (
     ALIVE,
     APPLIED_AT,
@@ -41,6 +42,7 @@ from spark_cdc.server_plugin.sinks.apply.spec import (
     DELETE,
     DELETION_VECTORS_PROPERTY,
     END_AT,
+    KEY_HASH,
     OP,
     START_AT,
     TRUNCATE,
@@ -116,7 +118,9 @@ def resolve_share(spec: ApplySpec, batch: pa.Table) -> Share:
         earliest = None
         if state_table.supersedes(spec, first.type):
             earliest = pc.min(first)
-        old = state_table.rows_of(state, spec, batch.select(list(spec.keys)), earliest)
+        buckets = Layout.of(state).buckets_of(batch)
+        keys = batch.select(list(spec.keys))
+        old = state_table.rows_of(state, spec, keys, earliest, buckets)
         read = (state.metadata().id, state.version())
     resolution = resolve(_changes(spec, batch, old), spec, _now())
     return Share(read, given, batch.num_rows, *_staged(spec, target, state, resolution))
@@ -139,9 +143,11 @@ def _staged(
         to_target = marked_deletes.staged_rows(target, tables.aligned(inserted, schema))
         rows = rows.slice(0, 0)
     if state is not None and state_rows.num_rows and staging.stages(spec.state):
-        schema = tables.table_schema(state)
-        if set(state_rows.column_names) <= set(schema.names):
-            to_state = staging.staged_files(spec.state, tables.aligned(state_rows, schema))
+        schema, layout = tables.table_schema(state), Layout.of(state)
+        laid = layout.rows(state_rows)
+        if set(laid.column_names) <= set(schema.names):
+            aligned = tables.aligned(laid, schema)
+            to_state = staging.staged_files(spec.state, aligned, layout.partition_by)
             state_rows = state_rows.slice(0, 0)
     count = inserted.num_rows if to_target else 0  # else the rows travel: the commit counts
     resolved = dataclasses.replace(resolution, rows=rows, state=state_rows)
@@ -237,7 +243,11 @@ def _tables(spec: ApplySpec, schema: pa.Schema) -> tuple[Any, Any]:
     target = tables.existing(spec.target, target_schema, spec, "target")
     if target is None and spec.target_name is not None:
         raise error("APPLY_CHANGES.TARGET_NOT_DELTA", table=spec.target_name, path=spec.target)
-    return target, tables.existing(spec.state, _state_schema(spec, schema), spec, "state")
+    state = tables.existing(spec.state, _state_schema(spec, schema), spec, "state")
+    if state is not None and Layout.of(state).keeps_hash and KEY_HASH not in schema.names:
+        problem = "the batch has no key hashes, which its state keeps (``buckets``)"
+        raise error("APPLY_CHANGES.INTERNAL_ERROR", path=spec.state, problem=problem)
+    return target, state
 
 
 def _now() -> pa.Scalar:
@@ -361,7 +371,8 @@ def _create_target(
     if spec.deletion_vectors and committer.can_commit(spec.target):
         marked_deletes.create(spec, tables.aligned(rows, schema), version, outcome, properties)
         return
-    tables.created(spec.target, schema, spec, version, rows, outcome, properties)
+    partition_by = list(spec.partition_cols)
+    tables.created(spec.target, schema, spec, version, rows, outcome, properties, partition_by)
 
 
 def _marks_deletes(target: Any, rows: pa.Table) -> bool:
@@ -453,7 +464,7 @@ def _identities(spec: ApplySpec, batch: pa.Table) -> np.ndarray:
 def _changes(spec: ApplySpec, batch: pa.Table, old: pa.Table) -> pa.Table:
     """The batch's changes and the state's in one table of the batch's columns (the
     state lacks the values when it does not keep them)."""
-    fresh = batch.select([*spec.columns, *spec.sequence, OP])
+    fresh = batch.select([*spec.columns, *spec.sequence, OP, *_key_hash(batch.schema)])
     fresh = fresh.append_column(HASH, from_numpy(_identities(spec, batch)))
     fresh = fresh.append_column(NEW, pa.repeat(pa.scalar(True), batch.num_rows))
     fresh = fresh.append_column(APPLIED_AT, pa.nulls(batch.num_rows, APPLIED_AT_TYPE))
@@ -480,8 +491,13 @@ def _target_schema(spec: ApplySpec, schema: pa.Schema) -> pa.Schema:
     return tables.delta_schema(pa.schema(fields))
 
 
+def _key_hash(schema: pa.Schema) -> list[str]:
+    """``KEY_HASH``, when the batch has it (a batch the client planned: ``buckets``)."""
+    return [KEY_HASH] if KEY_HASH in schema.names else []
+
+
 def _state_schema(spec: ApplySpec, schema: pa.Schema) -> pa.Schema:
     names = spec.columns if spec.state_keeps_values else spec.keys
-    fields = [schema.field(c) for c in (*names, *spec.sequence, OP)]
+    fields = [schema.field(c) for c in (*names, *spec.sequence, OP, *_key_hash(schema))]
     fields += [pa.field(HASH, pa.int64()), pa.field(APPLIED_AT, APPLIED_AT_TYPE)]
     return tables.delta_schema(pa.schema(fields))

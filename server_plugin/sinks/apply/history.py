@@ -32,6 +32,7 @@ from spark_cdc.server_plugin.row_level.rules import group_rows
 from spark_cdc.server_plugin.sinks.apply.spec import (
     DELETE,
     END_AT,
+    KEY_HASH,
     OP,
     START_AT,
     TRUNCATE,
@@ -488,6 +489,7 @@ def _state_rows(changes: pa.Table, spec: ApplySpec, rows: np.ndarray, now: pa.Sc
     applied (``now`` for the batch's own)."""
     names = list(spec.columns if spec.state_keeps_values else spec.keys)
     names += [*spec.sequence, OP, HASH]
+    names += [KEY_HASH] if KEY_HASH in changes.column_names else []  # what ``buckets`` need
     table = changes.select(names).take(from_numpy(rows))
     new = changes.column(NEW).take(from_numpy(rows))
     applied = pc.if_else(new, now, changes.column(APPLIED_AT).take(from_numpy(rows)))

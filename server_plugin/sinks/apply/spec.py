@@ -4,7 +4,8 @@ client's plan hands over.
 
 The client's plan reduces any feed to one shape, so the server never sees the user's
 expressions: the target's columns (keys included, in the target's order), the sequence as
-``SEQUENCE_PREFIX<i>`` columns compared in order, and ``OP`` saying what each row is.
+``SEQUENCE_PREFIX<i>`` columns compared in order, ``OP`` saying what each row is, and
+``KEY_HASH``, Spark's hash of the keys (``buckets``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,10 @@ from dataclasses import dataclass
 RESERVED_PREFIX = "__spark_cdc_"  # no feed column may start with it
 SEQUENCE_PREFIX = RESERVED_PREFIX + "seq_"
 OP = RESERVED_PREFIX + "op"
+# Spark's ``hash()`` of the key columns, which the plan adds, and the state's partition
+# column made of it (``buckets``).
+KEY_HASH = RESERVED_PREFIX + "key_hash"
+BUCKET = RESERVED_PREFIX + "bucket"
 
 # What a row of the prepared feed is (``OP``'s values).
 UPSERT, DELETE, TRUNCATE = 0, 1, 2
@@ -71,6 +76,9 @@ class ApplySpec:
     # each task resolves its share against the state and the commit only writes; a feed
     # with truncates is not (a truncate ends every key): its commit resolves it whole.
     partitioned_by_key: bool = False
+    # How many key buckets a state the first batch makes is laid out in (``buckets``): the
+    # tasks the plan splits the feed in.
+    key_buckets: int = 0
 
     @property
     def deletion_vectors(self) -> bool:

@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 from spark_cdc.server_plugin.arrow_types import from_numpy, to_numpy
 from spark_cdc.server_plugin.delta.log import DeltaLog
 from spark_cdc.server_plugin.sinks.apply import tables
+from spark_cdc.server_plugin.sinks.apply.buckets import Layout, stored
 from spark_cdc.server_plugin.sinks.apply.file_lookup import (
     add_actions,
     file_identities,
@@ -38,17 +39,18 @@ from spark_cdc.server_plugin.sinks.apply.key_index import (
     KeyRuns,
     index_of,
 )
-from spark_cdc.server_plugin.sinks.apply.spec import OP, TRUNCATE, ApplySpec
+from spark_cdc.server_plugin.sinks.apply.spec import BUCKET, OP, TRUNCATE, ApplySpec
 
 # The most Arrow memory a writer keeps the state in; Parquet files expand about three times.
 STATE_MEMORY_BYTES = 2 << 30
 _EXPANSION = 3
 # What a task's process keeps of the state's files between micro-batches (``rows_of``):
-# their key indexes, and the row groups read (10M keys: 80 MB of indexes of one integer
-# key, more for a hashed key, whose columns are kept to confirm matches; 330 MB of rows in
-# type 1, 750 MB in type 2 of five columns).
-STATE_KEYS_BYTES = 1 << 29
-STATE_ROWS_BYTES = 1 << 30
+# their key indexes, and the row groups read. A task reads its buckets of the state
+# (``buckets``): of 10M keys in two, 40 MB of indexes of one integer key (more for a hashed
+# key, whose columns are kept to confirm matches), 165 MB of rows in type 1, 375 MB in type
+# 2 of five columns. Bounded so that a process stays under 2 GB with a 1M-change share.
+STATE_KEYS_BYTES = 256 << 20
+STATE_ROWS_BYTES = 640 << 20
 _STATE_KEYS = FileKeysCache(STATE_KEYS_BYTES)
 _STATE_ROWS: BudgetCache[pa.Table] = BudgetCache(STATE_ROWS_BYTES, lambda rows: rows.nbytes)
 # Rows per scanned batch: each tests membership in the batch's keys, whose hash set Arrow
@@ -188,7 +190,11 @@ def read(
 
 
 def rows_of(
-    table: Any, spec: ApplySpec, keys: pa.Table, earliest: pa.Scalar | None = None
+    table: Any,
+    spec: ApplySpec,
+    keys: pa.Table,
+    earliest: pa.Scalar | None = None,
+    buckets: np.ndarray | None = None,
 ) -> pa.Table:
     """The state's changes of ``keys`` (exactly) and its truncate, read from the files
     that hold them, only the row groups that do: what a task resolves its share of a batch
@@ -199,13 +205,20 @@ def rows_of(
     ``earliest``: the share's smallest sequence (its first part), when each of its changes
     supersedes every stored change before it (``supersedes``): a file whose statistics put
     all its changes before that holds nothing the share needs, and is not read. A stream
-    whose sequence grows (commit versions, timestamps) then reads no state at all."""
+    whose sequence grows (commit versions, timestamps) then reads no state at all.
+
+    ``buckets``: those the keys are in, of a state laid out by bucket (``buckets``): the
+    keys are looked for in their files only."""
     log = DeltaLog(spec.state, tables.storage(spec))
     files = add_actions(table)
     if earliest is not None:
         files = files.filter(pc.invert(_before(files, spec.sequence[0], earliest)))
-    schema = tables.table_schema(table)
-    found = rows_of_keys(table, log, keys, list(spec.keys), _STATE_KEYS, files)
+    schema = _stored_schema(table)
+    in_buckets = files
+    if buckets is not None:
+        bucket = files.column(f"partition.{BUCKET}").cast(pa.int32())
+        in_buckets = files.filter(pc.is_in(bucket, value_set=pa.array(buckets, pa.int32())))
+    found = rows_of_keys(table, log, keys, list(spec.keys), _STATE_KEYS, in_buckets)
     _STATE_ROWS.next_round()
     for row in np.flatnonzero(may_hold_nulls(files, spec.keys[0])):
         path = files.column("path")[row].as_py()
@@ -257,8 +270,13 @@ def create(
     memory: StateMemory | None,
     outcome: str,
 ) -> None:
-    """The state table made, holding ``rows``, as this writer's ``version``."""
-    table = tables.created(spec.state, schema, spec, version, rows, outcome)
+    """The state table made, holding ``rows``, as this writer's ``version``, laid out by
+    key bucket when the batch was planned by the client (``buckets``)."""
+    layout = Layout.new(schema, spec.key_buckets)
+    schema, laid = layout.schema(schema), layout.rows(rows)
+    table = tables.created(
+        spec.state, schema, spec, version, laid, outcome, partition_by=layout.partition_by
+    )
     _keep_written(memory, table, rows)
 
 
@@ -274,10 +292,10 @@ def append(
     it held the table as it was and the commit is the next one (else another writer's
     commit came between: the next batch reads the table)."""
     before = table.version()
-    tables.append_rows(table, spec, version, rows, outcome)
+    tables.append_rows(table, spec, version, Layout.of(table).rows(rows), outcome)
     if memory is None or memory.kept is None:
         return
-    added = tables.aligned(rows, tables.table_schema(table))
+    added = _stored_rows(table, rows)
     follows = memory.holds(table, before) and table.version() == before + 1
     if follows and added.schema == memory.kept.rows.schema:  # not when the schema evolved
         memory.keep(table, memory.kept.appended(spec, added))
@@ -294,7 +312,7 @@ def overwrite(
     outcome: str | None = None,
 ) -> None:
     """The state replaced by ``rows`` (a truncate, a compaction): the memory holds them."""
-    tables.overwrite_rows(table, spec, version, rows, outcome)
+    tables.overwrite_rows(table, spec, version, Layout.of(table).rows(rows), outcome)
     _keep_written(memory, table, rows)
 
 
@@ -312,7 +330,17 @@ def _keep_written(memory: StateMemory | None, table: Any, rows: pa.Table) -> Non
     """The memory holds ``rows``, the whole state the table now has, as the table types
     them."""
     if memory is not None:
-        memory.keep(table, _Rows.of(tables.aligned(rows, tables.table_schema(table))))
+        memory.keep(table, _Rows.of(_stored_rows(table, rows)))
+
+
+def _stored_schema(table: Any) -> pa.Schema:
+    """The state's columns as its files hold them (without the bucket, a partition)."""
+    return stored(tables.table_schema(table))
+
+
+def _stored_rows(table: Any, rows: pa.Table) -> pa.Table:
+    """``rows`` as the state's files hold them: what a read of them returns."""
+    return tables.aligned(Layout.of(table).file_rows(rows), _stored_schema(table))
 
 
 def _files(table: Any, spec: ApplySpec) -> tuple[list[str], list[int]]:
@@ -328,5 +356,4 @@ def _dataset(table: Any, spec: ApplySpec, files: list[str]) -> Any:
     import pyarrow.dataset as pads
 
     log = DeltaLog(spec.state, tables.storage(spec))
-    schema = tables.table_schema(table)
-    return pads.dataset(files, schema=schema, format="parquet", filesystem=log.fs)
+    return pads.dataset(files, schema=_stored_schema(table), format="parquet", filesystem=log.fs)

@@ -22,7 +22,7 @@ from spark_cdc.server_plugin.errors import error
 from spark_cdc.server_plugin.sinks.apply import staging
 from spark_cdc.server_plugin.sinks.apply.file_lookup import add_actions
 from spark_cdc.server_plugin.sinks.apply.history import ALIVE
-from spark_cdc.server_plugin.sinks.apply.spec import END_AT, START_AT, ApplySpec
+from spark_cdc.server_plugin.sinks.apply.spec import BUCKET, END_AT, KEY_HASH, START_AT, ApplySpec
 
 # Writer features delta-rs 1.x writes correctly; any other one (row tracking, in-commit
 # timestamps, domain metadata, clustering, identity columns, type widening...) it refuses.
@@ -136,10 +136,10 @@ def created(
     rows: pa.Table,
     outcome: str | None = None,
     configuration: dict[str, str] | None = None,
+    partition_by: list[str] | None = None,
 ) -> Any:
-    """A new table at ``path`` holding ``rows`` (partitioned as the spec asks of a target),
-    made by one commit that carries the batch's marker. Another writer that made it first
-    is a lost race."""
+    """A new table at ``path`` holding ``rows``, made by one commit that carries the
+    batch's marker. Another writer that made it first is a lost race."""
     from deltalake import DeltaTable, write_deltalake
     from deltalake.exceptions import DeltaError
 
@@ -150,7 +150,7 @@ def created(
                 path,
                 aligned(by_key(rows, spec.keys), schema),
                 mode="error",
-                partition_by=list(spec.partition_cols) if path == spec.target else None,
+                partition_by=partition_by or None,
                 storage_options=options,
                 configuration=configuration or None,
                 commit_properties=_commit_properties(spec, version, outcome),
@@ -200,6 +200,9 @@ def _check_schema(table: Any, path: str, schema: pa.Schema, spec: ApplySpec, rol
 
     have = {f.name: f.type for f in table.schema().fields}
     want = {f.name: f.type for f in Schema.from_arrow(schema).fields}
+    if role == "state":  # how the state is laid out is its own (``buckets``)
+        have = {n: t for n, t in have.items() if n not in (KEY_HASH, BUCKET)}
+        want = {n: t for n, t in want.items() if n not in (KEY_HASH, BUCKET)}
     if role == "target":
         _check_scd_type(path, set(have), spec.scd_type)
     missing = [n for n in have if n not in want]
