@@ -30,6 +30,7 @@ from spark_cdc.server_plugin.vocabulary import CHANGE_TYPE, METADATA_COLUMNS
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
+    from pyspark.sql.types import StructType
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,8 @@ def plan_apply(
     every key: such a feed is resolved whole)."""
     from pyspark.sql import functions as F
 
-    names = list(feed.schema.names)
+    schema = feed.schema
+    names = list(schema.names)
     changelog = all(c in names for c in METADATA_COLUMNS)
     keys = _names("keys", keys, names, required=True)
     columns = _target_columns(names, keys, column_list, except_column_list, changelog)
@@ -98,11 +100,11 @@ def plan_apply(
         *[F.col(_quoted(c)) for c in columns],
         *[part.alias(sequence_column(i)) for i, part in enumerate(sequence)],
         op.cast("tinyint").alias(OP),
-        F.hash(*[F.col(_quoted(k)) for k in keys]).alias(KEY_HASH),
+        F.hash(*_hashed(schema, keys)).alias(KEY_HASH),
     )
     by_key = partitions > 0 and apply_as_truncates is None
     if by_key:
-        prepared = prepared.repartition(partitions, *[F.col(_quoted(k)) for k in keys])
+        prepared = prepared.repartition(partitions, *_hashed(schema, keys))
     return ApplyPlan(prepared, keys, columns, tracked, sequence_names, changelog, by_key)
 
 
@@ -262,6 +264,23 @@ def _condition(value: str | Column) -> Column:
     from pyspark.sql import functions as F
 
     return F.expr(value) if isinstance(value, str) else value
+
+
+def _hashed(schema: StructType, keys: list[str]) -> list[Column]:
+    """The key columns as ``KEY_HASH`` hashes them and the feed is partitioned by them (so
+    a task holds the keys of one bucket of the state): a string as its UTF-8 bytes, which
+    Spark hashes as it hashes the string, whatever its collation (a collation hashes its
+    own way, and is no part of the Delta type that keeps a key's hash the same)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType
+
+    columns = []
+    for key in keys:
+        column = F.col(_quoted(key))
+        if isinstance(schema[key].dataType, StringType):
+            column = column.cast("binary")
+        columns.append(column)
+    return columns
 
 
 def _quoted(name: str) -> str:

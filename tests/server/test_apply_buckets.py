@@ -21,34 +21,35 @@ from spark_cdc.rewrite.server_code import server_parallelism
 from spark_cdc.server_plugin.sinks.apply.buckets import Layout
 from spark_cdc.server_plugin.sinks.apply.spec import BUCKET, KEY_HASH
 
+# Key columns of several types, as expressions over ``range``'s ``id`` (each row its own
+# key), and the same keys as plain values: a collated string hashes as its plain string.
 KEYS = {
-    "long": ("id long, seq long", ["id"]),
-    "string": ("id string, seq long", ["id"]),
-    "date and int": ("day date, n int, seq long", ["day", "n"]),
-    "decimal": ("id decimal(20, 2), seq long", ["id"]),
+    "long": ["id"],
+    "string": ["cast(id as string) as id"],
+    "collated string": ["collate(cast(id as string), 'UTF8_LCASE') as id"],
+    "decimal": ["cast(id as decimal(20, 2)) as id"],
+    "date and int": [
+        "date_add(date'2020-01-01', cast(id % 700 as int)) as day",
+        "cast(id div 700 as int) as n",
+    ],
 }
+PLAIN = {**KEYS, "collated string": KEYS["string"]}
 
 
 @pytest.mark.parametrize("kind", sorted(KEYS))
 def test_a_task_of_the_plan_holds_one_bucket(spark: SparkSession, kind: str) -> None:
-    schema, keys = KEYS[kind]
-    feed = spark.range(2000).select(
-        *[
-            F.col("id")
-            .cast(field.split()[1] if "(" not in field else "decimal(20, 2)")
-            .alias(field.split()[0])
-            if field.split()[0] != "day"
-            else F.date_add(F.lit("2020-01-01"), (F.col("id") % 700).cast("int")).alias("day")
-            for field in schema.replace("decimal(20, 2)", "decimal(20,2)").split(", ")
-        ]
-    )
+    """Spark's repartition gives a task the keys whose hash is its number modulo the
+    tasks: one bucket of a state made with as many; the hash is Spark's of the plain keys."""
+    feed = spark.range(2000).selectExpr(*KEYS[kind], "id as seq")
+    keys = [name for name in feed.columns if name != "seq"]
+    plain = spark.range(2000).selectExpr(*PLAIN[kind]).select(F.hash(*keys).alias("h"))
+    expected = sorted(plain.toArrow().column("h").to_pylist())
     for tasks in (2, 3):
         plan = plan_apply(feed, 1, keys, "seq", None, None, None, None, None, None, tasks)
         placed = plan.prepared.select(F.spark_partition_id().alias("task"), KEY_HASH).toArrow()
         hashes = placed.column(KEY_HASH).to_numpy().astype(np.int64)
         assert (np.mod(hashes, tasks) == placed.column("task").to_numpy()).all()
-        spark_hash = feed.select(F.hash(*keys).alias("h")).toArrow().column("h")
-        assert sorted(spark_hash.to_pylist()) == sorted(placed.column(KEY_HASH).to_pylist())
+        assert sorted(placed.column(KEY_HASH).to_pylist()) == expected
 
 
 @pytest.mark.parametrize("scd_type", [1, 2])
