@@ -346,13 +346,14 @@ def _case(
     first = medians(firsts)
     ratio = rates["ours"] / rates["hand-written"]
     first_ratio = first["ours"] / first["hand-written"]
+    wanted = 1.2 if count >= 1_000_000 else 1.0  # the issue's: ahead everywhere, 1.2 at 1M
     return Figure(
         BENCHMARK,
         f"type {scd_type}, {count:,} changes a micro-batch into {target_rows:,} rows",
         "ours/hand-written (changes/s, micro-batches after the first)",
         round(ratio, 3),
-        target="≥ 1.0",
-        met=ratio >= 1.0,
+        target=f"≥ {wanted}",
+        met=ratio >= wanted,
         medians={
             **{k: round(v) for k, v in rates.items()},
             **{f"{k}, first micro-batch": round(v) for k, v in first.items()},
