@@ -142,6 +142,11 @@ PROTOCOLS[4] = {
     **PROTOCOLS[3],
     "apply spec": [*PROTOCOLS[3]["apply spec"], "partitioned_by_key"],  # type: ignore[list-item]
 }
+# 5: the feed carries its keys' hash, and the spec the buckets a new state is laid out in.
+PROTOCOLS[5] = {
+    **PROTOCOLS[4],
+    "apply spec": [*PROTOCOLS[4]["apply spec"], "key_buckets"],  # type: ignore[list-item]
+}
 
 
 def test_what_a_client_sends_is_the_protocols() -> None:
