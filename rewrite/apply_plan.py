@@ -2,9 +2,9 @@
 target's columns, keys included, in the feed's order; the sequence as
 ``__spark_cdc_seq_<i>`` columns compared in order; ``__spark_cdc_op`` saying whether each row
 is an upsert, a delete or a truncate; ``__spark_cdc_key_hash``, Spark's ``hash()`` of the
-keys, by which the server lays out its state), with Spark's ``create_auto_cdc_flow`` rules for its
-parameters checked on the way. Built from stock relations: no round trip beyond the feed's
-schema, which the caller reads once.
+keys, by which the server lays out its state), with Spark's ``create_auto_cdc_flow`` rules
+for its parameters checked on the way. Built from stock relations: no round trip beyond the
+feed's schema, which the caller reads once.
 """
 
 from __future__ import annotations

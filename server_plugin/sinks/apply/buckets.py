@@ -3,17 +3,18 @@ can be in: after a restart, a stream's tasks each read their share of the state,
 it, and each keeps only that share in memory.
 
 The client's plan adds ``KEY_HASH``, Spark's ``hash()`` of the key columns (Murmur3, the
-hash ``repartition`` places rows by), and partitions the feed by the keys into as many
-tasks as the server runs at once. A state the first batch makes is partitioned by
-``BUCKET`` = ``pmod(KEY_HASH, count)``, ``count`` being that many tasks (kept in the
-column's metadata: delta-rs refuses table properties it does not know), and keeps each
-row's ``KEY_HASH``. A task then reads the buckets its rows' hashes fall in: its own when
-the server runs as many tasks as when the state was made, a share of them otherwise. The
-layout only prunes what is read (each file's rows are still matched by key), so a feed
-partitioned otherwise reads more, never less. Every row of a key is in its hash's bucket:
-each write to the state computes ``BUCKET`` from the rows' ``KEY_HASH`` (a NULL key, a
-truncate's, hashes to Spark's seed). The keys' types are fixed by the state's schema (a
-feed of other types is refused), so a key hashes alike in every batch.
+hash ``repartition`` places rows by; a string as its UTF-8 bytes, whatever its collation),
+and partitions the feed by the same columns into as many tasks as the server runs at once.
+A state the first batch makes is partitioned by ``BUCKET`` = ``pmod(KEY_HASH, count)``,
+``count`` being that many tasks (kept in the column's metadata: delta-rs refuses table
+properties it does not know), and keeps each row's ``KEY_HASH``. A task then reads the
+buckets its rows' hashes fall in: its own when the server runs as many tasks as when the
+state was made, a share of them otherwise. The layout only prunes what is read (each file's
+rows are still matched by key), so a feed partitioned otherwise reads more, never less.
+Every row of a key is in its hash's bucket: each write to the state computes ``BUCKET``
+from the rows' ``KEY_HASH`` (a NULL key, a truncate's, hashes to Spark's seed). The keys'
+types are fixed by the state's schema (a feed of other types is refused), so a key hashes
+alike in every batch.
 
 A state made without ``KEY_HASH`` (before this layout, or by a caller with no plan) stays
 as it is: every task reads all of it.
