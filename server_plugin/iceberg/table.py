@@ -10,12 +10,17 @@ read means without the reader knowing.
 
 A folder has no catalog to say which metadata file is current: the folder's listing
 decides (``metadata_files``), through the FileIO's own filesystem, so a folder in an object
-store is listed with the same credentials its files are read with.
+store is listed with the same credentials its files are read with. A listing can show a
+metadata file its writer is still writing: pyiceberg's catalogs write it in place, and a
+local or HDFS file is visible, empty, from its creation. So a folder's current file that
+does not parse is listed and read again a few times (``SETTLING_WAITS``, 1.5 s in all) before the
+read is refused: a commit in flight settles in milliseconds, a broken file stays broken.
 """
 
 from __future__ import annotations
 
 import posixpath
+import time
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlparse
@@ -25,23 +30,38 @@ from spark_cdc.server_plugin.iceberg.metadata_files import current_metadata, met
 
 CATALOG_NAME = "spark_cdc_iceberg_changelog"
 
+# Seconds to wait before each new listing when a folder's current metadata file does not parse.
+SETTLING_WAITS = (0.05, 0.15, 0.3, 0.4, 0.6)
+
 
 def open_table(
     path: str, storage: Mapping[str, str], catalog: Mapping[str, str] | None = None
 ) -> Any:
     """The table at ``path`` (a folder or a metadata file; a table name with ``catalog``) as
     pyiceberg's ``StaticTable`` (a catalog's ``Table``)."""
-    from pyiceberg.exceptions import ValidationError
-    from pyiceberg.table import StaticTable
-
     if catalog:
         return _catalog_table(path, storage, catalog)
     properties = dict(storage)
-    location = path if _is_metadata_file(path) else _current_metadata_file(path, properties)
+    if _is_metadata_file(path):
+        return _static(path, path, properties)
+    for wait in SETTLING_WAITS:
+        try:
+            return _static(path, _current_metadata_file(path, properties), properties)
+        except ChangelogSourceError as refused:
+            if refused.condition != "ICEBERG_CHANGELOG.UNREADABLE_TABLE":
+                raise
+        time.sleep(wait)
+    return _static(path, _current_metadata_file(path, properties), properties)
+
+
+def _static(path: str, location: str, properties: dict[str, str]) -> Any:
+    from pyiceberg.exceptions import ValidationError
+    from pyiceberg.table import StaticTable
+
     try:
         return StaticTable.from_metadata(location, properties)
     except (OSError, ValueError, ValidationError) as problem:  # missing, or not metadata
-        raise _unreadable(path, problem) from problem
+        raise _unreadable(path, problem, location) from problem
 
 
 def _catalog_table(path: str, storage: Mapping[str, str], catalog: Mapping[str, str]) -> Any:
@@ -109,8 +129,12 @@ def _current_metadata_file(folder: str, properties: dict[str, str]) -> str:
     return f"{metadata}/{current}"
 
 
-def _unreadable(path: str, problem: Exception) -> ChangelogSourceError:
+def _unreadable(path: str, problem: Exception, location: str | None = None) -> ChangelogSourceError:
+    """UNREADABLE_TABLE for ``path``, its reason the problem's first line, preceded by the
+    metadata file's name when the folder's listing chose it."""
     reason = (
         str(problem).strip().splitlines()[0] if str(problem).strip() else type(problem).__name__
     )
+    if location is not None and location != path:
+        reason = f"{posixpath.basename(location)}: {reason}"
     return error("ICEBERG_CHANGELOG.UNREADABLE_TABLE", path=path, reason=reason)

@@ -186,6 +186,7 @@ CODE_FIGURES: dict[str, Callable[[], bool]] = {
     "640 MiB": lambda: _state().STATE_ROWS_BYTES == 640 << 20,
     "256 MiB": lambda: _state().STATE_KEYS_BYTES == 256 << 20,
     "32 MiB": lambda: _tables().SMALL_FILE_BYTES == 32 << 20,
+    "1.5 s": lambda: round(sum(_iceberg_table().SETTLING_WAITS), 3) == 1.5,
 }
 
 
@@ -199,6 +200,10 @@ def _state() -> ModuleType:
 
 def _tables() -> ModuleType:
     return importlib.import_module("spark_cdc.server_plugin.sinks.apply.tables")
+
+
+def _iceberg_table() -> ModuleType:
+    return importlib.import_module("spark_cdc.server_plugin.iceberg.table")
 
 
 def _marked_deletes() -> ModuleType:

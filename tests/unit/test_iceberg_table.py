@@ -12,6 +12,7 @@ from spark_cdc.server_plugin.iceberg.table import open_table
 
 from tests.support.iceberg_fixtures import FOLDERS, each
 from tests.support.iceberg_io import storage_options
+from tests.support.iceberg_tables import sql_catalog, table_folder
 
 
 @pytest.mark.parametrize("folder", each(FOLDERS), ids=lambda p: p.name)
@@ -40,3 +41,45 @@ def test_a_metadata_file_that_is_not_one_is_unreadable_by_name(tmp_path: Path) -
     with pytest.raises(ChangelogSourceError) as refused:
         open_table(str(broken), {})
     assert refused.value.condition == "ICEBERG_CHANGELOG.UNREADABLE_TABLE"
+
+
+def _folder_with_a_commit_in_flight(tmp_path: Path) -> tuple[Path, Path, bytes]:
+    """A table pyiceberg wrote, whose next metadata file exists but is still empty, as a
+    writer that creates it in place leaves it for a moment; returns the folder, that file and
+    what it will hold."""
+    import pyarrow as pa
+
+    catalog = sql_catalog(tmp_path)
+    catalog.create_namespace("db")
+    table = catalog.create_table("db.t", pa.schema([("id", pa.int64())]))
+    table.append(pa.table({"id": [1, 2]}))
+    folder = Path(table_folder(table))
+    written = Path(table.metadata_location.removeprefix("file://")).read_bytes()
+    in_flight = folder / "metadata" / "v999999.metadata.json"
+    in_flight.write_bytes(b"")
+    return folder, in_flight, written
+
+
+def test_a_metadata_file_still_being_written_is_read_once_its_writer_finishes(
+    tmp_path: Path,
+) -> None:
+    import threading
+
+    folder, in_flight, written = _folder_with_a_commit_in_flight(tmp_path)
+    finish = threading.Timer(0.3, in_flight.write_bytes, (written,))
+    finish.start()
+    try:
+        table = open_table(str(folder), {})
+    finally:
+        finish.join()
+    assert table.metadata_location == str(in_flight)
+    assert table.metadata.current_snapshot() is not None
+
+
+def test_a_metadata_file_that_stays_empty_is_unreadable_by_name(tmp_path: Path) -> None:
+    folder, in_flight, _ = _folder_with_a_commit_in_flight(tmp_path)
+    with pytest.raises(ChangelogSourceError) as refused:
+        open_table(str(folder), {})
+    assert refused.value.condition == "ICEBERG_CHANGELOG.UNREADABLE_TABLE"
+    assert refused.value.parameters["path"] == str(folder)
+    assert refused.value.parameters["reason"].startswith(f"{in_flight.name}: ")
