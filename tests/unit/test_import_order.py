@@ -37,3 +37,19 @@ def test_any_first_import_works_and_installs_the_guard(first_import: str) -> Non
     )
     done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_the_apply_sink_is_made_without_loading_the_engine() -> None:
+    """Spark makes the ``spark_cdc_apply`` data source and its writer in Python processes
+    that start at a stream's first micro-batch and never write a row: unpickling the sink
+    there loads PySpark's data source classes, not Arrow, numpy or delta-rs (about 0.3 s
+    of each such process)."""
+    check = (
+        "import sys, pyspark.sql.datasource\n"
+        "import spark_cdc.server_plugin.sinks.apply.sink\n"
+        "roots = {m.split('.')[0] for m in sys.modules}\n"
+        "heavy = sorted(roots & {'pyarrow', 'numpy', 'deltalake'})\n"
+        "assert heavy == [], heavy\n"
+    )
+    done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

@@ -19,6 +19,12 @@ Reading ``spark_cdc_apply`` with a writer's options returns what that writer's b
 from the state table's commit (``OUTCOME_KEY`` in its commit info; the target's commit
 carries it too, when the batch changed the target): the counts a batch call returns to the
 client.
+
+This module is what Spark's Python processes unpickle to make the data source and its
+writer: at a stream's first micro-batch the driver starts one to make the writer, one to
+make the data source and one to commit, each a new process. So it imports only PySpark's
+data source classes; the engine (Arrow, numpy, delta-rs) loads in the tasks and the commit,
+which use it, and not in the first two (about 0.3 s each).
 """
 
 from __future__ import annotations
@@ -27,9 +33,8 @@ import dataclasses
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
@@ -42,13 +47,13 @@ from pyspark.sql.types import StructType
 from spark_cdc.server_plugin.cdc_options import option
 from spark_cdc.server_plugin.dependencies import DELTALAKE, require
 from spark_cdc.server_plugin.errors import error
-from spark_cdc.server_plugin.sinks.apply.batch import Share
-from spark_cdc.server_plugin.sinks.apply.history import Resolution
 from spark_cdc.server_plugin.sinks.apply.spec import ApplySpec
-from spark_cdc.server_plugin.sinks.apply.staging import NOTHING, Staged
-from spark_cdc.server_plugin.sinks.apply.state import StateMemory
-from spark_cdc.server_plugin.sinks.apply.tables import OUTCOME_KEY
-from spark_cdc.server_plugin.sinks.apply.task import applied, resolved
+
+if TYPE_CHECKING:  # the engine loads where a batch is written or committed (module docstring)
+    import pyarrow as pa
+    from spark_cdc.server_plugin.sinks.apply.batch import Share
+    from spark_cdc.server_plugin.sinks.apply.staging import Staged
+    from spark_cdc.server_plugin.sinks.apply.state import StateMemory
 
 SINK_NAME = "spark_cdc_apply"
 SPEC_OPTION = "spec"
@@ -106,10 +111,12 @@ class ResolvedChanges(WriterCommitMessage):
     changes: int
     keys: int
     tables: tuple[bytes, bytes, bytes, bytes]  # replaced, rows, state, kept
-    staged: Staged = NOTHING
+    staged: Staged
 
 
 def _resolved(spec: ApplySpec, rows: pa.Table) -> ResolvedChanges:
+    from spark_cdc.server_plugin.sinks.apply.task import resolved
+
     share = resolved(spec, rows)
     parts = share.resolution
     return ResolvedChanges(
@@ -123,6 +130,10 @@ def _resolved(spec: ApplySpec, rows: pa.Table) -> ResolvedChanges:
 
 
 def _shares(messages: list[Any]) -> list[Share]:
+    import pyarrow as pa
+    from spark_cdc.server_plugin.sinks.apply.batch import Share
+    from spark_cdc.server_plugin.sinks.apply.history import Resolution
+
     shares = []
     for m in messages:
         if isinstance(m, ResolvedChanges):
@@ -134,6 +145,8 @@ def _shares(messages: list[Any]) -> list[Share]:
 
 
 def _ipc(table: pa.Table) -> bytes:
+    import pyarrow as pa
+
     sink = pa.BufferOutputStream()
     options = pa.ipc.IpcWriteOptions(compression="zstd")
     with pa.ipc.new_stream(sink, table.schema, options=options) as stream:
@@ -142,6 +155,8 @@ def _ipc(table: pa.Table) -> bytes:
 
 
 def _table(data: bytes) -> pa.Table:
+    import pyarrow as pa
+
     return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
 
 
@@ -170,6 +185,8 @@ def _task_message(spec: ApplySpec, batches: Iterator[pa.RecordBatch]) -> WriterC
     """A task's message: its share resolved when the plan partitioned the feed by key,
     else its rows, for the commit to resolve (a feed with truncates: each needs every
     key)."""
+    import pyarrow as pa
+
     collected = list(batches)
     if not sum(b.num_rows for b in collected):
         return StagedChanges(b"", 0)
@@ -184,6 +201,8 @@ def _applied(
 ) -> None:
     """The batch applied once every task succeeded: the tasks' shares committed, or their
     rows resolved and committed here."""
+    from spark_cdc.server_plugin.sinks.apply.task import applied
+
     shares = _shares(messages)
     if shares:
         applied(spec, version, shares=shares)
@@ -203,6 +222,8 @@ def _discarded(spec: ApplySpec, messages: list[Any]) -> None:
 
 def _unstaged(messages: list[Any]) -> pa.Table | None:
     """The batch's rows from every task's message (None: no rows)."""
+    import pyarrow as pa
+
     tables = [_table(m.data) for m in messages if isinstance(m, StagedChanges) and m.rows]
     if not tables:
         return None
@@ -231,6 +252,8 @@ _MEMORY: dict[tuple[str, str], StateMemory] = {}
 
 
 def _memory_for(spec: ApplySpec) -> StateMemory:
+    from spark_cdc.server_plugin.sinks.apply.state import StateMemory
+
     key = (spec.state, spec.app_id)
     if key not in _MEMORY:
         _MEMORY.clear()
@@ -266,6 +289,7 @@ class OutcomeReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[tuple[int, int, int, int]]:
         from deltalake import DeltaTable
+        from spark_cdc.server_plugin.sinks.apply.tables import OUTCOME_KEY
 
         options = dict(self.spec.storage_options) or None
         if not DeltaTable.is_deltatable(self.spec.state, storage_options=options):
