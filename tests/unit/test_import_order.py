@@ -35,8 +35,7 @@ def test_any_first_import_works_and_installs_the_guard(first_import: str) -> Non
         "assert core.convert_exception._spark_cdc_converted\n"
         "assert StreamingQuery.exception._spark_cdc_converted\n"
     )
-    done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
+    _passes_in_a_fresh_interpreter(check)
 
 
 def test_the_apply_sink_is_made_without_loading_the_engine() -> None:
@@ -51,5 +50,9 @@ def test_the_apply_sink_is_made_without_loading_the_engine() -> None:
         "heavy = sorted(roots & {'pyarrow', 'numpy', 'deltalake'})\n"
         "assert heavy == [], heavy\n"
     )
+    _passes_in_a_fresh_interpreter(check)
+
+
+def _passes_in_a_fresh_interpreter(check: str) -> None:
     done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
