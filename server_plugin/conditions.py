@@ -59,6 +59,11 @@ CONDITIONS: dict[str, Condition] = {
         "smaller batches (a stream: the source's maxFilesPerTrigger or maxBytesPerTrigger), "
         "or raise spark.driver.maxResultSize where the server starts."
     ),
+    "APPLY_CHANGES.CATALOG_FAILED": Condition(
+        "The Iceberg catalog of <table> could not be used: <problem>. Fix the catalog "
+        "properties apply_changes was given (type, uri, warehouse, credentials) and check "
+        "that the server reaches the catalog."
+    ),
     "APPLY_CHANGES.CHECKPOINT_REPLACED": Condition(
         "'<path>' holds this stream's micro-batches up to <last>, but the stream now runs "
         "micro-batch <batch>: its checkpoint was deleted or replaced. Give the stream a new "
@@ -119,9 +124,9 @@ CONDITIONS: dict[str, Condition] = {
         "<asked> to a new target (with its own state_location)."
     ),
     "APPLY_CHANGES.TARGET_NOT_DELTA": Condition(
-        "The catalog's table <table> is at '<path>', which holds no Delta table, and "
-        "apply_changes writes Delta tables: name a Delta table, or give a path, where the "
-        "first batch makes a new target."
+        "The catalog's table <table> is at '<path>', which holds no Delta table: name a "
+        "Delta table, or give a path, where the first batch makes a new target (an Iceberg "
+        "table is written with format='iceberg' and its catalog's properties)."
     ),
     "APPLY_CHANGES.TARGET_SCHEMA_MISMATCH": Condition(
         "The <role> table '<path>' does not fit the feed: <problem>. Apply the feed to a new "

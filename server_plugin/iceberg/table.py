@@ -68,7 +68,7 @@ def _catalog_table(path: str, storage: Mapping[str, str], catalog: Mapping[str, 
     from pyiceberg.exceptions import NoSuchTableError
 
     try:
-        found = _catalog({**storage, **catalog})
+        found = catalog_from({**storage, **catalog})
     except Exception as problem:  # pyiceberg raises any kind for a bad catalog setting
         raise _unreadable(path, problem) from problem
     try:
@@ -79,7 +79,7 @@ def _catalog_table(path: str, storage: Mapping[str, str], catalog: Mapping[str, 
         raise _unreadable(path, problem) from problem
 
 
-def _catalog(properties: dict[str, Any]) -> Any:
+def catalog_from(properties: dict[str, Any]) -> Any:
     """pyiceberg's ``load_catalog`` from the properties alone (it would merge the server's
     configuration files in): ``name`` (what SQL catalogs file tables under), ``type`` or a
     ``uri`` it can be told from, and the catalog's own properties."""

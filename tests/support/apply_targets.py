@@ -11,6 +11,8 @@ import pyarrow as pa
 from deltalake import DeltaTable, QueryBuilder
 from spark_cdc.server_plugin.sinks.apply.spec import (
     DELETE,
+    DELTA,
+    ICEBERG,
     KEY_HASH,
     OP,
     TRUNCATE,
@@ -106,10 +108,32 @@ def key_hash(key: int | None) -> int:
     return scrambled - (1 << 32) if scrambled >= 1 << 31 else scrambled
 
 
-def spec_for(folder: str, scd_type: int, **rules: Any) -> ApplySpec:
+def iceberg_catalog(folder: str) -> dict[str, str]:
+    """A SQL catalog on SQLite in ``folder``, its warehouse beside it."""
+    return {"type": "sql", "uri": f"sqlite:///{folder}/catalog.db", "warehouse": f"file://{folder}"}
+
+
+def read_iceberg(spec: ApplySpec, name: str | None = None) -> pa.Table:
+    """The Iceberg table ``name`` (the spec's target) of the spec's catalog, as pyiceberg
+    reads it, with Arrow's plain types and nullable columns."""
+    from spark_cdc.server_plugin.iceberg.table import catalog_from
+
+    table = catalog_from(dict(spec.catalog)).load_table(name or spec.target).scan().to_arrow()
+    return table.cast(pa.schema([pa.field(f.name, _plain(f.type)) for f in table.schema]))
+
+
+def spec_for(folder: str, scd_type: int, iceberg: bool = False, **rules: Any) -> ApplySpec:
+    """A spec of the engine's own tests' target: a Delta table in ``folder``, or with
+    ``iceberg`` the table ``db.target`` of a SQL catalog there."""
+    if iceberg:
+        target, state = "db.target", "db.target__apply_changes_state"
+        rules["target_format"] = ICEBERG
+        rules["catalog"] = tuple(sorted(iceberg_catalog(folder).items()))
+    else:
+        target, state = f"{folder}/target", f"{folder}/target__apply_changes_state"
     return ApplySpec(
-        target=f"{folder}/target",
-        state=f"{folder}/target__apply_changes_state",
+        target=target,
+        state=state,
         keys=("id",),
         columns=("id", *VALUES),
         sequence_names=("seq",),
@@ -123,4 +147,6 @@ def spec_for(folder: str, scd_type: int, **rules: Any) -> ApplySpec:
         table_properties=tuple(sorted(rules.pop("table_properties", {}).items())),
         partition_cols=rules.pop("partition_cols", ()),
         key_buckets=rules.pop("key_buckets", 0),
+        target_format=rules.pop("target_format", DELTA),
+        catalog=rules.pop("catalog", ()),
     )

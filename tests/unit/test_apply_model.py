@@ -6,7 +6,6 @@ feed: whole rows and the schema. Applying a batch again changes nothing."""
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import json
 import tempfile
 from pathlib import Path
@@ -15,7 +14,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from spark_cdc.server_plugin.errors import ChangelogSourceError
 from spark_cdc.server_plugin.sinks.apply import state, tables
@@ -32,7 +31,8 @@ from spark_cdc.server_plugin.sinks.apply.spec import (
 )
 from spark_cdc.server_plugin.sinks.apply.state import StateMemory
 
-from tests.support.apply_model import Change, Conflict, scd1, scd2
+from tests.support.apply_feeds import MODEL, batches, expected, feeds, target_schema
+from tests.support.apply_model import Change, Conflict
 from tests.support.apply_targets import (
     VALUES,
     key_hash,
@@ -41,68 +41,6 @@ from tests.support.apply_targets import (
     sorted_rows,
     spec_for,
 )
-
-
-def expected(changes: list[Change], spec: ApplySpec) -> list[dict[str, Any]]:
-    rules = {
-        "ignore_null_updates": spec.ignore_null_updates,
-        "changelog_pairs": spec.changelog_pairs,
-    }
-    if spec.scd_type == 1:
-        rows = [{"id": k[0], **v} for k, v in scd1(changes, **rules).items()]
-    else:
-        rows = [
-            {
-                "id": k[0],
-                **v.values,
-                START_AT: v.start[0],
-                END_AT: None if v.end is None else v.end[0],
-            }
-            for k, versions in scd2(changes, list(spec.tracked), **rules).items()
-            for v in versions
-        ]
-    return sorted_rows(pa.Table.from_pylist(rows)) if rows else []
-
-
-def target_schema(spec: ApplySpec) -> list[tuple[str, pa.DataType]]:
-    fields = [("id", pa.int64()), ("a", pa.int64()), ("b", pa.string())]
-    if spec.scd_type == 2:
-        fields += [(START_AT, pa.int64()), (END_AT, pa.int64())]
-    return fields
-
-
-@st.composite
-def feeds(draw: st.DrawFn, truncates: bool, conflicts: bool = False) -> list[Change]:
-    """Changes of a few keys, some delivered twice; each key's sequences distinct unless
-    ``conflicts`` (then two changes of a key may share one)."""
-    changes = []
-    for key in range(draw(st.integers(1, 4))):
-        sequences = draw(
-            st.lists(
-                st.integers(0, 6 if conflicts else 15), min_size=1, max_size=6, unique=not conflicts
-            )
-        )
-        for sequence in sequences:
-            kind = draw(st.sampled_from(["upsert", "upsert", "upsert", "delete"]))
-            values = {
-                "a": draw(st.one_of(st.none(), st.integers(0, 3))),
-                "b": draw(st.one_of(st.none(), st.sampled_from(["x", "y"]))),
-            }
-            changes.append(Change((key,), (sequence,), kind, values))
-    if truncates and draw(st.booleans()):
-        at = draw(st.one_of(st.integers(0, 15), st.sampled_from([c.sequence[0] for c in changes])))
-        changes.append(Change((None,), (at,), "truncate"))
-    duplicates = draw(st.lists(st.sampled_from(changes), max_size=3))
-    return changes + duplicates
-
-
-@st.composite
-def batches(draw: st.DrawFn, changes: list[Change]) -> list[list[Change]]:
-    """The feed in a random order, cut into 1 to 4 batches."""
-    ordered = draw(st.permutations(changes))
-    cuts = sorted(draw(st.lists(st.integers(0, len(ordered)), max_size=3)))
-    bounds = [0, *cuts, len(ordered)]
-    return [ordered[a:b] for a, b in itertools.pairwise(bounds) if b > a]
 
 
 def apply_all(
@@ -134,13 +72,6 @@ def _task(change: Change, tasks: int, hashed: bool) -> int:
     """The task a change goes to: by its key's hash, as Spark's ``repartition`` places it
     (``pmod``), when the batch carries it."""
     return (key_hash(change.key[0]) if hashed else hash(change.key)) % tasks
-
-
-MODEL = settings(
-    max_examples=60,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
 
 
 def _state_rows(table: pa.Table) -> list[tuple[Any, ...]]:

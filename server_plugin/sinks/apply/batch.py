@@ -85,7 +85,7 @@ def apply_batch(
         old = opened.state_schema.empty_table()
     else:
         old = state_table.read(state, spec, batch.select(list(spec.keys)), truncating, memory)
-    resolution = resolve(_changes(spec, batch, old), spec, _now())
+    resolution = resolve(changes_of(spec, batch, old), spec, now())
     return _committed(spec, version, opened, resolution, batch.num_rows, memory, tasks=0)
 
 
@@ -112,7 +112,7 @@ def resolve_share(spec: ApplySpec, batch: pa.Table) -> Share:
     spec, batch = prepared(spec, batch)
     target, state = _tables(spec, batch.schema)  # refused as the commit would refuse it
     if state is None:
-        old, read = _state_schema(spec, batch.schema).empty_table(), None
+        old, read = state_schema(spec, batch.schema).empty_table(), None
     else:
         first = batch.column(spec.sequence[0])
         earliest = None
@@ -122,7 +122,7 @@ def resolve_share(spec: ApplySpec, batch: pa.Table) -> Share:
         keys = batch.select(list(spec.keys))
         old = state_table.rows_of(state, spec, keys, earliest, buckets)
         read = (state.metadata().id, state.version())
-    resolution = resolve(_changes(spec, batch, old), spec, _now())
+    resolution = resolve(changes_of(spec, batch, old), spec, now())
     return Share(read, given, batch.num_rows, *_staged(spec, target, state, resolution))
 
 
@@ -136,11 +136,11 @@ def _staged(
     rows, state_rows = resolution.rows, resolution.state
     to_target: tuple[dict[str, Any], ...] = ()
     to_state: tuple[dict[str, Any], ...] = ()
-    inserted = _inserted(spec, resolution)
-    if target is not None and _marks_deletes(target, inserted):
-        _check_not_null(target, spec, inserted)
+    new_rows = inserted(spec, resolution)
+    if target is not None and _marks_deletes(target, new_rows):
+        check_not_null(tables.table_schema(target), spec, new_rows)
         schema = tables.table_schema(target)
-        to_target = marked_deletes.staged_rows(target, tables.aligned(inserted, schema))
+        to_target = marked_deletes.staged_rows(target, tables.aligned(new_rows, schema))
         rows = rows.slice(0, 0)
     if state is not None and state_rows.num_rows and staging.stages(spec.state):
         schema, layout = tables.table_schema(state), Layout.of(state)
@@ -149,7 +149,7 @@ def _staged(
             aligned = tables.aligned(laid, schema)
             to_state = staging.staged_files(spec.state, aligned, layout.partition_by)
             state_rows = state_rows.slice(0, 0)
-    count = inserted.num_rows if to_target else 0  # else the rows travel: the commit counts
+    count = new_rows.num_rows if to_target else 0  # else the rows travel: the commit counts
     resolved = dataclasses.replace(resolution, rows=rows, state=state_rows)
     return resolved, Staged(to_target, to_state, count)
 
@@ -231,7 +231,7 @@ def _opened(spec: ApplySpec, schema: pa.Schema, version: int) -> _Opened:
         raise error("APPLY_CHANGES.CHECKPOINT_REPLACED", path=spec.target, last=last, batch=version)
     skipped = state is not None and tables.applied(state, spec, version)  # written last
     return _Opened(
-        schema, target, state, _target_schema(spec, schema), _state_schema(spec, schema), skipped
+        schema, target, state, target_schema(spec, schema), state_schema(spec, schema), skipped
     )
 
 
@@ -239,18 +239,17 @@ def _tables(spec: ApplySpec, schema: pa.Schema) -> tuple[Any, Any]:
     """The target and the state for a batch of ``schema`` (None: not made yet), each
     checked against it, the target first (its refusals say what the state's would not: a
     target of the other SCD type)."""
-    target_schema = _target_schema(spec, schema)
-    target = tables.existing(spec.target, target_schema, spec, "target")
+    target = tables.existing(spec.target, target_schema(spec, schema), spec, "target")
     if target is None and spec.target_name is not None:
         raise error("APPLY_CHANGES.TARGET_NOT_DELTA", table=spec.target_name, path=spec.target)
-    state = tables.existing(spec.state, _state_schema(spec, schema), spec, "state")
+    state = tables.existing(spec.state, state_schema(spec, schema), spec, "state")
     if state is not None and Layout.of(state).keeps_hash and KEY_HASH not in schema.names:
         problem = "the batch has no key hashes, which its state keeps (``buckets``)"
         raise error("APPLY_CHANGES.INTERNAL_ERROR", path=spec.state, problem=problem)
     return target, state
 
 
-def _now() -> pa.Scalar:
+def now() -> pa.Scalar:
     return pa.scalar(int(time.time() * 1_000_000), pa.int64()).cast(APPLIED_AT_TYPE)
 
 
@@ -268,25 +267,25 @@ def _committed(
     then the state (see the module's docstring), each commit marked as this writer's
     ``version``, with what the batch did and how many tasks resolved it (0: the commit
     did)."""
-    outcome = Outcome(changes, resolution.keys, _written(resolution) + staged.rows, False)
-    described = _described(spec, version, outcome, tasks)
+    outcome = Outcome(changes, resolution.keys, written_rows(resolution) + staged.rows, False)
+    marked = described(spec, version, outcome, tasks)
     target, state = opened.target, opened.state
     if target is None:
-        rows = _inserted(spec, resolution)
-        _create_target(spec, opened.target_schema, version, rows, described)
+        rows = inserted(spec, resolution)
+        _create_target(spec, opened.target_schema, version, rows, marked)
     elif _changes_target(resolution, staged) and not tables.applied(target, spec, version):
-        _write_target(target, spec, version, resolution, described, staged.target)
+        _write_target(target, spec, version, resolution, marked, staged.target)
     else:
         staging.discard(spec.target, staged.target)  # the target has the batch already
     if state is None:
-        state_table.create(spec, opened.state_schema, version, resolution.state, memory, described)
+        state_table.create(spec, opened.state_schema, version, resolution.state, memory, marked)
         return outcome
     if resolution.truncated:
-        state_table.overwrite(state, spec, version, resolution.state, memory, described)
+        state_table.overwrite(state, spec, version, resolution.state, memory, marked)
     elif staged.state:
-        tables.append_staged(state, spec, version, staged.state, described)
+        tables.append_staged(state, spec, version, staged.state, marked)
     else:
-        state_table.append(state, spec, version, resolution.state, memory, described)
+        state_table.append(state, spec, version, resolution.state, memory, marked)
     if tables.small_file_count(state) > spec.compact_after_files:
         _compact(state, spec, opened.schema, memory)
     return outcome
@@ -300,7 +299,7 @@ def _changes_target(resolution: Resolution, staged: Staged) -> bool:
     return resolution.truncated or bool(written)
 
 
-def _inserted(spec: ApplySpec, resolution: Resolution) -> pa.Table:
+def inserted(spec: ApplySpec, resolution: Resolution) -> pa.Table:
     """The rows the batch adds to the target (type 1: those of its changed keys that are
     there after it)."""
     rows = resolution.rows
@@ -309,15 +308,15 @@ def _inserted(spec: ApplySpec, resolution: Resolution) -> pa.Table:
     return rows.filter(rows.column(ALIVE)).drop_columns([ALIVE])
 
 
-def _described(spec: ApplySpec, version: int, outcome: Outcome, tasks: int) -> str:
+def described(spec: ApplySpec, version: int, outcome: Outcome, tasks: int) -> str:
     """The outcome as the tables' commits keep it (``tables.OUTCOME_KEY``), with the
     writer's id, the batch's number (what a batch call and ``spark-cdc apply`` read) and
     the tasks that resolved it."""
-    described = {"app_id": spec.app_id, "batch": version, **dataclasses.asdict(outcome)}
-    return json.dumps({**described, "tasks": tasks})
+    figures = {"app_id": spec.app_id, "batch": version, **dataclasses.asdict(outcome)}
+    return json.dumps({**figures, "tasks": tasks})
 
 
-def _written(resolution: Resolution) -> int:
+def written_rows(resolution: Resolution) -> int:
     """The rows the target got (type 1's rows of deleted keys are not rows)."""
     rows = resolution.rows
     if ALIVE not in rows.column_names:
@@ -335,8 +334,8 @@ def _write_target(
 ) -> None:
     """The batch's target commit, with the files of its rows the tasks ``staged`` (on
     the deletion vectors' path, which each task found the target takes)."""
-    rows = _inserted(spec, resolution)
-    _check_not_null(target, spec, rows)
+    rows = inserted(spec, resolution)
+    check_not_null(tables.table_schema(target), spec, rows)
     marks = not resolution.truncated and _marks_deletes(target, rows)
     if staged and not marks:
         raise error(
@@ -384,9 +383,10 @@ def _marks_deletes(target: Any, rows: pa.Table) -> bool:
     return not set(rows.column_names) - set(tables.table_schema(target).names)
 
 
-def _check_not_null(target: Any, spec: ApplySpec, rows: pa.Table) -> None:
-    """Refused before any write: a NULL for a column the target declares NOT NULL."""
-    for field in tables.table_schema(target):
+def check_not_null(schema: pa.Schema, spec: ApplySpec, rows: pa.Table) -> None:
+    """Refused before any write: a NULL for a column the target (of ``schema``) declares
+    NOT NULL."""
+    for field in schema:
         if not field.nullable and field.name in rows.column_names:
             count = rows.column(field.name).null_count
             if count:
@@ -401,18 +401,24 @@ def _check_not_null(target: Any, spec: ApplySpec, rows: pa.Table) -> None:
 def _compact(state: Any, spec: ApplySpec, schema: pa.Schema, memory: StateMemory | None) -> None:
     """The state grows by a file per batch; past ``compact_after_files`` small ones, so
     that finding a batch's keys does not slow with a stream's age, type 1's is rewritten
-    with what it must keep, expired tombstones dropped, and type 2's (which keeps every
-    change: a late one replays its key's history) has its small files merged. Either is a
-    commit without a marker: compacting twice keeps the same changes."""
+    with what it must keep (``compacted_state``), and type 2's (which keeps every change: a
+    late one replays its key's history) has its small files merged. Either is a commit
+    without a marker: compacting twice keeps the same changes."""
     if spec.scd_type == 2:
         state_table.merge_small_files(state, memory)
         return
-    now = _now()
-    whole = _changes(spec, schema.empty_table(), state_table.read(state, spec, None, True, memory))
+    stored = state_table.read(state, spec, None, True, memory)
+    state_table.overwrite(state, spec, None, compacted_state(spec, schema, stored), memory)
+
+
+def compacted_state(spec: ApplySpec, schema: pa.Schema, stored: pa.Table) -> pa.Table:
+    """Type 1's whole state (``stored``, of a batch of ``schema``) reduced to the changes
+    that still decide a key, expired tombstones dropped."""
+    at = now()
     retention = spec.tombstone_retention_ms
-    cutoff = None if retention is None else pa.scalar(now.value - retention * 1000, pa.int64())
+    cutoff = None if retention is None else pa.scalar(at.value - retention * 1000, pa.int64())
     forget_before = None if cutoff is None else cutoff.cast(APPLIED_AT_TYPE)
-    state_table.overwrite(state, spec, None, compacted(whole, spec, now, forget_before), memory)
+    return compacted(changes_of(spec, schema.empty_table(), stored), spec, at, forget_before)
 
 
 def _struct_sequence_flattened(spec: ApplySpec, batch: pa.Table) -> tuple[ApplySpec, pa.Table]:
@@ -461,7 +467,7 @@ def _identities(spec: ApplySpec, batch: pa.Table) -> np.ndarray:
     return np.where(to_numpy(batch.column(OP)) == DELETE, 0, hashed)
 
 
-def _changes(spec: ApplySpec, batch: pa.Table, old: pa.Table) -> pa.Table:
+def changes_of(spec: ApplySpec, batch: pa.Table, old: pa.Table) -> pa.Table:
     """The batch's changes and the state's in one table of the batch's columns (the
     state lacks the values when it does not keep them)."""
     fresh = batch.select([*spec.columns, *spec.sequence, OP, *_key_hash(batch.schema)])
@@ -479,7 +485,7 @@ def _changes(spec: ApplySpec, batch: pa.Table, old: pa.Table) -> pa.Table:
     return pa.concat_tables([fresh, pa.table(columns, schema=fresh.schema)])
 
 
-def _target_schema(spec: ApplySpec, schema: pa.Schema) -> pa.Schema:
+def target_schema(spec: ApplySpec, schema: pa.Schema) -> pa.Schema:
     fields = [schema.field(c) for c in spec.columns]
     if spec.scd_type == 2:
         parts = [schema.field(c).type for c in spec.sequence]
@@ -496,7 +502,7 @@ def _key_hash(schema: pa.Schema) -> list[str]:
     return [KEY_HASH] if KEY_HASH in schema.names else []
 
 
-def _state_schema(spec: ApplySpec, schema: pa.Schema) -> pa.Schema:
+def state_schema(spec: ApplySpec, schema: pa.Schema) -> pa.Schema:
     names = spec.columns if spec.state_keeps_values else spec.keys
     fields = [schema.field(c) for c in (*names, *spec.sequence, OP, *_key_hash(schema))]
     fields += [pa.field(HASH, pa.int64()), pa.field(APPLIED_AT, APPLIED_AT_TYPE)]

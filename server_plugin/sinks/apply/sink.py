@@ -45,9 +45,9 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 from spark_cdc.server_plugin.cdc_options import option
-from spark_cdc.server_plugin.dependencies import DELTALAKE, require
+from spark_cdc.server_plugin.dependencies import DELTALAKE, PYICEBERG, require
 from spark_cdc.server_plugin.errors import error
-from spark_cdc.server_plugin.sinks.apply.spec import ApplySpec
+from spark_cdc.server_plugin.sinks.apply.spec import ICEBERG, ApplySpec
 
 if TYPE_CHECKING:  # the engine loads where a batch is written or committed (module docstring)
     import pyarrow as pa
@@ -58,19 +58,23 @@ if TYPE_CHECKING:  # the engine loads where a batch is written or committed (mod
 SINK_NAME = "spark_cdc_apply"
 SPEC_OPTION = "spec"
 STORAGE_PREFIX = "storage."
+CATALOG_PREFIX = "catalog."
+# The spec's fields that travel as options of their own (``spec_options``).
+_APART = {"storage_options": STORAGE_PREFIX, "catalog": CATALOG_PREFIX}
 OUTCOME_SCHEMA = "batch long, changes long, keys long, rows long"
 # How far back the outcome of a batch is looked for in the target's history.
 _OUTCOME_SEARCH = 50
 
 
 def spec_options(spec: ApplySpec) -> dict[str, str]:
-    """``spec`` as the sink's options: the storage options apart, under ``storage.<KEY>``,
-    so that Spark's redaction of secret-looking option names applies to them."""
+    """``spec`` as the sink's options: the storage options and catalog properties apart,
+    under ``storage.<KEY>`` and ``catalog.<KEY>``, so that Spark's redaction of
+    secret-looking option names applies to them."""
     described = dataclasses.asdict(spec)
-    storage = dict(described.pop("storage_options"))
+    apart = {prefix: dict(described.pop(field)) for field, prefix in _APART.items()}
     return {
         SPEC_OPTION: json.dumps(described),
-        **{STORAGE_PREFIX + k: v for k, v in storage.items()},
+        **{prefix + k: v for prefix, given in apart.items() for k, v in given.items()},
     }
 
 
@@ -83,14 +87,15 @@ def spec_from_options(options: Mapping[str, str]) -> ApplySpec:
     for name, value in described.items():
         if isinstance(value, list) and name in fields:
             described[name] = tuple(value)
-    storage = tuple(
-        sorted(
-            (k[len(STORAGE_PREFIX) :], str(v))
-            for k, v in options.items()
-            if k.lower().startswith(STORAGE_PREFIX)
+    for field, prefix in _APART.items():
+        described[field] = tuple(
+            sorted(
+                (k[len(prefix) :], str(v))
+                for k, v in options.items()
+                if k.lower().startswith(prefix)
+            )
         )
-    )
-    return ApplySpec(**described, storage_options=storage)
+    return ApplySpec(**described)
 
 
 @dataclass
@@ -169,16 +174,21 @@ class ApplyChangesSink(DataSource):
         return OUTCOME_SCHEMA
 
     def writer(self, schema: StructType, overwrite: bool) -> BatchApplier:
-        require(DELTALAKE, SINK_NAME)
-        return BatchApplier(spec_from_options(self.options))
+        return BatchApplier(_required_spec(self.options))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> StreamApplier:
-        require(DELTALAKE, SINK_NAME)
-        return StreamApplier(spec_from_options(self.options))
+        return StreamApplier(_required_spec(self.options))
 
     def reader(self, schema: StructType) -> OutcomeReader:
-        require(DELTALAKE, SINK_NAME)
-        return OutcomeReader(spec_from_options(self.options))
+        return OutcomeReader(_required_spec(self.options))
+
+
+def _required_spec(options: Mapping[str, str]) -> ApplySpec:
+    """The writer's spec, once the server has what its target's format needs (delta-rs,
+    which the state of a Delta target needs too; pyiceberg for an Iceberg one)."""
+    spec = spec_from_options(options)
+    require(PYICEBERG if spec.target_format == ICEBERG else DELTALAKE, SINK_NAME)
+    return spec
 
 
 def _task_message(spec: ApplySpec, batches: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
@@ -288,14 +298,27 @@ class OutcomeReader(DataSourceReader):
         self.spec = spec
 
     def read(self, partition: InputPartition) -> Iterator[tuple[int, int, int, int]]:
-        from deltalake import DeltaTable
-        from spark_cdc.server_plugin.sinks.apply.tables import OUTCOME_KEY
-
-        options = dict(self.spec.storage_options) or None
-        if not DeltaTable.is_deltatable(self.spec.state, storage_options=options):
-            return
-        state = DeltaTable(self.spec.state, storage_options=options)
-        for commit in state.history(_OUTCOME_SEARCH):
-            found = json.loads(commit.get(OUTCOME_KEY) or "{}")
+        for described in _outcomes(self.spec):
+            found = json.loads(described)
             if found.get("app_id") == self.spec.app_id:
                 yield found.get("batch", 0), found["changes"], found["keys"], found["rows"]
+
+
+def _outcomes(spec: ApplySpec) -> Iterator[str]:
+    """The outcomes the state's latest commits recorded, the latest first."""
+    if spec.target_format == ICEBERG:
+        from spark_cdc.server_plugin.sinks.apply import iceberg_tables
+
+        state = iceberg_tables.existing_state(spec)
+        if state is not None:
+            yield from iceberg_tables.outcomes(state, spec.app_id, _OUTCOME_SEARCH)
+        return
+    from deltalake import DeltaTable
+    from spark_cdc.server_plugin.sinks.apply.tables import OUTCOME_KEY
+
+    options = dict(spec.storage_options) or None
+    if not DeltaTable.is_deltatable(spec.state, storage_options=options):
+        return
+    for commit in DeltaTable(spec.state, storage_options=options).history(_OUTCOME_SEARCH):
+        if commit.get(OUTCOME_KEY):
+            yield commit[OUTCOME_KEY]

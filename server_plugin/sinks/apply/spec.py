@@ -25,6 +25,9 @@ UPSERT, DELETE, TRUNCATE = 0, 1, 2
 
 DELETION_VECTORS_PROPERTY = "delta.enableDeletionVectors"
 
+# The target formats ``apply_changes`` writes.
+DELTA, ICEBERG = "delta", "iceberg"
+
 # Type 2's columns, after the target's own (Spark's and Databricks' names).
 START_AT, END_AT = "__START_AT", "__END_AT"
 
@@ -79,6 +82,10 @@ class ApplySpec:
     # How many key buckets a state the first batch makes is laid out in (``buckets``): the
     # tasks the plan splits the feed in.
     key_buckets: int = 0
+    # The target's table format: "delta" (``target`` and ``state`` are paths) or "iceberg"
+    # (they are table names in the pyiceberg catalog ``catalog``'s properties describe).
+    target_format: str = DELTA
+    catalog: tuple[tuple[str, str], ...] = ()
 
     @property
     def deletion_vectors(self) -> bool:

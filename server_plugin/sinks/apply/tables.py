@@ -204,7 +204,7 @@ def _check_schema(table: Any, path: str, schema: pa.Schema, spec: ApplySpec, rol
         have = {n: t for n, t in have.items() if n not in (KEY_HASH, BUCKET)}
         want = {n: t for n, t in want.items() if n not in (KEY_HASH, BUCKET)}
     if role == "target":
-        _check_scd_type(path, set(have), spec.scd_type)
+        check_scd_type(path, set(have), spec.scd_type)
     missing = [n for n in have if n not in want]
     retyped = [
         f"{n} ({have[n]} in the table, {want[n]} in the feed)"
@@ -222,7 +222,7 @@ def _check_schema(table: Any, path: str, schema: pa.Schema, spec: ApplySpec, rol
         raise error("APPLY_CHANGES.NEW_COLUMNS", path=path, columns=", ".join(added))
 
 
-def _check_scd_type(path: str, columns: set[str], asked: int) -> None:
+def check_scd_type(path: str, columns: set[str], asked: int) -> None:
     """A history's columns in a mirror, or none in a history: said as the type the target
     is, not as the columns that differ."""
     bounds = {START_AT, END_AT}

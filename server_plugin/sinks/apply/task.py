@@ -17,7 +17,7 @@ from spark_cdc.server_plugin.sinks.apply.batch import (
     apply_shares,
     resolve_share,
 )
-from spark_cdc.server_plugin.sinks.apply.spec import ApplySpec
+from spark_cdc.server_plugin.sinks.apply.spec import ICEBERG, ApplySpec
 from spark_cdc.server_plugin.sinks.apply.state import StateMemory
 
 
@@ -29,12 +29,17 @@ def applied(
     memory: StateMemory | None = None,
     shares: list[Share] | None = None,
 ) -> Outcome:
-    """The writer's batch ``version`` applied: its rows (``table``, ``apply_batch``) or
-    the tasks' resolved ``shares`` (``apply_shares``)."""
+    """The writer's batch ``version`` applied: its rows (``table``, ``apply_batch``; an
+    Iceberg target's ``iceberg_batch.apply_batch``) or the tasks' resolved ``shares``
+    (``apply_shares``)."""
     with named_errors(spec):
         if shares is not None:
             return apply_shares(spec, shares, version)
         assert table is not None
+        if spec.target_format == ICEBERG:
+            from spark_cdc.server_plugin.sinks.apply import iceberg_batch
+
+            return iceberg_batch.apply_batch(spec, table, version)
         return apply_batch(spec, table, version, memory)
 
 

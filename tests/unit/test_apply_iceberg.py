@@ -1,0 +1,165 @@
+"""The server's apply step into Iceberg targets (a SQL catalog on SQLite, as pyiceberg
+commits to it) against the plain-Python model, as tests/unit/test_apply_model.py does for
+Delta targets: random feeds in random batches make the target the model makes of the whole
+feed (whole rows and the schema), a batch applied again changes nothing, and each batch is
+one snapshot of the target marked with its writer and number."""
+
+from __future__ import annotations
+
+import tempfile
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from spark_cdc.server_plugin.errors import ChangelogSourceError
+from spark_cdc.server_plugin.iceberg.table import catalog_from
+from spark_cdc.server_plugin.sinks.apply import iceberg_tables
+from spark_cdc.server_plugin.sinks.apply.iceberg_batch import apply_batch
+from spark_cdc.server_plugin.sinks.apply.spec import START_AT, ApplySpec
+
+from tests.support.apply_feeds import MODEL, batches, expected, feeds, target_schema
+from tests.support.apply_model import Change
+from tests.support.apply_targets import VALUES, prepared, read_iceberg, sorted_rows, spec_for
+
+
+def apply_all(spec: ApplySpec, parts: list[list[Change]]) -> list[dict[str, Any]]:
+    for version, part in enumerate(parts):
+        apply_batch(spec, prepared(part), version)
+    table = read_iceberg(spec)
+    assert [(f.name, f.type) for f in table.schema] == target_schema(spec)
+    return sorted_rows(table)
+
+
+def _table(spec: ApplySpec, name: str | None = None) -> Any:
+    return catalog_from(dict(spec.catalog)).load_table(name or spec.target)
+
+
+@MODEL
+@given(
+    data=st.data(),
+    scd_type=st.sampled_from([1, 2]),
+    ignore_nulls=st.booleans(),
+    partition_cols=st.sampled_from([(), ("b",)]),
+)
+def test_target_equals_the_model_of_the_whole_feed(
+    data: st.DataObject, scd_type: int, ignore_nulls: bool, partition_cols: tuple[str, ...]
+) -> None:
+    """Type 1's state compacted after every batch, or never; the target partitioned or
+    not."""
+    changes = data.draw(feeds(truncates=scd_type == 1))
+    parts = data.draw(batches(changes))
+    tracked = data.draw(st.sampled_from([VALUES, ("a",), ("b",)]))
+    compact = data.draw(st.sampled_from([1, 64]))
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(
+            folder,
+            scd_type,
+            iceberg=True,
+            ignore_null_updates=ignore_nulls,
+            tracked=tracked,
+            compact_after_files=compact,
+            partition_cols=partition_cols,
+        )
+        assert apply_all(spec, parts) == expected(changes, spec)
+
+
+@MODEL
+@given(data=st.data(), scd_type=st.sampled_from([1, 2]))
+def test_a_batch_applied_again_changes_nothing(data: st.DataObject, scd_type: int) -> None:
+    """The last batch again under its own marker (skipped), or any batch under another
+    writer's (the same changes seen twice: each is one change)."""
+    changes = data.draw(feeds(truncates=False))
+    parts = data.draw(batches(changes))
+    again = data.draw(st.integers(0, len(parts) - 1))
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(folder, scd_type, iceberg=True)
+        before = apply_all(spec, parts)
+        snapshots = len(_table(spec).metadata.snapshots)
+        assert apply_batch(spec, prepared(parts[-1]), len(parts) - 1).skipped
+        assert len(_table(spec).metadata.snapshots) == snapshots
+        other = spec_for(folder, scd_type, iceberg=True, app_id="another-writer")
+        assert not apply_batch(other, prepared(parts[again]), 0).skipped
+        assert sorted_rows(read_iceberg(spec)) == before == expected(changes, spec)
+
+
+@pytest.mark.parametrize("scd_type", [1, 2])
+def test_each_batch_is_one_snapshot_marked_with_its_writer_and_number(scd_type: int) -> None:
+    """The first batch makes the table (one catalog commit, its rows in it); each later
+    batch that changes the target adds one snapshot, whose summary names the writer and
+    the batch; the identifier fields are the keys (type 2: and ``__START_AT``)."""
+    parts = [
+        [Change((1,), (1,), "upsert", {"a": 1, "b": "x"}), Change((2,), (1,), "upsert", {})],
+        [Change((1,), (2,), "upsert", {"a": 2, "b": "x"})],
+        [Change((2,), (3,), "delete")],
+    ]
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(folder, scd_type, iceberg=True)
+        for version, part in enumerate(parts):
+            apply_batch(spec, prepared(part), version)
+            table = _table(spec)
+            assert len(table.metadata.snapshots) == version + 1
+            summary = table.current_snapshot().summary.additional_properties
+            assert summary[iceberg_tables.WRITER_KEY] == spec.app_id
+            assert summary[iceberg_tables.BATCH_KEY] == str(version)
+        schema = table.schema()
+        identifiers = {schema.find_column_name(i) for i in schema.identifier_field_ids}
+        assert identifiers == ({"id"} if scd_type == 1 else {"id", START_AT})
+        state = _table(spec, spec.state)
+        assert iceberg_tables.last_batch(state, spec.app_id) == len(parts) - 1
+
+
+def test_a_batch_that_changes_nothing_commits_nothing_to_the_target() -> None:
+    """A late change (type 1) changes no row: the state's snapshot alone records it."""
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(folder, 1, iceberg=True)
+        apply_batch(spec, prepared([Change((1,), (5,), "upsert", {"a": 1, "b": "x"})]), 0)
+        done = apply_batch(spec, prepared([Change((1,), (3,), "upsert", {"a": 2})]), 1)
+        assert (done.keys, done.rows) == (0, 0)
+        assert len(_table(spec).metadata.snapshots) == 1
+        assert iceberg_tables.last_batch(_table(spec, spec.state), spec.app_id) == 1
+
+
+def test_a_batch_rewrites_only_the_files_that_hold_its_keys() -> None:
+    """Copy-on-write: the files whose key bounds cannot hold the batch's keys stay."""
+    first = [Change((k,), (1,), "upsert", {"a": k}) for k in range(10)]
+    second = [Change((k,), (1,), "upsert", {"a": k}) for k in range(100, 110)]
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(folder, 1, iceberg=True)
+        apply_batch(spec, prepared(first), 0)
+        apply_batch(spec, prepared(second), 1)
+        apply_batch(spec, prepared([Change((105,), (2,), "upsert", {"a": -1})]), 2)
+        summary = _table(spec).current_snapshot().summary.additional_properties
+        assert (summary["deleted-data-files"], summary["added-data-files"]) == ("1", "1")
+        rows = sorted_rows(read_iceberg(spec))
+        assert len(rows) == 20 and {"id": 105, "a": -1, "b": None} in rows
+
+
+def test_a_replaced_checkpoint_is_refused_not_skipped() -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(folder, 1, iceberg=True)
+        for version in range(3):
+            apply_batch(spec, prepared([Change((1,), (version,), "upsert", {})]), version)
+        with pytest.raises(ChangelogSourceError) as refused:
+            apply_batch(spec, prepared([Change((1,), (9,), "upsert", {})]), 0)
+        assert refused.value.condition == "APPLY_CHANGES.CHECKPOINT_REPLACED"
+
+
+def test_a_target_of_the_other_scd_type_is_refused_by_its_type() -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        apply_batch(
+            spec_for(folder, 1, iceberg=True), prepared([Change((1,), (1,), "upsert", {})]), 0
+        )
+        with pytest.raises(ChangelogSourceError) as refused:
+            history = spec_for(folder, 2, iceberg=True, app_id="history")
+            apply_batch(history, prepared([Change((1,), (2,), "upsert", {})]), 0)
+        assert refused.value.condition == "APPLY_CHANGES.SCD_TYPE_MISMATCH"
+
+
+def test_a_catalog_that_cannot_be_built_is_refused_by_name() -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(folder, 1, iceberg=True)
+        broken = ApplySpec(**{**spec.__dict__, "catalog": (("warehouse", folder),)})
+        with pytest.raises(ChangelogSourceError) as refused:
+            apply_batch(broken, prepared([Change((1,), (1,), "upsert", {})]), 0)
+        assert refused.value.condition == "APPLY_CHANGES.CATALOG_FAILED"
