@@ -23,7 +23,7 @@ from spark_cdc.rewrite.apply_plan import plan_apply, target_layout
 from spark_cdc.rewrite.errors import cdc_error
 from spark_cdc.rewrite.server_code import make_available, server_parallelism
 from spark_cdc.server_plugin.sinks.apply.sink import SINK_NAME, ApplyChangesSink, spec_options
-from spark_cdc.server_plugin.sinks.apply.spec import ApplySpec
+from spark_cdc.server_plugin.sinks.apply.spec import DELTA, ICEBERG, ApplySpec
 from spark_cdc.sources import names_a_table, table_location
 
 if TYPE_CHECKING:
@@ -67,12 +67,17 @@ def apply_changes(
     partition_cols: Sequence[str] | None = None,
     trigger: Mapping[str, Any] | None = None,
     query_name: str | None = None,
+    format: str = DELTA,
+    catalog: Mapping[str, str] | None = None,
 ) -> StreamingQuery | AppliedChanges:
     """Apply ``feed`` to the Delta table ``target``: a path as the server sees it (any
     string with ``/``; the table is made by the first batch when missing) or the name of a
     Delta table in the server's catalog (its location, asked with one ``DESCRIBE`` round
-    trip). A batch DataFrame is applied once, returning what it did; a streaming one
-    micro-batch by micro-batch, returning the started query.
+    trip). With ``format="iceberg"``, ``target`` names an Iceberg table
+    (``namespace.table``) in the pyiceberg catalog whose properties ``catalog`` gives (the
+    ``catalog.<KEY>`` options of the Iceberg reader: ``type``, ``uri``, ``warehouse``...),
+    made by the first batch when missing. A batch DataFrame is applied once, returning
+    what it did; a streaming one micro-batch by micro-batch, returning the started query.
 
     ``keys`` identify a row; ``sequence_by`` (a column, several compared in order, or a
     Column) orders a key's changes. ``stored_as_scd_type`` 1 keeps each key's latest row,
@@ -100,7 +105,8 @@ def apply_changes(
     scd_type = _scd_type(stored_as_scd_type)
     if feed.isStreaming and not checkpoint_location:
         raise cdc_error("APPLY_CHANGES.MISSING_CHECKPOINT_LOCATION")
-    target_name = target if names_a_table(target) else None
+    properties_of_catalog = _catalog(format, target, state_location, catalog)
+    target_name = target if format == DELTA and names_a_table(target) else None
     if target_name is not None:
         target = table_location(feed.sparkSession, target_name)
     tasks = server_parallelism(feed.sparkSession)  # the feed's split, the state's buckets
@@ -135,8 +141,11 @@ def apply_changes(
         storage_options=tuple(sorted((storage_options or {}).items())),
         table_properties=properties,
         partition_cols=partitions,
-        partitioned_by_key=plan.partitioned_by_key,
+        # An Iceberg target's batch is resolved whole in the commit (``iceberg_batch``).
+        partitioned_by_key=plan.partitioned_by_key and format == DELTA,
         key_buckets=tasks,
+        target_format=format,
+        catalog=tuple(sorted(properties_of_catalog.items())),
     )
     spark = feed.sparkSession
     make_available(spark, ApplyChangesSink, "apply_changes")
@@ -214,6 +223,48 @@ def _retention_ms(retention: timedelta | None, scd_type: int) -> int | None:
             fix="pass a timedelta of zero or more, or None to remember deletes for ever",
         )
     return int(retention.total_seconds() * 1000)
+
+
+def _catalog(
+    format: str, target: str, state_location: str | None, catalog: Mapping[str, str] | None
+) -> dict[str, str]:
+    """The catalog properties of an Iceberg target, checked with the format and the
+    tables' names: pyiceberg commits to a table only through a catalog (a folder's
+    commit would fail after writing its files), so a folder is refused up front."""
+    if format not in (DELTA, ICEBERG):
+        raise cdc_error(
+            "APPLY_CHANGES.INVALID_PARAMETER",
+            parameter="format",
+            problem=f"is {format!r}",
+            fix=f"pass {DELTA!r} (the default) or {ICEBERG!r}",
+        )
+    if format == DELTA:
+        if catalog:
+            raise cdc_error(
+                "APPLY_CHANGES.INVALID_PARAMETER",
+                parameter="catalog",
+                problem="is given for a Delta target",
+                fix="pass format='iceberg' with it, or leave it out",
+            )
+        return {}
+    if not catalog or not isinstance(catalog, Mapping):
+        raise cdc_error(
+            "APPLY_CHANGES.INVALID_PARAMETER",
+            parameter="catalog",
+            problem="is missing for an Iceberg target",
+            fix="pass the pyiceberg catalog's properties, such as {'type': 'rest', "
+            "'uri': 'https://catalog.example.com', 'warehouse': 'lake'}",
+        )
+    for parameter, name in (("target", target), ("state_location", state_location)):
+        if name is not None and (not names_a_table(name) or "." not in name):
+            raise cdc_error(
+                "APPLY_CHANGES.INVALID_PARAMETER",
+                parameter=parameter,
+                problem=f"is {name!r}, not an Iceberg table's name (an Iceberg table is "
+                "committed to through its catalog, never as a folder)",
+                fix="name the table as namespace.table in the catalog given",
+            )
+    return {str(k): str(v) for k, v in catalog.items()}
 
 
 def _scd_type(value: int | str) -> int:

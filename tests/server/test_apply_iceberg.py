@@ -1,0 +1,309 @@
+"""apply_changes into Iceberg tables of a catalog (SQL on SQLite, the server's pyiceberg
+committing), on a Spark Connect server: Spark's AUTO CDC cases, a Delta table's change feed
+streamed into both SCD types across a restart, the history read back as a change feed of
+its own (Delta source -> Iceberg SCD2 target -> its changes), an Iceberg feed into a Delta
+target, and the refusals a user meets first."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+from pyspark.errors import PySparkException
+from pyspark.sql import SparkSession
+from spark_cdc import AppliedChanges, apply_changes, read, readStream
+
+from tests.support.apply_model import Change
+from tests.support.apply_targets import feed_changes, model_rows, read_table, sorted_rows
+from tests.support.delta_tables import apply_changes as replay
+from tests.support.iceberg_tables import catalog_properties, sql_catalog
+
+SCHEMA = "id long, value string, seq long, is_delete boolean"
+TARGET = "db.target"
+
+
+def _read(folder: Path, name: str = TARGET) -> pa.Table:
+    table = sql_catalog(folder).load_table(name).scan().to_arrow()
+    plain = [
+        pa.field(f.name, pa.string() if pa.types.is_large_string(f.type) else f.type)
+        for f in table.schema
+    ]
+    return table.cast(pa.schema(plain))
+
+
+# Spark's Scd1/Scd2ForeachBatchHandlerSuite cases (tests/server/test_apply_changes.py has
+# them one target each, into Delta): here every case's key is its own, and each case's
+# i-th batch goes into the i-th call, so all cases share a few calls (a key's changes
+# resolve alone: the other keys in a batch change nothing of it).
+U = lambda key, value, seq: (key, value, seq, False)  # noqa: E731
+D = lambda key, seq: (key, None, seq, True)  # noqa: E731
+SCD1 = {
+    "stale upsert after a tombstone": (
+        [[D(1, 10)], [U(1, "stale", 5), U(2, "fresh", 20)]],
+        [(2, "fresh")],
+    ),
+    "delete removes the row": ([[U(1, "old", 10)], [D(1, 20)]], []),
+    "newest upsert of a batch wins": (
+        [[U(1, "old", 10)], [U(1, "older", 15), U(1, "newer", 20)]],
+        [(1, "newer")],
+    ),
+    "six batches": (
+        [
+            [U(1, "alice", 1), U(1, "bob", 3)],
+            [U(1, "carol", 2)],
+            [U(1, "dave", 4)],
+            [D(1, 2)],
+            [D(1, 5)],
+            [U(1, "ghost", 4)],
+        ],
+        [],
+    ),
+    "later upsert replaces": ([[U(1, "alice", 1)], [U(1, "bob", 2)]], [(1, "bob")]),
+    "tombstone of an unknown key": ([[D(99, 1)], [U(99, "late", 0)]], []),
+}
+SCD2 = {
+    "late upsert closed by an earlier tombstone": (
+        [[D(1, 20)], [U(1, "x", 10)]],
+        [(1, "x", 10, 20)],
+    ),
+    "two upserts in a batch": (
+        [[U(1, "a", 10), U(1, "b", 20)]],
+        [(1, "a", 10, 20), (1, "b", 20, None)],
+    ),
+    "gap for a deletion": (
+        [[U(1, "a", 10), U(1, "b", 20), D(1, 30), U(1, "c", 40)]],
+        [(1, "a", 10, 20), (1, "b", 20, 30), (1, "c", 40, None)],
+    ),
+    "no change coalesces": ([[U(1, "a", 10), U(1, "a", 20)]], [(1, "a", 10, None)]),
+    "update closes current": (
+        [[U(1, "a", 10)], [U(1, "b", 20)]],
+        [(1, "a", 10, 20), (1, "b", 20, None)],
+    ),
+    "late older upsert": ([[U(1, "a", 10)], [U(1, "b", 5)]], [(1, "b", 5, 10), (1, "a", 10, None)]),
+    "late delete inside a version": (
+        [[U(1, "a", 10), U(1, "b", 30)], [D(1, 20)]],
+        [(1, "a", 10, 20), (1, "b", 30, None)],
+    ),
+    "late change splits a run": (
+        [
+            [U(1, "Alice", 5), U(1, "Alice", 10), U(1, "Alice", 15)],
+            [U(1, "Charlie", 20)],
+            [U(1, "Bob", 12)],
+        ],
+        [(1, "Alice", 5, 12), (1, "Bob", 12, 15), (1, "Alice", 15, 20), (1, "Charlie", 20, None)],
+    ),
+    "identical duplicate in a later batch": (
+        [[U(1, "a", 10)], [U(1, "a", 10)]],
+        [(1, "a", 10, None)],
+    ),
+    "upsert after a held tombstone": ([[D(1, 20)], [U(1, "x", 30)]], [(1, "x", 30, None)]),
+}
+
+
+@pytest.mark.parametrize("scd_type", [1, 2])
+def test_spark_auto_cdc_cases_into_iceberg(
+    spark: SparkSession, tmp_path: Path, scd_type: int
+) -> None:
+    cases = SCD1 if scd_type == 1 else SCD2
+    offset = {case: 1000 * i for i, case in enumerate(sorted(cases))}
+    calls = max(len(batches) for batches, _ in cases.values())
+    for call in range(calls):
+        events = [
+            (key + offset[case], value, seq, deleted)
+            for case, (batches, _) in cases.items()
+            if call < len(batches)
+            for key, value, seq, deleted in batches[call]
+        ]
+        done = apply_changes(
+            spark.createDataFrame(events, SCHEMA),
+            TARGET,
+            keys=["id"],
+            sequence_by="seq",
+            apply_as_deletes="is_delete",
+            except_column_list=["seq", "is_delete"],
+            stored_as_scd_type=scd_type,
+            format="iceberg",
+            catalog=catalog_properties(tmp_path),
+        )
+        assert isinstance(done, AppliedChanges) and done.changes == len(events)
+    names = ["id", "value"] if scd_type == 1 else ["id", "value", "__START_AT", "__END_AT"]
+    expected = [
+        dict(zip(names, (row[0] + offset[case], *row[1:]), strict=True))
+        for case, (_, rows) in cases.items()
+        for row in rows
+    ]
+    table = _read(tmp_path)
+    assert table.schema.names == names
+    assert sorted_rows(table) == sorted_rows(pa.Table.from_pylist(expected))
+
+
+def _commit(source: str, step: int) -> None:
+    table = DeltaTable(source)
+    updates = pa.table({"id": [step % 5, 10 + step], "v": [f"u{step}", f"n{step}"]})
+    table.merge(
+        updates, "t.id = s.id", source_alias="s", target_alias="t"
+    ).when_matched_update_all().when_not_matched_insert_all().execute()
+    if step % 3 == 0:
+        table.delete(f"id = {(step + 2) % 5}")
+
+
+@pytest.mark.parametrize("scd_type", [1, 2])
+def test_a_stream_follows_a_delta_table_into_iceberg_across_a_restart(
+    spark: SparkSession, tmp_path: Path, scd_type: int
+) -> None:
+    """The target equals the model of the whole feed; a type 2 target, read back as an
+    Iceberg change feed by its identifier fields (the keys and ``__START_AT``), turns each
+    of its snapshots into the next."""
+    source = str(tmp_path / "source")
+    write_deltalake(source, pa.table({"id": list(range(5)), "v": [f"v{i}" for i in range(5)]}))
+
+    def started() -> Any:
+        reader = readStream(spark).option("rowId", "id").option("computeUpdates", True)
+        return apply_changes(
+            reader.option("startingVersion", 0).load(source),
+            TARGET,
+            keys=["id"],
+            sequence_by="_commit_version",
+            stored_as_scd_type=scd_type,
+            checkpoint_location=str(tmp_path / "checkpoint"),
+            format="iceberg",
+            catalog=catalog_properties(tmp_path),
+        )
+
+    query = started()
+    try:
+        for step in range(1, 4):
+            _commit(source, step)
+            query.processAllAvailable()
+    finally:
+        query.stop()
+    for step in range(4, 7):  # committed while no stream runs
+        _commit(source, step)
+    query = started()
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    assert sorted_rows(_read(tmp_path)) == model_rows(feed_changes(spark, source), scd_type)
+    if scd_type == 2:
+        _assert_its_change_feed_makes_each_snapshot(spark, tmp_path)
+
+
+def _assert_its_change_feed_makes_each_snapshot(spark: SparkSession, folder: Path) -> None:
+    table = sql_catalog(folder).load_table(TARGET)
+    options = {f"catalog.{k}": v for k, v in catalog_properties(folder).items()}
+    feed = read(spark).format("iceberg").options(**options, computeUpdates="true")
+    changes = [
+        r.asDict() for r in feed.option("startingVersion", "earliest").changes(TARGET).collect()
+    ]
+    columns = ["id", "v", "__START_AT", "__END_AT"]
+    before: Counter[tuple[Any, ...]] = Counter()
+    for entry in table.history():
+        snapshot = table.metadata.snapshot_by_id(entry.snapshot_id)
+        rows = table.scan(snapshot_id=entry.snapshot_id).to_arrow().to_pylist()
+        after = Counter(tuple(r[c] for c in columns) for r in rows)
+        own = [c for c in changes if c["_commit_version"] == snapshot.sequence_number]
+        assert replay(before, own, columns) == after, f"snapshot {snapshot.sequence_number}"
+        before = after
+
+
+def test_an_iceberg_feed_into_a_delta_target(spark: SparkSession, tmp_path: Path) -> None:
+    """The other way: an Iceberg table's change feed (pyiceberg's appends, overwrites and
+    upserts) streamed into a Delta mirror and applied in batch into a Delta history, each
+    equal to the model of that feed."""
+    from pyiceberg.expressions import EqualTo
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import LongType, NestedField, StringType
+
+    catalog = sql_catalog(tmp_path)
+    catalog.create_namespace("db")
+    schema = Schema(
+        NestedField(1, "id", LongType(), required=True),
+        NestedField(2, "name", StringType(), required=False),
+        identifier_field_ids=[1],
+    )
+    source = catalog.create_table("db.orders", schema)
+    arrow = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("name", pa.string())])
+
+    def rows(*pairs: tuple[int, str]) -> pa.Table:
+        return pa.Table.from_pylist([{"id": i, "name": n} for i, n in pairs], schema=arrow)
+
+    source.append(rows((1, "a"), (2, "b"), (3, "c")))
+    source.upsert(rows((1, "A"), (4, "d")))
+    source.delete(EqualTo("id", 2))
+    source.upsert(rows((3, "C"), (5, "e")))
+    options = {f"catalog.{k}": v for k, v in catalog_properties(tmp_path).items()}
+
+    def feed(reader: Any) -> Any:
+        reader = reader.format("iceberg").options(**options, computeUpdates="true")
+        return reader.option("startingVersion", "earliest").changes("db.orders")
+
+    changes = [
+        Change(
+            (r["id"],),
+            (r["_commit_version"],),
+            "delete" if r["_change_type"] == "delete" else "upsert",
+            {"id": r["id"], "name": r["name"]},
+        )
+        for r in feed(read(spark)).collect()
+        if r["_change_type"] != "update_preimage"
+    ]
+    mirror, history = str(tmp_path / "mirror"), str(tmp_path / "history")
+    query = apply_changes(
+        feed(readStream(spark)),
+        mirror,
+        keys=["id"],
+        sequence_by="_commit_version",
+        checkpoint_location=str(tmp_path / "checkpoint"),
+    )
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    apply_changes(
+        feed(read(spark)), history, keys=["id"], sequence_by="_commit_version", stored_as_scd_type=2
+    )
+    assert sorted_rows(read_table(mirror)) == model_rows(changes, 1)
+    assert sorted_rows(read_table(history)) == model_rows(changes, 2)
+
+
+def test_a_batch_applied_again_commits_nothing_and_reads_back_its_counts(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    feed = spark.createDataFrame([(1, "a", 1, False), (2, "b", 1, False)], SCHEMA)
+    arguments: dict[str, Any] = {
+        "keys": ["id"],
+        "sequence_by": "seq",
+        "except_column_list": ["seq", "is_delete"],
+        "format": "iceberg",
+        "catalog": catalog_properties(tmp_path),
+    }
+    assert apply_changes(feed, TARGET, **arguments) == AppliedChanges(changes=2, keys=2, rows=2)
+    snapshots = len(sql_catalog(tmp_path).load_table(TARGET).metadata.snapshots)
+    assert apply_changes(feed, TARGET, **arguments) == AppliedChanges(changes=2, keys=0, rows=0)
+    assert len(sql_catalog(tmp_path).load_table(TARGET).metadata.snapshots) == snapshots
+
+
+@pytest.mark.parametrize(
+    ("given", "parameter"),
+    [
+        ({"format": "iceberg"}, "catalog"),
+        ({"format": "iceberg", "catalog": {"type": "sql"}, "target": "/data/folder"}, "target"),
+        ({"catalog": {"type": "sql"}}, "catalog"),
+        ({"format": "hudi"}, "format"),
+    ],
+)
+def test_an_iceberg_target_is_named_in_a_catalog_or_refused_on_the_client(
+    spark: SparkSession, tmp_path: Path, given: dict[str, Any], parameter: str
+) -> None:
+    feed = spark.createDataFrame([(1, "a", 1, False)], SCHEMA)
+    target = given.pop("target", TARGET)
+    with pytest.raises(PySparkException) as refused:
+        apply_changes(feed, target, keys=["id"], sequence_by="seq", **given)
+    assert refused.value.getCondition() == "APPLY_CHANGES.INVALID_PARAMETER"
+    assert refused.value.getMessageParameters()["parameter"] == parameter
+    assert not (tmp_path / "catalog.db").exists()
