@@ -87,7 +87,7 @@ def _what_a_client_sends() -> dict[str, object]:
 
     return {
         "apply spec": [f.name for f in dataclasses.fields(ApplySpec)],
-        "apply options": [sink.SPEC_OPTION, sink.STORAGE_PREFIX],
+        "apply options": [sink.SPEC_OPTION, sink.STORAGE_PREFIX, sink.CATALOG_PREFIX],
         "apply outcome": sink.OUTCOME_SCHEMA,
         "net rules": [f.name for f in dataclasses.fields(net_state.NetRules)],
         "net function": list(inspect.signature(net_state.net_changes).parameters),
@@ -146,6 +146,13 @@ PROTOCOLS[4] = {
 PROTOCOLS[5] = {
     **PROTOCOLS[4],
     "apply spec": [*PROTOCOLS[4]["apply spec"], "key_buckets"],  # type: ignore[list-item]
+}
+
+# 6: Iceberg targets: the target's format and its catalog's properties (``catalog.<KEY>``).
+PROTOCOLS[6] = {
+    **PROTOCOLS[5],
+    "apply spec": [*PROTOCOLS[5]["apply spec"], "target_format", "catalog"],  # type: ignore[list-item]
+    "apply options": ["spec", "storage.", "catalog."],
 }
 
 

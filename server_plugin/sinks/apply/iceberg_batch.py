@@ -84,13 +84,13 @@ def _state_rows(state: Any, spec: ApplySpec, keys: pa.Table | None) -> pa.Table:
     """The state's changes of ``keys`` (by the first key: a superset, and a change of
     another key resolves to no change) and its truncate (a NULL key); all of it when
     ``keys`` is None."""
-    from pyiceberg.expressions import AlwaysTrue, IsNull, Or
+    from pyiceberg.expressions import AlwaysTrue, Or
 
     first = spec.keys[0]
     if keys is None:
         return tables.scanned(state, AlwaysTrue())
     declared = tables.declared(keys, keys.slice(0, 0), spec.keys)
-    rows = tables.scanned(state, Or(declared, IsNull(first)))
+    rows = tables.scanned(state, Or(declared, tables.expression("IsNull", first)))
     values = keys.column(first).cast(rows.schema.field(first).type)
     wanted = pc.or_(
         pc.is_in(rows.column(first), value_set=values), pc.equal(rows.column(OP), TRUNCATE)

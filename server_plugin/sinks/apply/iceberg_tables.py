@@ -370,7 +370,7 @@ def declared(replaced: pa.Table, rows: pa.Table, keys: tuple[str, ...]) -> Any:
     """What the batch's snapshot declares it changes, for pyiceberg's check of other
     writers' commits (and to find the files to read): the first key's values among the
     replaced and inserted rows, as a set when small enough to prune by, else as a range."""
-    from pyiceberg.expressions import AlwaysFalse, And, GreaterThanOrEqual, In, LessThanOrEqual
+    from pyiceberg.expressions import AlwaysFalse, And
 
     key = keys[0]
     parts = [t.column(key) for t in (replaced, rows) if not pa.types.is_null(t.column(key).type)]
@@ -382,9 +382,19 @@ def declared(replaced: pa.Table, rows: pa.Table, keys: tuple[str, ...]) -> Any:
     if not len(values):
         return AlwaysFalse()
     if len(values) <= _IN_LIMIT:
-        return In(key, values.to_pylist())
+        return expression("In", key, values.to_pylist())
     low, high = pc.min_max(values).values()
-    return And(GreaterThanOrEqual(key, low.as_py()), LessThanOrEqual(key, high.as_py()))
+    at_least = expression("GreaterThanOrEqual", key, low.as_py())
+    return And(at_least, expression("LessThanOrEqual", key, high.as_py()))
+
+
+def expression(kind: str, *arguments: Any) -> Any:
+    """pyiceberg's predicate class ``kind`` of ``arguments`` (a column's name, then its
+    values): the classes take them by position, which their pydantic signatures, all that
+    mypy reads, do not declare."""
+    from pyiceberg import expressions
+
+    return getattr(expressions, kind)(*arguments)
 
 
 def _candidates(table: Any, declared: Any) -> list[Any]:
