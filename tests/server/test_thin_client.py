@@ -26,8 +26,15 @@ from pyspark.sql import SparkSession
 from spark_cdc import ChangelogReader
 
 from tests.support import harness
-from tests.support.apply_targets import feed_changes, model_rows, read_table, sorted_rows
+from tests.support.apply_targets import (
+    feed_changes,
+    model_rows,
+    read_iceberg,
+    read_table,
+    sorted_rows,
+)
 from tests.support.delta_tables import rows
+from tests.support.iceberg_tables import catalog_properties
 from tests.support.other_python import other_python
 
 THIN_CLIENT = "pyspark-client>=4.0,<5"
@@ -167,9 +174,11 @@ def test_a_thin_client_cannot_start_a_server_and_says_why(thin: Path) -> None:
 def test_a_thin_client_applies_changes(
     thin: Path, spark: SparkSession, spark_remote: str, tmp_path: Path
 ) -> None:
-    """``apply_changes`` from a client with no deltalake and no Spark jars: the server
-    applies, with delta-rs."""
+    """``apply_changes`` from a client with no deltalake, no pyiceberg and no Spark jars:
+    the server applies, with delta-rs into a Delta history and with pyiceberg into an
+    Iceberg mirror."""
     path, target = str(tmp_path / "orders"), str(tmp_path / "history")
+    catalog = catalog_properties(tmp_path)
     three_commits(path)
     done = python(
         thin,
@@ -179,14 +188,17 @@ def test_a_thin_client_applies_changes(
         feed = read(spark).option("rowId", "id").option("startingVersion", 0).load({path!r})
         print(apply_changes(feed, {target!r}, keys=["id"], sequence_by="_commit_version",
                             stored_as_scd_type=2))
+        print(apply_changes(feed, "db.mirror", keys=["id"], sequence_by="_commit_version",
+                            format="iceberg", catalog={catalog!r}))
         spark.stop()
         """,
     )
     assert done.returncode == 0, done.stderr
-    assert "deltalake" not in installed(thin)
+    assert not {"deltalake", "pyiceberg"} & installed(thin)
     assert done.stdout.startswith("AppliedChanges("), done.stdout
     changes = feed_changes(spark, path)
     assert sorted_rows(read_table(target)) == model_rows(changes, 2)
+    assert sorted_rows(read_iceberg(catalog, "db.mirror")) == model_rows(changes, 1)
 
 
 # Each read a client can make, as Python source over `spark` (a session), `path` (a Delta

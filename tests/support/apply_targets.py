@@ -34,8 +34,9 @@ def _plain(data_type: pa.DataType) -> pa.DataType:
     return data_type
 
 
-def read_table(path: str) -> pa.Table:
-    reader = QueryBuilder().register("t", DeltaTable(path)).execute("select * from t")
+def read_table(path: str, storage_options: dict[str, str] | None = None) -> pa.Table:
+    table = DeltaTable(path, storage_options=storage_options)
+    reader = QueryBuilder().register("t", table).execute("select * from t")
     table = pa.RecordBatchReader.from_stream(reader).read_all()
     return table.cast(pa.schema([pa.field(f.name, _plain(f.type)) for f in table.schema]))
 
@@ -45,12 +46,14 @@ def sorted_rows(table: pa.Table) -> list[dict[str, Any]]:
     return sorted(table.to_pylist(), key=lambda r: [(v is not None, str(v)) for v in r.values()])
 
 
-def feed_changes(spark: Any, source: str, row_id: str = "id") -> list[Change]:
-    """The source's whole change feed from version 0, read in batch with update detection,
-    as the model's changes (sequenced by commit version; preimages are not changes)."""
+def feed_changes(spark: Any, source: str, row_id: str = "id", **options: str) -> list[Change]:
+    """The source's whole change feed from version 0 (read with ``options``), read in batch
+    with update detection, as the model's changes (sequenced by commit version; preimages
+    are not changes)."""
     from spark_cdc import read
 
-    feed = read(spark).option("rowId", row_id).option("computeUpdates", True).load(source)
+    reader = read(spark).options(**options).option("rowId", row_id)
+    feed = reader.option("computeUpdates", True).load(source)
     changes = []
     for row in feed.collect():
         kind = row["_change_type"]
@@ -113,12 +116,12 @@ def iceberg_catalog(folder: str) -> dict[str, str]:
     return {"type": "sql", "uri": f"sqlite:///{folder}/catalog.db", "warehouse": f"file://{folder}"}
 
 
-def read_iceberg(spec: ApplySpec, name: str | None = None) -> pa.Table:
-    """The Iceberg table ``name`` (the spec's target) of the spec's catalog, as pyiceberg
+def read_iceberg(catalog: dict[str, str], name: str) -> pa.Table:
+    """The Iceberg table ``name`` of the catalog of properties ``catalog``, as pyiceberg
     reads it, with Arrow's plain types and nullable columns."""
     from spark_cdc.server_plugin.iceberg.table import catalog_from
 
-    table = catalog_from(dict(spec.catalog)).load_table(name or spec.target).scan().to_arrow()
+    table = catalog_from(dict(catalog)).load_table(name).scan().to_arrow()
     return table.cast(pa.schema([pa.field(f.name, _plain(f.type)) for f in table.schema]))
 
 

@@ -26,9 +26,13 @@ from tests.support.apply_targets import VALUES, prepared, read_iceberg, sorted_r
 def apply_all(spec: ApplySpec, parts: list[list[Change]]) -> list[dict[str, Any]]:
     for version, part in enumerate(parts):
         apply_batch(spec, prepared(part), version)
-    table = read_iceberg(spec)
+    table = read_iceberg(dict(spec.catalog), spec.target)
     assert [(f.name, f.type) for f in table.schema] == target_schema(spec)
     return sorted_rows(table)
+
+
+def _rows(spec: ApplySpec) -> list[dict[str, Any]]:
+    return sorted_rows(read_iceberg(dict(spec.catalog), spec.target))
 
 
 def _table(spec: ApplySpec, name: str | None = None) -> Any:
@@ -80,7 +84,7 @@ def test_a_batch_applied_again_changes_nothing(data: st.DataObject, scd_type: in
         assert len(_table(spec).metadata.snapshots) == snapshots
         other = spec_for(folder, scd_type, iceberg=True, app_id="another-writer")
         assert not apply_batch(other, prepared(parts[again]), 0).skipped
-        assert sorted_rows(read_iceberg(spec)) == before == expected(changes, spec)
+        assert _rows(spec) == before == expected(changes, spec)
 
 
 @pytest.mark.parametrize("scd_type", [1, 2])
@@ -131,7 +135,7 @@ def test_a_batch_rewrites_only_the_files_that_hold_its_keys() -> None:
         apply_batch(spec, prepared([Change((105,), (2,), "upsert", {"a": -1})]), 2)
         summary = _table(spec).current_snapshot().summary.additional_properties
         assert (summary["deleted-data-files"], summary["added-data-files"]) == ("1", "1")
-        rows = sorted_rows(read_iceberg(spec))
+        rows = _rows(spec)
         assert len(rows) == 20 and {"id": 105, "a": -1, "b": None} in rows
 
 
