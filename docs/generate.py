@@ -164,8 +164,8 @@ def bench_streaming_rates() -> str:
 def bench_apply() -> str:
     """``apply_changes`` beside a hand-written ``foreachBatch`` MERGE and a raw read, changes
     per second per case (after a stream's first micro-batch, and its first), with the
-    applying process's peak memory, how a micro-batch's time grows with the target, and
-    the latency."""
+    applying process's peak memory, into Iceberg targets beside pyiceberg's upsert, how a
+    micro-batch's time grows with the target, and the latency."""
     figures = [f for f in _figures() if f.benchmark == "apply"]
     if not figures:
         return "Not measured yet: `./dev bench --only apply` measures it."
@@ -175,13 +175,24 @@ def bench_apply() -> str:
         "|---|---|---|---|---|---|---|",
     ]
     for f in figures:
-        if "ours" not in f.medians:
+        if "hand-written" not in f.medians:
             continue
         m = f.medians
         first = m.get("first micro-batch ratio", "not measured")
         lines.append(
             f"| {f.case} | {m['ours']:,.0f}/s | {m['hand-written']:,.0f}/s | {f.ratio} | "
             f"{first} | {m['raw read']:,.0f}/s | {m.get('peak MB (ours)', 0):,.0f} MB |"
+        )
+    iceberg = [f for f in figures if "pyiceberg upsert" in f.medians]
+    if iceberg:
+        lines += [
+            "\n| Iceberg target | ours | pyiceberg's upsert | ours ÷ upsert |",
+            "|---|---|---|---|",
+        ]
+    for f in iceberg:
+        m = f.medians
+        lines.append(
+            f"| {f.case} | {m['ours']:,.0f}/s | {m['pyiceberg upsert']:,.0f}/s | {f.ratio} |"
         )
     for f in figures:
         if f.case.startswith("growth"):

@@ -80,7 +80,9 @@ TRIGGER_S = 2.0
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the foreachBatch functions
 
 
-def _rows(ids: np.ndarray, seq: int | np.ndarray, rng: np.random.Generator) -> dict[str, Any]:
+def change_columns(
+    ids: np.ndarray, seq: int | np.ndarray, rng: np.random.Generator
+) -> dict[str, Any]:
     count = len(ids)
     return {
         "id": pa.array(ids, pa.int64()),
@@ -92,7 +94,7 @@ def _rows(ids: np.ndarray, seq: int | np.ndarray, rng: np.random.Generator) -> d
     }
 
 
-def _changes(bench: Bench, target_rows: int, count: int) -> str:
+def random_changes(bench: Bench, target_rows: int, count: int) -> str:
     """``MICRO_BATCHES`` Parquet files of ``count`` changes each (built once), the
     sequence each file's number."""
     folder = bench.work / f"apply_changes_{target_rows}_{count}_x{MICRO_BATCHES}"
@@ -120,7 +122,7 @@ def _change_files(
             old = updated(batch, rng)
             first_new = target_rows + batch * count
             ids = np.concatenate([old, np.arange(first_new, first_new + count - len(old))])
-            table = pa.table(_rows(ids, batch + 1, rng))
+            table = pa.table(change_columns(ids, batch + 1, rng))
             op = np.where(np.arange(len(ids)) < int(count * 0.05), "D", "U")
             table = table.append_column("op", pa.array(op))
             pq.write_table(table, folder / f"changes-{batch:03d}.parquet")
@@ -128,7 +130,7 @@ def _change_files(
     return str(folder)
 
 
-def _feed(bench: Bench, source: str) -> Any:
+def file_stream(bench: Bench, source: str) -> Any:
     """One micro-batch per file, in name order."""
     reader = bench.spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1)
     return reader.parquet(str(Path(source) / "*.parquet"))
@@ -142,7 +144,7 @@ def _ours_base(bench: Bench, target_rows: int, scd_type: int) -> Path:
         source = bench.work / f"apply_base_{target_rows}"
         if not source.exists():
             rng = np.random.default_rng(0)
-            table = pa.table(_rows(np.arange(target_rows), 0, rng))
+            table = pa.table(change_columns(np.arange(target_rows), 0, rng))
             source.mkdir(parents=True)
             pq.write_table(
                 table.append_column("op", pa.repeat(pa.scalar("U"), target_rows)),
@@ -166,7 +168,7 @@ def _hand_base(bench: Bench, target_rows: int, scd_type: int) -> Path:
     if not (base / "_bench_complete").exists():
         shutil.rmtree(base, ignore_errors=True)
         rng = np.random.default_rng(0)
-        columns = _rows(np.arange(target_rows), 0, rng)
+        columns = change_columns(np.arange(target_rows), 0, rng)
         if scd_type == 1:
             columns["_seq"] = columns.pop("seq")
         else:
@@ -182,7 +184,7 @@ def _ours_stream(bench: Bench, source: str, run: Path, scd_type: int) -> Callabl
 
     def start() -> Any:
         return apply_changes(
-            _feed(bench, source),
+            file_stream(bench, source),
             str(run / "target"),
             stored_as_scd_type=scd_type,
             state_location=str(run / "state"),
@@ -201,9 +203,15 @@ def _fresh(base: Path, run: Path) -> Path:
     """A copy of ``base`` in a folder no earlier run used: the server's processes keep
     what they read of a table's files by location, and a first micro-batch must read
     its state from storage, as after a restart."""
-    run = run.with_name(f"{run.name}-{next(_RUNS)}")
-    shutil.copytree(base, run)
-    return run
+    return Path(shutil.copytree(base, unused_folder(run, make=False)))
+
+
+def unused_folder(run: Path, make: bool = True) -> Path:
+    """A folder named after ``run`` that no earlier run of this process used."""
+    fresh = run.with_name(f"{run.name}-{next(_RUNS)}")
+    if make:
+        fresh.mkdir(parents=True)
+    return fresh
 
 
 def hand_written(target: str, scd_type: int) -> Any:
@@ -267,7 +275,7 @@ def hand_written(target: str, scd_type: int) -> Any:
     return merge_batch
 
 
-def _rates(count: int, start: Callable[[], Any], firsts: list[float]) -> float:
+def micro_batch_rates(count: int, start: Callable[[], Any], firsts: list[float]) -> float:
     """Changes per second over the stream's micro-batches after the first, from each
     trigger's execution time; the first's rate, from ``start()`` to its end, goes to
     ``firsts``."""
@@ -290,7 +298,9 @@ def run(bench: Bench) -> list[Figure]:
             figures.append(_case(bench, scd_type, count, target_rows, *bases, not figures))
     figures.append(_growth(bench))
     figures.append(_latency(bench))
-    return figures
+    from tests.bench import apply_iceberg  # it builds on this module's changes and streams
+
+    return figures + apply_iceberg.run(bench)
 
 
 def _case(
@@ -302,7 +312,7 @@ def _case(
     hand_base: Path,
     warm_up: bool = False,
 ) -> Figure:
-    source = _changes(bench, target_rows, count)
+    source = random_changes(bench, target_rows, count)
     runs = bench.work / "apply_runs"
     peaks: list[float] = []
     firsts: dict[str, list[float]] = {"ours": [], "hand-written": [], "raw read": []}
@@ -311,28 +321,28 @@ def _case(
         run = _fresh(ours_base, runs / "ours")
         start = _ours_stream(bench, source, run, scd_type)
         if bench.server_pid is None:
-            return _rates(count, start, firsts["ours"])
+            return micro_batch_rates(count, start, firsts["ours"])
         with Sampler(bench.server_pid) as sampler:
-            rate = _rates(count, start, firsts["ours"])
+            rate = micro_batch_rates(count, start, firsts["ours"])
         peaks.append(sampler.peak_kb / 1024)
         return rate
 
     def hand() -> float:
         run = _fresh(hand_base, runs / "hand")
         merge = hand_written(str(run / "target"), scd_type)
-        writer = _feed(bench, source).writeStream.foreachBatch(merge)
+        writer = file_stream(bench, source).writeStream.foreachBatch(merge)
         writer = writer.option("checkpointLocation", str(run / "checkpoint"))
-        return _rates(
+        return micro_batch_rates(
             count, lambda: writer.trigger(availableNow=True).start(), firsts["hand-written"]
         )
 
     def raw() -> float:
         checkpoint = runs / "raw-checkpoint"
         shutil.rmtree(checkpoint, ignore_errors=True)
-        writer = _feed(bench, source).writeStream.format("noop")
+        writer = file_stream(bench, source).writeStream.format("noop")
         writer = writer.option("checkpointLocation", str(checkpoint))
         start = writer.trigger(availableNow=True).start
-        return _rates(count, start, firsts["raw read"])
+        return micro_batch_rates(count, start, firsts["raw read"])
 
     sides = {"ours": ours, "hand-written": hand, "raw read": raw}
     if warm_up:  # the run's first streams start the server's Python workers
@@ -401,7 +411,7 @@ def _growth(bench: Bench) -> Figure:
             source = _clustered_changes(bench, rows, count)
             run = _fresh(base, runs / f"growth_{rows}")
             start = _ours_stream(bench, source, run, 1)
-            return count / _rates(count, start, firsts)  # seconds per micro-batch
+            return count / micro_batch_rates(count, start, firsts)  # seconds per micro-batch
 
         return timed
 
@@ -431,7 +441,7 @@ def _latency(bench: Bench) -> Figure:
     shutil.rmtree(folder, ignore_errors=True)
     source, target = str(folder / "source"), str(folder / "target")
     rng = np.random.default_rng(1)
-    columns = _rows(np.arange(100), 0, rng)
+    columns = change_columns(np.arange(100), 0, rng)
     columns.pop("seq")
     write_deltalake(source, pa.table(columns))
     feed = readStream(bench.spark).option("rowId", "id").load(source)
@@ -449,7 +459,7 @@ def _latency(bench: Bench) -> Figure:
         _wait_for(lambda: DeltaTable.is_deltatable(target), query)  # the first commit
         for step in range(3 if bench.quick else 8):
             key = 1000 + step
-            added = _rows(np.array([key]), 0, rng)
+            added = change_columns(np.array([key]), 0, rng)
             added.pop("seq")
             time.sleep(rng.uniform(0, TRIGGER_S))
             write_deltalake(source, pa.table(added), mode="append")
