@@ -214,21 +214,24 @@ def unused_folder(run: Path, make: bool = True) -> Path:
     return fresh
 
 
+def last_changes(changes: pa.Table) -> pa.Table:
+    """Each key's last change (by ``seq``), as a hand-written MERGE must keep to merge."""
+    order = np.lexsort((-changes.column("seq").to_numpy(), changes.column("id").to_numpy()))
+    changes = changes.take(pa.array(order))
+    ids = changes.column("id").to_numpy()
+    first = np.ones(len(ids), bool)
+    first[1:] = ids[1:] != ids[:-1]
+    return changes.filter(pa.array(first))
+
+
 def hand_written(target: str, scd_type: int) -> Any:
     """The ``foreachBatch`` function users write today (see the module docstring)."""
 
     def merge_batch(batch: Any, batch_id: int) -> None:
-        import numpy as np
         import pyarrow as pa
         from deltalake import DeltaTable
 
-        changes = batch.toArrow()
-        order = np.lexsort((-changes.column("seq").to_numpy(), changes.column("id").to_numpy()))
-        changes = changes.take(pa.array(order))
-        ids = changes.column("id").to_numpy()
-        first = np.ones(len(ids), bool)
-        first[1:] = ids[1:] != ids[:-1]
-        changes = changes.filter(pa.array(first))  # each key's last change
+        changes = last_changes(batch.toArrow())
         values = ["status", "amount", "region", "note"]
         table = DeltaTable(target)
         if scd_type == 1:

@@ -82,19 +82,11 @@ def pyiceberg_upsert(catalog: dict[str, str]) -> Any:
     """The ``foreachBatch`` function of an Iceberg user (see the module docstring)."""
 
     def upsert_batch(batch: Any, batch_id: int) -> None:
-        import numpy as np
-        import pyarrow as pa
         import pyarrow.compute as pc
         from pyiceberg.catalog.sql import SqlCatalog
         from pyiceberg.expressions import In
 
-        changes = batch.toArrow()
-        order = np.lexsort((-changes.column("seq").to_numpy(), changes.column("id").to_numpy()))
-        changes = changes.take(pa.array(order))
-        ids = changes.column("id").to_numpy()
-        first = np.ones(len(ids), bool)
-        first[1:] = ids[1:] != ids[:-1]
-        changes = changes.filter(pa.array(first))  # each key's last change
+        changes = apply.last_changes(batch.toArrow())
         table = SqlCatalog("bench", uri=catalog["uri"], warehouse=catalog["warehouse"]).load_table(
             TABLE
         )

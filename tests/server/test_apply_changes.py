@@ -20,19 +20,16 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from spark_cdc import AppliedChanges, apply_changes, read, readStream
 
-from tests.support.apply_targets import feed_changes, model_rows, read_table, sorted_rows
+from tests.support.apply_targets import (
+    feed_changes,
+    follow_across_a_restart,
+    model_rows,
+    read_table,
+    sorted_rows,
+)
+from tests.support.auto_cdc_cases import SCD1_CASES, SCD2_CASES, SCHEMA, D, Event, U
+from tests.support.delta_tables import merge_step
 from tests.support.processes import Command
-
-SCHEMA = "id long, value string, seq long, is_delete boolean"
-Event = tuple[int, str | None, int, bool]
-
-
-def U(key: int, value: str, seq: int) -> Event:
-    return (key, value, seq, False)
-
-
-def D(key: int, seq: int) -> Event:
-    return (key, None, seq, True)
 
 
 def _apply_batches(
@@ -62,110 +59,11 @@ def _versions(*rows: tuple[int, str, int, int | None]) -> list[dict[str, Any]]:
     )
 
 
-# Scd2ForeachBatchHandlerSuite's cases: batches of events -> the target's versions.
-SCD2_CASES = {
-    "late upsert closed by an earlier tombstone": (
-        [[D(1, 20)], [U(1, "x", 10)]],
-        [(1, "x", 10, 20)],
-    ),
-    "first upsert": ([[U(1, "a", 10)]], [(1, "a", 10, None)]),
-    "two upserts in a batch": (
-        [[U(1, "a", 10), U(1, "b", 20)]],
-        [(1, "a", 10, 20), (1, "b", 20, None)],
-    ),
-    "upsert then delete": ([[U(1, "a", 10), D(1, 20)]], [(1, "a", 10, 20)]),
-    "gap for a deletion": (
-        [[U(1, "a", 10), U(1, "b", 20), D(1, 30), U(1, "c", 40)]],
-        [(1, "a", 10, 20), (1, "b", 20, 30), (1, "c", 40, None)],
-    ),
-    "no change coalesces": ([[U(1, "a", 10), U(1, "a", 20)]], [(1, "a", 10, None)]),
-    "delete of an unknown key": ([[D(1, 5)]], []),
-    "update closes current": (
-        [[U(1, "a", 10)], [U(1, "b", 20)]],
-        [(1, "a", 10, 20), (1, "b", 20, None)],
-    ),
-    "delete closes current": ([[U(1, "a", 10)], [D(1, 20)]], [(1, "a", 10, 20)]),
-    "late older upsert": ([[U(1, "a", 10)], [U(1, "b", 5)]], [(1, "b", 5, 10), (1, "a", 10, None)]),
-    "late upsert inside a version": (
-        [[U(1, "a", 10), U(1, "c", 20)], [U(1, "b", 15)]],
-        [(1, "a", 10, 15), (1, "b", 15, 20), (1, "c", 20, None)],
-    ),
-    "late delete inside a version": (
-        [[U(1, "a", 10), U(1, "b", 30)], [D(1, 20)]],
-        [(1, "a", 10, 20), (1, "b", 30, None)],
-    ),
-    "two late upserts in one batch": (
-        [[U(1, "a", 1), U(1, "b", 5), U(1, "c", 10), U(1, "d", 20)], [U(1, "x", 7), U(1, "y", 15)]],
-        [
-            (1, "a", 1, 5),
-            (1, "b", 5, 7),
-            (1, "x", 7, 10),
-            (1, "c", 10, 15),
-            (1, "y", 15, 20),
-            (1, "d", 20, None),
-        ],
-    ),
-    "upsert after a held tombstone": ([[D(1, 20)], [U(1, "x", 30)]], [(1, "x", 30, None)]),
-    "batch by batch": (
-        [[U(1, "a", 10)], [U(1, "a", 20)], [U(1, "b", 30)]],
-        [(1, "a", 10, 30), (1, "b", 30, None)],
-    ),
-    "late change splits a run": (
-        [
-            [U(1, "Alice", 5), U(1, "Alice", 10), U(1, "Alice", 15)],
-            [U(1, "Charlie", 20)],
-            [U(1, "Bob", 12)],
-        ],
-        [(1, "Alice", 5, 12), (1, "Bob", 12, 15), (1, "Alice", 15, 20), (1, "Charlie", 20, None)],
-    ),
-    "identical duplicates in a batch": ([[U(1, "a", 10), U(1, "a", 10)]], [(1, "a", 10, None)]),
-    "identical duplicate in a later batch": (
-        [[U(1, "a", 10)], [U(1, "a", 10)]],
-        [(1, "a", 10, None)],
-    ),
-    "mixed keys": (
-        [[U(1, "a", 10), U(2, "p", 10)], [U(1, "b", 20), D(2, 20), U(3, "z", 20)]],
-        [(1, "a", 10, 20), (1, "b", 20, None), (2, "p", 10, 20), (3, "z", 20, None)],
-    ),
-    "several keys in a batch": (
-        [[U(1, "a", 10), U(2, "p", 10), U(1, "b", 20), U(2, "p", 20)]],
-        [(1, "a", 10, 20), (1, "b", 20, None), (2, "p", 10, None)],
-    ),
-}
-
-
 @pytest.mark.parametrize("case", sorted(SCD2_CASES))
 def test_spark_scd2_cases(spark: SparkSession, tmp_path: Path, case: str) -> None:
     batches, versions = SCD2_CASES[case]
     target = str(tmp_path / "target")
     assert _apply_batches(spark, target, batches, 2) == _versions(*versions)
-
-
-# Scd1ForeachBatchHandlerSuite's cases: batches of events -> the target's rows.
-SCD1_CASES = {
-    "stale upsert after a tombstone": (
-        [[D(1, 10)], [U(1, "stale", 5), U(2, "fresh", 20)]],
-        [(2, "fresh")],
-    ),
-    "delete removes the row": ([[U(1, "old", 10)], [D(1, 20)]], []),
-    "newest upsert of a batch wins": (
-        [[U(1, "old", 10)], [U(1, "older", 15), U(1, "newer", 20)]],
-        [(1, "newer")],
-    ),
-    "six batches": (
-        [
-            [U(1, "alice", 1), U(1, "bob", 3)],
-            [U(1, "carol", 2)],
-            [U(1, "dave", 4)],
-            [D(1, 2)],
-            [D(1, 5)],
-            [U(1, "ghost", 4)],
-        ],
-        [],
-    ),
-    "later upsert replaces": ([[U(1, "alice", 1)], [U(1, "bob", 2)]], [(1, "bob")]),
-    "tombstone of an unknown key": ([[D(99, 1)], [U(99, "late", 0)]], []),
-}
 
 
 @pytest.mark.parametrize("case", sorted(SCD1_CASES))
@@ -262,50 +160,18 @@ def test_composite_keys_and_sequences(spark: SparkSession, tmp_path: Path, as_st
     )
 
 
-def _commit(source: str, step: int) -> None:
-    table = DeltaTable(source)
-    updates = pa.table({"id": [step % 5, 10 + step], "v": [f"u{step}", f"n{step}"]})
-    table.merge(
-        updates, "t.id = s.id", source_alias="s", target_alias="t"
-    ).when_matched_update_all().when_not_matched_insert_all().execute()
-    if step % 3 == 0:
-        table.delete(f"id = {(step + 2) % 5}")
-
-
 @pytest.mark.parametrize("scd_type", [1, 2])
 def test_a_stream_follows_a_delta_table_across_a_restart(
     spark: SparkSession, tmp_path: Path, scd_type: int
 ) -> None:
     source, target = str(tmp_path / "source"), str(tmp_path / "target")
-    checkpoint = str(tmp_path / "checkpoint")
-    write_deltalake(source, pa.table({"id": list(range(5)), "v": [f"v{i}" for i in range(5)]}))
-
-    def started() -> Any:
-        reader = readStream(spark).option("rowId", "id").option("computeUpdates", True)
-        feed = reader.option("startingVersion", 0).load(source)  # what the model reads
-        return apply_changes(
-            feed,
-            target,
-            keys=["id"],
-            sequence_by="_commit_version",
-            stored_as_scd_type=scd_type,
-            checkpoint_location=checkpoint,
-        )
-
-    query = started()
-    try:
-        for step in range(1, 4):
-            _commit(source, step)
-            query.processAllAvailable()
-    finally:
-        query.stop()
-    for step in range(4, 7):  # committed while no stream runs
-        _commit(source, step)
-    query = started()
-    try:
-        query.processAllAvailable()
-    finally:
-        query.stop()
+    follow_across_a_restart(
+        spark,
+        source,
+        target,
+        stored_as_scd_type=scd_type,
+        checkpoint_location=str(tmp_path / "checkpoint"),
+    )
     table = read_table(target)
     names = ["id", "v"] if scd_type == 1 else ["id", "v", "__START_AT", "__END_AT"]
     assert table.schema.names == names
@@ -341,7 +207,7 @@ def test_the_command_line_follows_a_table_into_a_target(
         try:
             command.wait_for("batch 0 " if run == 0 else "Applying")
             for step in steps:
-                _commit(source, step)
+                merge_step(source, step)
             expected = model_rows(feed_changes(spark, source), scd_type)
             _until_equal(lambda: sorted_rows(read_table(target)), expected, command)
         finally:

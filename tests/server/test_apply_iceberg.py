@@ -12,7 +12,6 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from deltalake import DeltaTable, write_deltalake
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 from spark_cdc import AppliedChanges, apply_changes, read, readStream
@@ -20,15 +19,16 @@ from spark_cdc import AppliedChanges, apply_changes, read, readStream
 from tests.support.apply_model import Change
 from tests.support.apply_targets import (
     feed_changes,
+    follow_across_a_restart,
     model_rows,
     read_iceberg,
     read_table,
     sorted_rows,
 )
+from tests.support.auto_cdc_cases import SCD1_CASES, SCD2_CASES, SCHEMA
 from tests.support.delta_tables import apply_changes as replay
-from tests.support.iceberg_tables import catalog_properties, sql_catalog
+from tests.support.iceberg_tables import catalog_properties, orders_table, sql_catalog
 
-SCHEMA = "id long, value string, seq long, is_delete boolean"
 TARGET = "db.target"
 
 
@@ -36,80 +36,15 @@ def _read(folder: Path, name: str = TARGET) -> pa.Table:
     return read_iceberg(catalog_properties(folder), name)
 
 
-# Spark's Scd1/Scd2ForeachBatchHandlerSuite cases (tests/server/test_apply_changes.py has
-# them one target each, into Delta): here every case's key is its own, and each case's
-# i-th batch goes into the i-th call, so all cases share a few calls (a key's changes
-# resolve alone: the other keys in a batch change nothing of it).
-U = lambda key, value, seq: (key, value, seq, False)  # noqa: E731
-D = lambda key, seq: (key, None, seq, True)  # noqa: E731
-SCD1 = {
-    "stale upsert after a tombstone": (
-        [[D(1, 10)], [U(1, "stale", 5), U(2, "fresh", 20)]],
-        [(2, "fresh")],
-    ),
-    "delete removes the row": ([[U(1, "old", 10)], [D(1, 20)]], []),
-    "newest upsert of a batch wins": (
-        [[U(1, "old", 10)], [U(1, "older", 15), U(1, "newer", 20)]],
-        [(1, "newer")],
-    ),
-    "six batches": (
-        [
-            [U(1, "alice", 1), U(1, "bob", 3)],
-            [U(1, "carol", 2)],
-            [U(1, "dave", 4)],
-            [D(1, 2)],
-            [D(1, 5)],
-            [U(1, "ghost", 4)],
-        ],
-        [],
-    ),
-    "later upsert replaces": ([[U(1, "alice", 1)], [U(1, "bob", 2)]], [(1, "bob")]),
-    "tombstone of an unknown key": ([[D(99, 1)], [U(99, "late", 0)]], []),
-}
-SCD2 = {
-    "late upsert closed by an earlier tombstone": (
-        [[D(1, 20)], [U(1, "x", 10)]],
-        [(1, "x", 10, 20)],
-    ),
-    "two upserts in a batch": (
-        [[U(1, "a", 10), U(1, "b", 20)]],
-        [(1, "a", 10, 20), (1, "b", 20, None)],
-    ),
-    "gap for a deletion": (
-        [[U(1, "a", 10), U(1, "b", 20), D(1, 30), U(1, "c", 40)]],
-        [(1, "a", 10, 20), (1, "b", 20, 30), (1, "c", 40, None)],
-    ),
-    "no change coalesces": ([[U(1, "a", 10), U(1, "a", 20)]], [(1, "a", 10, None)]),
-    "update closes current": (
-        [[U(1, "a", 10)], [U(1, "b", 20)]],
-        [(1, "a", 10, 20), (1, "b", 20, None)],
-    ),
-    "late older upsert": ([[U(1, "a", 10)], [U(1, "b", 5)]], [(1, "b", 5, 10), (1, "a", 10, None)]),
-    "late delete inside a version": (
-        [[U(1, "a", 10), U(1, "b", 30)], [D(1, 20)]],
-        [(1, "a", 10, 20), (1, "b", 30, None)],
-    ),
-    "late change splits a run": (
-        [
-            [U(1, "Alice", 5), U(1, "Alice", 10), U(1, "Alice", 15)],
-            [U(1, "Charlie", 20)],
-            [U(1, "Bob", 12)],
-        ],
-        [(1, "Alice", 5, 12), (1, "Bob", 12, 15), (1, "Alice", 15, 20), (1, "Charlie", 20, None)],
-    ),
-    "identical duplicate in a later batch": (
-        [[U(1, "a", 10)], [U(1, "a", 10)]],
-        [(1, "a", 10, None)],
-    ),
-    "upsert after a held tombstone": ([[D(1, 20)], [U(1, "x", 30)]], [(1, "x", 30, None)]),
-}
-
-
+# Spark's AUTO CDC cases (each into a Delta target of its own in test_apply_changes): here
+# every case's key is its own, and each case's i-th batch goes into the i-th call, so all
+# cases share a few calls (a key's changes resolve alone: the other keys in a batch change
+# nothing of it).
 @pytest.mark.parametrize("scd_type", [1, 2])
 def test_spark_auto_cdc_cases_into_iceberg(
     spark: SparkSession, tmp_path: Path, scd_type: int
 ) -> None:
-    cases = SCD1 if scd_type == 1 else SCD2
+    cases = SCD1_CASES if scd_type == 1 else SCD2_CASES
     offset = {case: 1000 * i for i, case in enumerate(sorted(cases))}
     calls = max(len(batches) for batches, _ in cases.values())
     for call in range(calls):
@@ -142,16 +77,6 @@ def test_spark_auto_cdc_cases_into_iceberg(
     assert sorted_rows(table) == sorted_rows(pa.Table.from_pylist(expected))
 
 
-def _commit(source: str, step: int) -> None:
-    table = DeltaTable(source)
-    updates = pa.table({"id": [step % 5, 10 + step], "v": [f"u{step}", f"n{step}"]})
-    table.merge(
-        updates, "t.id = s.id", source_alias="s", target_alias="t"
-    ).when_matched_update_all().when_not_matched_insert_all().execute()
-    if step % 3 == 0:
-        table.delete(f"id = {(step + 2) % 5}")
-
-
 def test_a_stream_follows_a_delta_table_into_an_iceberg_history_across_a_restart(
     spark: SparkSession, tmp_path: Path
 ) -> None:
@@ -160,35 +85,15 @@ def test_a_stream_follows_a_delta_table_into_an_iceberg_history_across_a_restart
     snapshots into the next. (Type 1 streams across restarts in test_apply_kills.)"""
     scd_type = 2
     source = str(tmp_path / "source")
-    write_deltalake(source, pa.table({"id": list(range(5)), "v": [f"v{i}" for i in range(5)]}))
-
-    def started() -> Any:
-        reader = readStream(spark).option("rowId", "id").option("computeUpdates", True)
-        return apply_changes(
-            reader.option("startingVersion", 0).load(source),
-            TARGET,
-            keys=["id"],
-            sequence_by="_commit_version",
-            stored_as_scd_type=scd_type,
-            checkpoint_location=str(tmp_path / "checkpoint"),
-            format="iceberg",
-            catalog=catalog_properties(tmp_path),
-        )
-
-    query = started()
-    try:
-        for step in range(1, 4):
-            _commit(source, step)
-            query.processAllAvailable()
-    finally:
-        query.stop()
-    for step in range(4, 7):  # committed while no stream runs
-        _commit(source, step)
-    query = started()
-    try:
-        query.processAllAvailable()
-    finally:
-        query.stop()
+    follow_across_a_restart(
+        spark,
+        source,
+        TARGET,
+        stored_as_scd_type=scd_type,
+        checkpoint_location=str(tmp_path / "checkpoint"),
+        format="iceberg",
+        catalog=catalog_properties(tmp_path),
+    )
     assert sorted_rows(_read(tmp_path)) == model_rows(feed_changes(spark, source), scd_type)
     _assert_its_change_feed_makes_each_snapshot(spark, tmp_path)
 
@@ -216,17 +121,8 @@ def test_an_iceberg_feed_into_a_delta_target(spark: SparkSession, tmp_path: Path
     upserts) streamed into a Delta mirror and applied in batch into a Delta history, each
     equal to the model of that feed."""
     from pyiceberg.expressions import EqualTo
-    from pyiceberg.schema import Schema
-    from pyiceberg.types import LongType, NestedField, StringType
 
-    catalog = sql_catalog(tmp_path)
-    catalog.create_namespace("db")
-    schema = Schema(
-        NestedField(1, "id", LongType(), required=True),
-        NestedField(2, "name", StringType(), required=False),
-        identifier_field_ids=[1],
-    )
-    source = catalog.create_table("db.orders", schema)
+    source = orders_table(sql_catalog(tmp_path))
     arrow = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("name", pa.string())])
 
     def rows(*pairs: tuple[int, str]) -> pa.Table:

@@ -24,6 +24,7 @@ from tests.support.feeds import run_stream
 from tests.support.iceberg_tables import (
     catalog_properties,
     equality_delete,
+    orders_table,
     rewrite,
     sql_catalog,
     table_folder,
@@ -34,17 +35,7 @@ SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("name",
 
 @pytest.fixture
 def table(tmp_path: Path) -> Any:
-    from pyiceberg.schema import Schema
-    from pyiceberg.types import LongType, NestedField, StringType
-
-    catalog = sql_catalog(tmp_path)
-    catalog.create_namespace("db")
-    schema = Schema(
-        NestedField(1, "id", LongType(), required=True),
-        NestedField(2, "name", StringType(), required=False),
-        identifier_field_ids=[1],
-    )
-    return catalog.create_table("db.orders", schema)
+    return orders_table(sql_catalog(tmp_path))
 
 
 def _rows(*pairs: tuple[int, str | None]) -> pa.Table:

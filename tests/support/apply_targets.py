@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pyarrow as pa
-from deltalake import DeltaTable, QueryBuilder
+from deltalake import DeltaTable, QueryBuilder, write_deltalake
 from spark_cdc.server_plugin.sinks.apply.spec import (
     DELETE,
     DELTA,
@@ -22,6 +22,7 @@ from spark_cdc.server_plugin.sinks.apply.spec import (
 )
 
 from tests.support.apply_model import Change, scd1, scd2
+from tests.support.delta_tables import merge_step
 
 
 def _plain(data_type: pa.DataType) -> pa.DataType:
@@ -63,6 +64,36 @@ def feed_changes(spark: Any, source: str, row_id: str = "id", **options: str) ->
         kind = "delete" if kind == "delete" else "upsert"
         changes.append(Change((row[row_id],), (row["_commit_version"],), kind, values))
     return changes
+
+
+def follow_across_a_restart(spark: Any, source: str, target: str, **applying: Any) -> None:
+    """A stream into ``target`` (``apply_changes`` with ``applying``) of the Delta table
+    ``source``, made of ids 0-4, follows three steps (``merge_step``), stops, misses three
+    more, and is started again until it has them all: each change once, across the
+    restart."""
+    from spark_cdc import apply_changes, readStream
+
+    write_deltalake(source, pa.table({"id": list(range(5)), "v": [f"v{i}" for i in range(5)]}))
+
+    def started() -> Any:
+        reader = readStream(spark).option("rowId", "id").option("computeUpdates", True)
+        feed = reader.option("startingVersion", 0).load(source)  # what the model reads
+        return apply_changes(feed, target, keys=["id"], sequence_by="_commit_version", **applying)
+
+    query = started()
+    try:
+        for step in range(1, 4):
+            merge_step(source, step)
+            query.processAllAvailable()
+    finally:
+        query.stop()
+    for step in range(4, 7):  # committed while no stream runs
+        merge_step(source, step)
+    query = started()
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
 
 
 def model_rows(changes: list[Change], scd_type: int) -> list[dict[str, Any]]:

@@ -221,3 +221,15 @@ def committing(commit: Callable[[int], None], every_s: float = 0.3) -> Iterator[
     finally:
         done.set()
         writer.join(10)
+
+
+def merge_step(path: str, step: int) -> None:
+    """One step of a table of ids 0-4 (column ``v``) being written: a MERGE that updates
+    one id and inserts a new one, and every third step a delete."""
+    table = DeltaTable(path)
+    updates = pa.table({"id": [step % 5, 10 + step], "v": [f"u{step}", f"n{step}"]})
+    table.merge(
+        updates, "t.id = s.id", source_alias="s", target_alias="t"
+    ).when_matched_update_all().when_not_matched_insert_all().execute()
+    if step % 3 == 0:
+        table.delete(f"id = {(step + 2) % 5}")

@@ -26,6 +26,21 @@ def sql_catalog(folder: Path, name: str = "tests") -> Any:
     return SqlCatalog(name, uri=properties["uri"], warehouse=properties["warehouse"])
 
 
+def orders_table(catalog: Any) -> Any:
+    """``db.orders`` made in ``catalog``: ``id`` (required, its identifier field) and
+    ``name``."""
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import LongType, NestedField, StringType
+
+    catalog.create_namespace("db")
+    schema = Schema(
+        NestedField(1, "id", LongType(), required=True),
+        NestedField(2, "name", StringType(), required=False),
+        identifier_field_ids=[1],
+    )
+    return catalog.create_table("db.orders", schema)
+
+
 def table_folder(table: Any) -> str:
     return str(table.location()).removeprefix("file://")
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import tempfile
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -167,3 +168,41 @@ def test_a_catalog_that_cannot_be_built_is_refused_by_name() -> None:
         with pytest.raises(ChangelogSourceError) as refused:
             apply_batch(broken, prepared([Change((1,), (1,), "upsert", {})]), 0)
         assert refused.value.condition == "APPLY_CHANGES.CATALOG_FAILED"
+
+
+@pytest.mark.parametrize("same_key", [False, True])
+def test_another_writers_commit_between_the_read_and_the_commit(
+    monkeypatch: pytest.MonkeyPatch, same_key: bool
+) -> None:
+    """Another writer appends to the target after the batch planned its rewrite and before
+    it commits: a row of another key is pyiceberg's to retry the batch on (both land); a
+    row of one of the batch's keys would make that key twice, so the batch is refused with
+    nothing of it written, its state commit included."""
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(folder, 1, iceberg=True)
+        apply_batch(spec, prepared([Change((k,), (1,), "upsert", {"a": k}) for k in (1, 2, 3)]), 0)
+        other = _table(spec)  # the other writer's own handle
+        planned = iceberg_tables._candidates
+
+        def interleaved(table: Any, declared: Any) -> list[Any]:
+            found = planned(table, declared)
+            key = 2 if same_key else 100
+            row = pa.table({"id": [key], "a": [-1], "b": ["other"]})
+            other.append(row.cast(other.schema().as_arrow()))
+            return found
+
+        monkeypatch.setattr(iceberg_tables, "_candidates", interleaved)
+        batch = prepared([Change((2,), (2,), "upsert", {"a": 20, "b": "x"})])
+        theirs = {"id": 2 if same_key else 100, "a": -1, "b": "other"}
+        if not same_key:
+            apply_batch(spec, batch, 1)
+            want = [{"id": 1, "a": 1, "b": None}, {"id": 2, "a": 20, "b": "x"}]
+            want += [{"id": 3, "a": 3, "b": None}, theirs]
+            assert _rows(spec) == sorted_rows(pa.Table.from_pylist(want))
+            return
+        with pytest.raises(ChangelogSourceError) as refused:
+            apply_batch(spec, batch, 1)
+        assert refused.value.condition == "APPLY_CHANGES.CONCURRENT_WRITE"
+        want = [{"id": k, "a": k, "b": None} for k in (1, 2, 3)] + [theirs]
+        assert _rows(spec) == sorted_rows(pa.Table.from_pylist(want))
+        assert iceberg_tables.last_batch(_table(spec, spec.state), spec.app_id) == 0

@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from spark_cdc.server_plugin.errors import error
 from spark_cdc.server_plugin.sinks.apply.spec import START_AT, ApplySpec
-from spark_cdc.server_plugin.sinks.apply.tables import aligned, check_scd_type
+from spark_cdc.server_plugin.sinks.apply.tables import aligned, check_columns
 
 # The snapshot summary entries a batch's commits carry: the writer, its batch, and what the
 # batch did (what a batch ``apply_changes`` call reads back).
@@ -109,27 +109,11 @@ def _iceberg_schema(schema: pa.Schema) -> Any:
 
 
 def _check_schema(table: Any, name: str, schema: pa.Schema, spec: ApplySpec, role: str) -> None:
-    """The table holds exactly ``schema``'s columns, of the same Iceberg types; columns the
-    feed brings that it lacks are added only with ``schema_evolution``."""
+    """The table holds exactly ``schema``'s columns, of the same Iceberg types (whether
+    each is required aside)."""
     have = {f.name: f.field_type for f in table.schema().fields}
     want = {f.name: f.field_type for f in _iceberg_schema(schema).fields}
-    if role == "target":
-        check_scd_type(name, set(have), spec.scd_type)
-    missing = [n for n in have if n not in want]
-    retyped = [
-        f"{n} ({have[n]} in the table, {want[n]} in the feed)"
-        for n in want
-        if n in have and have[n] != want[n]
-    ]
-    if missing or retyped:
-        problem = "; ".join(
-            ([f"columns not in the feed: {', '.join(missing)}"] if missing else [])
-            + ([f"columns of another type: {', '.join(retyped)}"] if retyped else [])
-        )
-        raise error("APPLY_CHANGES.TARGET_SCHEMA_MISMATCH", path=name, role=role, problem=problem)
-    added = [n for n in want if n not in have]
-    if added and not spec.schema_evolution:
-        raise error("APPLY_CHANGES.NEW_COLUMNS", path=name, columns=", ".join(added))
+    check_columns(name, have, want, spec, role)
 
 
 def _check_partitioning(table: Any, name: str, spec: ApplySpec) -> None:

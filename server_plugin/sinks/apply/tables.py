@@ -194,8 +194,7 @@ def _check_protocol(table: Any, path: str) -> None:
 
 
 def _check_schema(table: Any, path: str, schema: pa.Schema, spec: ApplySpec, role: str) -> None:
-    """The table holds exactly ``schema``'s columns, of the same Delta types; columns the
-    feed brings that the table lacks are added only with ``schema_evolution``."""
+    """The table holds exactly ``schema``'s columns, of the same Delta types."""
     from deltalake import Schema
 
     have = {f.name: f.type for f in table.schema().fields}
@@ -203,8 +202,17 @@ def _check_schema(table: Any, path: str, schema: pa.Schema, spec: ApplySpec, rol
     if role == "state":  # how the state is laid out is its own (``buckets``)
         have = {n: t for n, t in have.items() if n not in (KEY_HASH, BUCKET)}
         want = {n: t for n, t in want.items() if n not in (KEY_HASH, BUCKET)}
+    check_columns(path, have, want, spec, role)
+
+
+def check_columns(
+    path: str, have: dict[str, Any], want: dict[str, Any], spec: ApplySpec, role: str
+) -> None:
+    """A table's columns (``have``, names to the format's types) are exactly the feed's
+    (``want``); columns the feed brings that the table lacks are added only with
+    ``schema_evolution``. A target's are checked for its SCD type first."""
     if role == "target":
-        check_scd_type(path, set(have), spec.scd_type)
+        _check_scd_type(path, set(have), spec.scd_type)
     missing = [n for n in have if n not in want]
     retyped = [
         f"{n} ({have[n]} in the table, {want[n]} in the feed)"
@@ -222,7 +230,7 @@ def _check_schema(table: Any, path: str, schema: pa.Schema, spec: ApplySpec, rol
         raise error("APPLY_CHANGES.NEW_COLUMNS", path=path, columns=", ".join(added))
 
 
-def check_scd_type(path: str, columns: set[str], asked: int) -> None:
+def _check_scd_type(path: str, columns: set[str], asked: int) -> None:
     """A history's columns in a mirror, or none in a history: said as the type the target
     is, not as the columns that differ."""
     bounds = {START_AT, END_AT}
