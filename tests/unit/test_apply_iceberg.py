@@ -7,6 +7,7 @@ one snapshot of the target marked with its writer and number."""
 from __future__ import annotations
 
 import tempfile
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -206,3 +207,18 @@ def test_another_writers_commit_between_the_read_and_the_commit(
         want = [{"id": k, "a": k, "b": None} for k in (1, 2, 3)] + [theirs]
         assert _rows(spec) == sorted_rows(pa.Table.from_pylist(want))
         assert iceberg_tables.last_batch(_table(spec, spec.state), spec.app_id) == 0
+
+
+def test_keys_iceberg_cannot_identify_rows_by_are_refused_before_any_write() -> None:
+    """Iceberg's identifier fields cannot be floating point: refused by name, with no
+    namespace, table or file made."""
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(folder, 1, iceberg=True)
+        batch = prepared([Change((1,), (1,), "upsert", {})])
+        batch = batch.set_column(0, "id", batch.column("id").cast(pa.float64()))
+        with pytest.raises(ChangelogSourceError) as refused:
+            apply_batch(spec, batch, 0)
+        assert refused.value.condition == "APPLY_CHANGES.INVALID_PARAMETER"
+        assert refused.value.parameters["parameter"] == "keys"
+        assert not catalog_from(dict(spec.catalog)).list_namespaces()
+        assert [p.name for p in Path(folder).iterdir()] == ["catalog.db"]

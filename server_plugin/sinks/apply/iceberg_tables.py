@@ -13,6 +13,11 @@ them is refused by name.
 Another writer's commit in between is pyiceberg's to settle: it retries on the new head when
 nothing the snapshot declares (the batch's keys, the files it rewrites) was touched, and
 fails validation otherwise, which is refused as ``APPLY_CHANGES.CONCURRENT_WRITE``.
+
+Three of pyiceberg 0.12's private names are used (the ``server`` extra pins 0.12): Arrow
+rows written as data files (``_dataframe_to_data_files``, what its own writers use), an
+Arrow schema converted before the table exists (``Catalog._convert_schema_if_needed``), and
+a create transaction's file IO (``_table.io``).
 """
 
 from __future__ import annotations
@@ -37,7 +42,8 @@ _IN_LIMIT = 200
 
 
 def catalog(spec: ApplySpec) -> Any:
-    """The catalog the spec names, from its properties alone (``iceberg.table``)."""
+    """The catalog the spec names, built from its properties alone, as the Iceberg
+    reader builds one (``iceberg.table.catalog_from``)."""
     from spark_cdc.server_plugin.iceberg.table import catalog_from
 
     try:
@@ -177,7 +183,16 @@ def created(
     identifiers = identifier_fields(spec, schema, role)
     fresh = _iceberg_schema(_required(schema, identifiers))
     ids = [fresh.find_field(n).field_id for n in identifiers]
-    fresh = Schema(*fresh.fields, identifier_field_ids=ids)
+    try:
+        fresh = Schema(*fresh.fields, identifier_field_ids=ids)
+    except ValueError as refused:  # a float, double or nested identifier field
+        raise error(
+            "APPLY_CHANGES.INVALID_PARAMETER",
+            parameter="keys",
+            problem=f"cannot identify an Iceberg table's rows ({_first_line(refused)})",
+            fix="key the target by columns of other types (not float, double or nested), "
+            "or apply the changes to a Delta target",
+        ) from refused
     partitions = spec.partition_cols if role == "target" else ()
     _namespace_made(found, name)
     try:
