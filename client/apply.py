@@ -109,7 +109,9 @@ def apply_changes(
     target_name = target if format == DELTA and names_a_table(target) else None
     if target_name is not None:
         target = table_location(feed.sparkSession, target_name)
-    tasks = server_parallelism(feed.sparkSession)  # the feed's split, the state's buckets
+    # A Delta target's feed is split by key among the server's tasks (and its state laid out
+    # in as many buckets); an Iceberg target's batch is resolved whole (``iceberg_batch``).
+    tasks = server_parallelism(feed.sparkSession) if format == DELTA else 0
     plan = plan_apply(
         feed,
         scd_type,
@@ -141,8 +143,7 @@ def apply_changes(
         storage_options=tuple(sorted((storage_options or {}).items())),
         table_properties=properties,
         partition_cols=partitions,
-        # An Iceberg target's batch is resolved whole in the commit (``iceberg_batch``).
-        partitioned_by_key=plan.partitioned_by_key and format == DELTA,
+        partitioned_by_key=plan.partitioned_by_key,
         key_buckets=tasks,
         target_format=format,
         catalog=tuple(sorted(properties_of_catalog.items())),
