@@ -166,7 +166,7 @@ def bench_apply() -> str:
     per second per case (after a stream's first micro-batch, and its first), with the
     applying process's peak memory, into Iceberg targets beside pyiceberg's upsert, how a
     micro-batch's time grows with the target, and the latency."""
-    figures = [f for f in _figures() if f.benchmark == "apply"]
+    figures = [f for f in _figures() if f.benchmark in ("apply", "apply_iceberg")]
     if not figures:
         return "Not measured yet: `./dev bench --only apply` measures it."
     lines = [

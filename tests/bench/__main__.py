@@ -35,8 +35,11 @@ BENCHMARKS = (
     "worker_memory",
     "net_changes",
     "apply",
+    "apply_iceberg",
     "iceberg_source",
 )
+# What ``--only NAME`` runs with it: ``apply`` is every target format's.
+INCLUDED = {"apply": ("apply_iceberg",)}
 
 # The server settings the benchmarks run with, recorded with the results (docs/benchmarks.md,
 # "Benchmarks"). One shuffle partition per core: each is a state store that every
@@ -60,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", type=Path, help="folder for tables (kept between runs)")
     args = parser.parse_args(argv)
     names = [n.strip() for n in args.only.split(",") if n.strip()]
+    names += [n for given in names for n in INCLUDED.get(given, ()) if n not in names]
     unknown = sorted(set(names) - set(BENCHMARKS))
     if unknown:
         parser.error(f"unknown benchmark(s) {unknown}; choose from {', '.join(BENCHMARKS)}")

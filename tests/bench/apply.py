@@ -301,9 +301,7 @@ def run(bench: Bench) -> list[Figure]:
             figures.append(_case(bench, scd_type, count, target_rows, *bases, not figures))
     figures.append(_growth(bench))
     figures.append(_latency(bench))
-    from tests.bench import apply_iceberg  # it builds on this module's changes and streams
-
-    return figures + apply_iceberg.run(bench)
+    return figures
 
 
 def _case(
