@@ -162,13 +162,21 @@ def test_a_target_of_the_other_scd_type_is_refused_by_its_type() -> None:
         assert refused.value.condition == "APPLY_CHANGES.SCD_TYPE_MISMATCH"
 
 
-def test_a_catalog_that_cannot_be_built_is_refused_by_name() -> None:
+@pytest.mark.parametrize(
+    "catalog", [(("warehouse", "w"),), (("type", "dynamodb"),)], ids=["no type", "read-only"]
+)
+def test_a_catalog_that_cannot_be_built_or_commit_is_refused_by_name(
+    catalog: tuple[tuple[str, str], ...],
+) -> None:
+    """No type to build a catalog by, or one whose commits pyiceberg does not implement
+    (it would fail after writing the batch's files): refused, nothing written."""
     with tempfile.TemporaryDirectory() as folder:
         spec = spec_for(folder, 1, iceberg=True)
-        broken = ApplySpec(**{**spec.__dict__, "catalog": (("warehouse", folder),)})
+        broken = ApplySpec(**{**spec.__dict__, "catalog": catalog})
         with pytest.raises(ChangelogSourceError) as refused:
             apply_batch(broken, prepared([Change((1,), (1,), "upsert", {})]), 0)
         assert refused.value.condition == "APPLY_CHANGES.CATALOG_FAILED"
+        assert not any(Path(folder).iterdir())
 
 
 @pytest.mark.parametrize("same_key", [False, True])

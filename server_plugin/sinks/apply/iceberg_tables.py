@@ -39,6 +39,9 @@ BATCH_KEY = "spark-cdc.batch"
 OUTCOME_KEY = "spark-cdc.outcome"
 # pyiceberg prunes files by an ``In`` of at most this many values (more: every file).
 _IN_LIMIT = 200
+# pyiceberg 0.12's catalogs whose ``commit_table`` is not implemented: a batch would fail
+# only after writing its files.
+_READ_ONLY_CATALOGS = ("dynamodb", "bigquery")
 
 
 def catalog(spec: ApplySpec) -> Any:
@@ -46,6 +49,10 @@ def catalog(spec: ApplySpec) -> Any:
     reader builds one (``iceberg.table.catalog_from``)."""
     from spark_cdc.server_plugin.iceberg.table import catalog_from
 
+    kind = dict(spec.catalog).get("type", "").strip().lower()
+    if kind in _READ_ONLY_CATALOGS:
+        problem = f"pyiceberg's {kind} catalog cannot commit to a table"
+        raise error("APPLY_CHANGES.CATALOG_FAILED", table=spec.target, problem=problem)
     try:
         return catalog_from({**dict(spec.storage_options), **dict(spec.catalog)})
     except Exception as problem:  # pyiceberg raises any kind for a bad catalog setting
