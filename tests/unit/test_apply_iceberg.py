@@ -18,7 +18,14 @@ from spark_cdc.server_plugin.errors import ChangelogSourceError
 from spark_cdc.server_plugin.iceberg.table import catalog_from
 from spark_cdc.server_plugin.sinks.apply import iceberg_tables
 from spark_cdc.server_plugin.sinks.apply.iceberg_batch import apply_batch
-from spark_cdc.server_plugin.sinks.apply.spec import START_AT, ApplySpec
+from spark_cdc.server_plugin.sinks.apply.spec import (
+    END_AT,
+    OP,
+    START_AT,
+    UPSERT,
+    ApplySpec,
+    sequence_column,
+)
 
 from tests.support.apply_feeds import MODEL, batches, expected, feeds, target_schema
 from tests.support.apply_model import Change
@@ -230,3 +237,35 @@ def test_keys_iceberg_cannot_identify_rows_by_are_refused_before_any_write() -> 
         assert refused.value.parameters["parameter"] == "keys"
         assert not catalog_from(dict(spec.catalog)).list_namespaces()
         assert [p.name for p in Path(folder).iterdir()] == ["catalog.db"]
+
+
+def test_a_sequence_of_two_parts_opens_and_closes_versions_by_its_struct() -> None:
+    """Type 2 with a two-part sequence: ``__START_AT`` is a struct, an identifier field by
+    its parts, and a later batch closes the version it names (matched part by part)."""
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(folder, 2, iceberg=True)
+        spec = ApplySpec(**{**spec.__dict__, "sequence_names": ("major", "minor")})
+
+        def batch(major: int, minor: int, a: int) -> pa.Table:
+            return pa.table(
+                {
+                    "id": pa.array([1], pa.int64()),
+                    "a": pa.array([a], pa.int64()),
+                    "b": pa.array(["x"], pa.string()),
+                    sequence_column(0): pa.array([major], pa.int64()),
+                    sequence_column(1): pa.array([minor], pa.int64()),
+                    OP: pa.array([UPSERT], pa.int8()),
+                }
+            )
+
+        apply_batch(spec, batch(1, 5, 10), 0)
+        apply_batch(spec, batch(2, 0, 20), 1)
+        start = [{"major": 1, "minor": 5}, {"major": 2, "minor": 0}]
+        want = [
+            {"id": 1, "a": 10, "b": "x", START_AT: start[0], END_AT: start[1]},
+            {"id": 1, "a": 20, "b": "x", START_AT: start[1], END_AT: None},
+        ]
+        assert _rows(spec) == sorted_rows(pa.Table.from_pylist(want))
+        schema = _table(spec).schema()
+        names = {schema.find_column_name(i) for i in schema.identifier_field_ids}
+        assert names == {"id", f"{START_AT}.major", f"{START_AT}.minor"}

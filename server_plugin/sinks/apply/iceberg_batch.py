@@ -75,7 +75,7 @@ def apply_batch(spec: ApplySpec, batch: pa.Table, version: int) -> Outcome:
         tables.overwrite_rows(state, spec, version, resolution.state, marker)
     else:
         tables.append_rows(state, spec, version, resolution.state, marker)
-        if tables.data_file_count(state.refresh()) > spec.compact_after_files:
+        if tables.data_file_count(state) > spec.compact_after_files:  # as committed
             _compact(state, spec, batch.schema)
     return outcome
 

@@ -22,10 +22,13 @@ a create transaction's file IO (``_table.io``).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from spark_cdc.server_plugin.errors import error
@@ -39,6 +42,7 @@ BATCH_KEY = "spark-cdc.batch"
 OUTCOME_KEY = "spark-cdc.outcome"
 # pyiceberg prunes files by an ``In`` of at most this many values (more: every file).
 _IN_LIMIT = 200
+_POSITION = "__spark_cdc_position"  # a row's place, carried through a join
 # pyiceberg 0.12's catalogs whose ``commit_table`` is not implemented: a batch would fail
 # only after writing its files.
 _READ_ONLY_CATALOGS = ("dynamodb", "bigquery")
@@ -124,9 +128,37 @@ def _iceberg_schema(schema: pa.Schema) -> Any:
 def _check_schema(table: Any, name: str, schema: pa.Schema, spec: ApplySpec, role: str) -> None:
     """The table holds exactly ``schema``'s columns, of the same Iceberg types (whether
     each is required aside)."""
-    have = {f.name: f.field_type for f in table.schema().fields}
-    want = {f.name: f.field_type for f in _iceberg_schema(schema).fields}
+    have = {f.name: _Type.of(f.field_type) for f in table.schema().fields}
+    want = {f.name: _Type.of(f.field_type) for f in _iceberg_schema(schema).fields}
     check_columns(name, have, want, spec, role)
+
+
+@dataclass(frozen=True)
+class _Type:
+    """An Iceberg type compared by its shape: names and types, not field ids (a table's
+    own) nor whether nested fields are required (identifier fields must be)."""
+
+    shape: Any
+    text: str = dataclasses.field(compare=False)
+
+    @classmethod
+    def of(cls, data_type: Any) -> _Type:
+        return cls(_shape(data_type), str(data_type))
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def _shape(data_type: Any) -> Any:
+    from pyiceberg.types import ListType, MapType, StructType
+
+    if isinstance(data_type, StructType):
+        return ("struct", tuple((f.name, _shape(f.field_type)) for f in data_type.fields))
+    if isinstance(data_type, ListType):
+        return ("list", _shape(data_type.element_type))
+    if isinstance(data_type, MapType):
+        return ("map", _shape(data_type.key_type), _shape(data_type.value_type))
+    return str(data_type)
 
 
 def _check_partitioning(table: Any, name: str, spec: ApplySpec) -> None:
@@ -432,48 +464,37 @@ def _without(
 ) -> pa.Table:
     """``held`` without the rows matching one of ``replaced`` (all its columns) and, with
     ``kept``, without those of keys not in ``kept``."""
-    left = _anti_join(held, replaced)
+    left = held if not replaced.num_rows else _joined(held, replaced, "left anti")
     if kept is not None:
-        left = _semi_join(left, kept.select(list(keys)))
+        left = _joined(left, kept.select(list(keys)), "left semi")
     return left
 
 
-def _matched_columns(held: pa.Table, by: pa.Table) -> tuple[pa.Table, pa.Table, list[str]]:
-    """``held`` and ``by`` with ``by``'s columns as top-level join keys of alike types (a
-    struct's fields flattened: Arrow joins no struct)."""
-    names = []
-    for name in by.column_names:
-        column = by.column(name)
-        if pa.types.is_struct(column.type):
-            for i, part in enumerate(column.type):
-                flat = f"{name}.{part.name}"
-                held = held.append_column(flat, pc.struct_field(held.column(name), [i]))
-                by = by.append_column(flat, pc.struct_field(column, [i]))
-                names.append(flat)
-        else:
-            names.append(name)
-    by = by.select(names).cast(held.select(names).schema)
-    return held, by, names
-
-
-def _anti_join(held: pa.Table, by: pa.Table) -> pa.Table:
-    if not by.num_rows or not held.num_rows:
-        return held
-    columns = held.column_names
-    joined, right, names = _matched_columns(held, by)
-    return joined.join(right.group_by(names).aggregate([]), names, join_type="left anti").select(
-        columns
-    )
-
-
-def _semi_join(held: pa.Table, by: pa.Table) -> pa.Table:
+def _joined(held: pa.Table, by: pa.Table, kind: str) -> pa.Table:
+    """``held``'s rows that match one of ``by``'s in all its columns (``left semi``), or
+    that match none (``left anti``), in their order. Arrow joins on the key columns alone
+    (it carries no struct), a struct's fields compared one by one, and the rows are taken
+    by position."""
     if not held.num_rows:
         return held
-    columns = held.column_names
-    joined, right, names = _matched_columns(held, by)
-    return joined.join(right.group_by(names).aggregate([]), names, join_type="left semi").select(
-        columns
-    )
+    mine: dict[str, Any] = {}
+    theirs: dict[str, Any] = {}
+    for name in by.column_names:
+        column = by.column(name)
+        parts = list(column.type) if pa.types.is_struct(column.type) else [None]
+        for i, part in enumerate(parts):
+            if part is None:
+                mine[name], theirs[name] = held.column(name), column
+            else:
+                flat = f"{name}.{part.name}"
+                mine[flat] = pc.struct_field(held.column(name), [i])
+                theirs[flat] = pc.struct_field(column, [i])
+    keys = pa.table(mine)
+    names = keys.column_names
+    distinct = pa.table(theirs).cast(keys.schema).group_by(names).aggregate([])
+    keys = keys.append_column(_POSITION, pa.array(np.arange(held.num_rows)))
+    found = keys.join(distinct, names, join_type=kind).column(_POSITION).to_numpy()
+    return held.take(pa.array(np.sort(found)))
 
 
 def overwrite_rows(
