@@ -37,11 +37,15 @@ class PendingCommit:
         self.actions.append({"txn": {"appId": app_id, "version": version, "lastUpdated": now}})
 
     def lines(self) -> bytes:
+        """The commit file: ``commitInfo`` first, as Delta writes it. A table's first
+        commit read no version, and says none: readers parse ``readVersion`` as an
+        unsigned number (delta-rs' ``history()`` fails on -1)."""
+        read = {"readVersion": self.read_version} if self.read_version >= 0 else {}
         info = {
             "timestamp": int(time.time() * 1000),
             "operation": self.operation,
             "operationParameters": {},
-            "readVersion": self.read_version,
+            **read,
             "isolationLevel": "Serializable",
             "isBlindAppend": not any("remove" in a for a in self.actions),
             "engineInfo": ENGINE_INFO,

@@ -268,7 +268,7 @@ def test_table_properties_and_partition_columns_shape_the_target_the_first_batch
     assert rows == [{"id": 1, "value": "b"}, {"id": 2, "value": "b"}]
     table = DeltaTable(target)
     assert table.metadata().partition_columns == ["value"]
-    assert table.metadata().configuration == {**properties, "delta.enableDeletionVectors": "true"}
+    assert table.metadata().configuration == properties
 
 
 def test_a_property_delta_rs_cannot_set_is_refused_with_no_folder_left(
@@ -283,16 +283,21 @@ def test_a_property_delta_rs_cannot_set_is_refused_with_no_folder_left(
 
 
 @pytest.mark.parametrize("scd_type", [1, 2])
-def test_a_target_written_by_deletion_vectors_is_a_change_feed_of_its_own(
-    spark: SparkSession, tmp_path: Path, scd_type: int
+@pytest.mark.parametrize("deletion_vectors", [False, True])
+def test_a_target_is_a_change_feed_of_its_own(
+    spark: SparkSession, tmp_path: Path, scd_type: int, deletion_vectors: bool
 ) -> None:
-    """The target's commits (rows marked deleted, rows appended) read back by this
-    package's own source: each batch's changes to the target, as a Delta reader sees them
-    (type 1 with update detection; type 2's rows are versions, several per key)."""
+    """The target's commits (files rewritten without the replaced rows, or the rows
+    marked deleted; rows appended) read back by this package's own source: each batch's
+    changes to the target, as a Delta reader sees them (type 1 with update detection; type
+    2's rows are versions, several per key)."""
     target = str(tmp_path / "target")
     batches = [[U(1, "a", 5), U(2, "b", 5), U(3, "c", 5)], [U(1, "x", 6), D(2, 6)]]
-    _apply_batches(spark, target, batches, scd_type)
-    assert any(a.get("deletionVector") for a in _adds(target))
+    properties = {"delta.enableDeletionVectors": str(deletion_vectors).lower()}
+    _apply_batches(spark, target, batches, scd_type, table_properties=properties)
+    assert any(a.get("deletionVector") for a in _adds(target)) == deletion_vectors
+    if not deletion_vectors:  # what a new user's first look at the table is
+        assert DeltaTable(target).to_pandas().shape[0] == (2 if scd_type == 1 else 4)
     reader = read(spark)
     if scd_type == 1:
         reader = reader.option("rowId", "id").option("computeUpdates", True)

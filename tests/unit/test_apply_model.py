@@ -82,12 +82,18 @@ def _state_rows(table: pa.Table) -> list[tuple[Any, ...]]:
     return sorted(tuple(map(repr, row.values())) for row in table.to_pylist())
 
 
-# How a target is laid out: each of its write paths (deletion vectors, a hand commit
-# with a checkpoint after every one, delta-rs' MERGE) and partitioned or not.
+# How a target is laid out: each of its write paths (files rewritten by a direct commit,
+# one with a checkpoint after every commit, deletion vectors, delta-rs' MERGE for a table
+# keeping a change data feed) and partitioned or not.
 LAYOUTS = st.fixed_dictionaries(
     {
         "table_properties": st.sampled_from(
-            [{}, {"delta.checkpointInterval": "1"}, {"delta.enableDeletionVectors": "false"}]
+            [
+                {},
+                {"delta.checkpointInterval": "1"},
+                {"delta.enableDeletionVectors": "true"},
+                {"delta.enableChangeDataFeed": "true"},
+            ]
         ),
         "partition_cols": st.sampled_from([(), ("b",)]),
     }

@@ -182,7 +182,7 @@ CODE_FIGURES: dict[str, Callable[[], bool]] = {
     "64 MB": lambda: _partitions().RESOLVE_BYTES == 64 << 20,
     "16 MB": lambda: _partitions().GATHER_BYTES == 16 << 20,
     "2 GiB": lambda: _state().STATE_MEMORY_BYTES == 2 << 30,
-    "1 GiB": lambda: _marked_deletes().FILE_KEYS_BYTES == 1 << 30,
+    "1 GiB": lambda: _direct_commits().FILE_KEYS_BYTES == 1 << 30,
     "640 MiB": lambda: _state().STATE_ROWS_BYTES == 640 << 20,
     "256 MiB": lambda: _state().STATE_KEYS_BYTES == 256 << 20,
     "32 MiB": lambda: _tables().SMALL_FILE_BYTES == 32 << 20,
@@ -206,8 +206,8 @@ def _iceberg_table() -> ModuleType:
     return importlib.import_module("spark_cdc.server_plugin.iceberg.table")
 
 
-def _marked_deletes() -> ModuleType:
-    return importlib.import_module("spark_cdc.server_plugin.sinks.apply.marked_deletes")
+def _direct_commits() -> ModuleType:
+    return importlib.import_module("spark_cdc.server_plugin.sinks.apply.direct_commits")
 
 
 def _stated_figures() -> list[tuple[str, int, str]]:

@@ -26,7 +26,7 @@ from spark_cdc.server_plugin.delta import committer
 from spark_cdc.server_plugin.errors import error
 from spark_cdc.server_plugin.row_level.arrays import array
 from spark_cdc.server_plugin.row_level.hashing import rows_hash
-from spark_cdc.server_plugin.sinks.apply import marked_deletes, staging, tables
+from spark_cdc.server_plugin.sinks.apply import direct_commits, staging, tables
 from spark_cdc.server_plugin.sinks.apply import state as state_table
 from spark_cdc.server_plugin.sinks.apply.buckets import Layout
 from spark_cdc.server_plugin.sinks.apply.history import (
@@ -130,17 +130,17 @@ def _staged(
     spec: ApplySpec, target: Any, state: Any, resolution: Resolution
 ) -> tuple[Resolution, Staged]:
     """A task's rows written where the commit will only name them (``staging``): the
-    target's new rows when the target takes deletion vectors, the state's when its schema
+    target's new rows when the target takes direct commits, the state's when its schema
     holds them, each on a local filesystem. What is staged no longer travels: its table
     is left empty in the resolution."""
     rows, state_rows = resolution.rows, resolution.state
     to_target: tuple[dict[str, Any], ...] = ()
     to_state: tuple[dict[str, Any], ...] = ()
     new_rows = inserted(spec, resolution)
-    if target is not None and _marks_deletes(target, new_rows):
+    if target is not None and _commits_directly(target, new_rows):
         check_not_null(tables.table_schema(target), spec, new_rows)
         schema = tables.table_schema(target)
-        to_target = marked_deletes.staged_rows(target, tables.aligned(new_rows, schema))
+        to_target = direct_commits.staged_rows(target, tables.aligned(new_rows, schema))
         rows = rows.slice(0, 0)
     if state is not None and state_rows.num_rows and staging.stages(spec.state):
         schema, layout = tables.table_schema(state), Layout.of(state)
@@ -333,20 +333,20 @@ def _write_target(
     staged: tuple[dict[str, Any], ...] = (),
 ) -> None:
     """The batch's target commit, with the files of its rows the tasks ``staged`` (on
-    the deletion vectors' path, which each task found the target takes)."""
+    the path of direct commits, which each task found the target takes)."""
     rows = inserted(spec, resolution)
     check_not_null(tables.table_schema(target), spec, rows)
-    marks = not resolution.truncated and _marks_deletes(target, rows)
-    if staged and not marks:
+    direct = not resolution.truncated and _commits_directly(target, rows)
+    if staged and not direct:
         raise error(
             "APPLY_CHANGES.CONCURRENT_WRITE",
             path=spec.target,
             problem="another writer changed the target's properties while the batch was resolved",
         )
-    if marks:
+    if direct:
         schema = tables.table_schema(target)
         replaced = resolution.replaced  # type 1: the changed keys; type 2: their versions
-        marked_deletes.replace_rows(
+        direct_commits.replace_rows(
             target, spec, version, replaced, tables.aligned(rows, schema), outcome, staged
         )
     elif spec.scd_type == 2:
@@ -362,23 +362,23 @@ def _write_target(
 def _create_target(
     spec: ApplySpec, schema: pa.Schema, version: int, rows: pa.Table, outcome: str
 ) -> None:
-    """The target, made by the batch's first commit: with deletion vectors (unless its
-    properties say otherwise) where this package can commit them, else by delta-rs. Its
+    """The target, made by the batch's first commit: with deletion vectors when its
+    properties turn them on and this package can commit them, else by delta-rs. Its
     properties go to delta-rs without ``delta.enableDeletionVectors``: given it, delta-rs
     also declares the variant type, which readers without variant support then refuse."""
     properties = {k: v for k, v in spec.table_properties if k != DELETION_VECTORS_PROPERTY}
     if spec.deletion_vectors and committer.can_commit(spec.target):
-        marked_deletes.create(spec, tables.aligned(rows, schema), version, outcome, properties)
+        direct_commits.create(spec, tables.aligned(rows, schema), version, outcome, properties)
         return
     partition_by = list(spec.partition_cols)
     tables.created(spec.target, schema, spec, version, rows, outcome, properties, partition_by)
 
 
-def _marks_deletes(target: Any, rows: pa.Table) -> bool:
-    """Whether the batch goes to the target by deletion vectors (``marked_deletes``): the
+def _commits_directly(target: Any, rows: pa.Table) -> bool:
+    """Whether the batch's target commit is written here (``direct_commits``): the
     target allows it, and the batch brings no new column (that changes the table's
     schema)."""
-    if marked_deletes.refusal(target) is not None:
+    if direct_commits.refusal(target) is not None:
         return False
     return not set(rows.column_names) - set(tables.table_schema(target).names)
 

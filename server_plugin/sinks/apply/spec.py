@@ -71,8 +71,9 @@ class ApplySpec:
     # hold a Delta table already (never made there by the first batch).
     target_name: str | None = None
     # The properties and partition columns of a target the first batch makes (Spark's
-    # ``create_streaming_table`` names); deletion vectors are on unless the properties say
-    # otherwise. An existing target keeps its own; partition columns that differ are refused.
+    # ``create_streaming_table`` names); deletion vectors only when the properties turn them
+    # on (``deletion_vectors``). An existing target keeps its own; partition columns that
+    # differ are refused.
     table_properties: tuple[tuple[str, str], ...] = ()
     partition_cols: tuple[str, ...] = ()
     # The client's plan partitioned the feed by key (every change of a key in one task), so
@@ -90,8 +91,10 @@ class ApplySpec:
     @property
     def deletion_vectors(self) -> bool:
         """Whether a target the first batch makes has deletion vectors: later batches then
-        mark replaced rows deleted instead of rewriting the files that hold them."""
-        asked = dict(self.table_properties).get(DELETION_VECTORS_PROPERTY, "true")
+        mark replaced rows deleted instead of rewriting the files that hold them. Off unless
+        asked: deltalake's everyday reads (``to_pandas``, ``to_pyarrow_table``) refuse a
+        table with the ``deletionVectors`` reader feature."""
+        asked = dict(self.table_properties).get(DELETION_VECTORS_PROPERTY, "false")
         return asked.strip().lower() == "true"
 
     @property

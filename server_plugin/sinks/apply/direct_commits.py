@@ -1,13 +1,19 @@
-"""Target writes by deletion vectors: the rows a batch replaces are marked deleted in the
-files that hold them and its new rows are appended, in one commit. No data file is
-rewritten, so a batch costs what its keys and rows cost, not what the files they fall in
-hold (a MERGE rewrites every file one of its keys is in: all of them, for keys spread over
-the table).
+"""Target writes committed here, not by delta-rs' MERGE: the rows a batch replaces are
+taken out of the files that hold them and its new rows are appended, in one commit. A
+MERGE joins the batch with every file one of its keys may be in; here each file's key
+index (``file_lookup``, kept per process) says which rows go, so a batch costs what its
+keys and the files they fall in cost, without a join.
+
+How a row is taken out depends on the target: with deletion vectors on
+(``delta.enableDeletionVectors``, opt-in), it is marked deleted and no data file is
+rewritten; otherwise each file that holds one is rewritten without it (copy-on-write, as
+any Delta writer without deletion vectors does), so the table keeps a protocol every
+reader opens (deltalake's ``to_pandas`` refuses the ``deletionVectors`` reader feature).
 
 The new rows' files are staged into the target (``staging``: by the tasks that resolved
-them, or here); the deletion vectors and the commit are written here (``delta.committer``),
-as delta-rs cannot write them. A target takes this path when it has deletion vectors enabled
-and nothing that path cannot keep (``refusal`` names it); the others take the MERGE.
+them, or here); the deletion vectors, rewritten files and the commit are written here
+(``delta.committer``). A target takes this path when nothing in it asks what this path
+cannot do (``refusal`` names it); the others take the MERGE.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -31,7 +38,7 @@ from spark_cdc.server_plugin.delta.deletion_vectors import (
 from spark_cdc.server_plugin.delta.log import DeltaLog
 from spark_cdc.server_plugin.errors import error
 from spark_cdc.server_plugin.sinks.apply import staging, tables
-from spark_cdc.server_plugin.sinks.apply.file_lookup import rows_of_keys
+from spark_cdc.server_plugin.sinks.apply.file_lookup import add_actions, rows_at, rows_of_keys
 from spark_cdc.server_plugin.sinks.apply.key_index import FileKeysCache
 from spark_cdc.server_plugin.sinks.apply.spec import DELETION_VECTORS_PROPERTY, ApplySpec
 from spark_cdc.server_plugin.sinks.apply.tables import OUTCOME_KEY
@@ -59,15 +66,8 @@ def refusal(table: Any) -> str | None:
     """Why the target takes the MERGE path (None: it takes this one)."""
     if not committer.can_commit(table.table_uri):
         return "it is on an object store"
-    protocol = table.protocol()
-    features = set(protocol.writer_features or ())
+    features = set(table.protocol().writer_features or ())
     configuration = table.metadata().configuration
-    if "deletionVectors" not in features or "deletionVectors" not in set(
-        protocol.reader_features or ()
-    ):
-        return "it has no deletion vectors"
-    if configuration.get(DELETION_VECTORS_PROPERTY, "false").lower() != "true":
-        return "delta.enableDeletionVectors is not true"
     if configuration.get("delta.enableChangeDataFeed", "false").lower() == "true":
         return "it keeps a change data feed"
     if configuration.get("delta.columnMapping.mode", "none") != "none":
@@ -82,6 +82,15 @@ def refusal(table: Any) -> str | None:
     return None
 
 
+def marks_rows(table: Any) -> bool:
+    """Whether the target takes replaced rows out by deletion vectors (else by rewriting
+    the files that hold them): it has the feature and its property is on."""
+    protocol = table.protocol()
+    declared = {*(protocol.writer_features or ()), *(protocol.reader_features or ())}
+    enabled = table.metadata().configuration.get(DELETION_VECTORS_PROPERTY, "false")
+    return "deletionVectors" in declared and enabled.lower() == "true"
+
+
 def replace_rows(
     table: Any,
     spec: ApplySpec,
@@ -92,10 +101,10 @@ def replace_rows(
     staged: tuple[dict[str, Any], ...] = (),
 ) -> None:
     """One commit carrying the batch's marker: every row of the target matching one of
-    ``replaced`` in all its columns (the keys; type 2's keys and ``__START_AT``) marked
-    deleted, ``rows`` and the files the tasks ``staged`` appended. A commit lost to
-    another writer is made again on the new snapshot (the rows to write do not depend on
-    it)."""
+    ``replaced`` in all its columns (the keys; type 2's keys and ``__START_AT``) taken out
+    (``marks_rows``: marked deleted, else its file rewritten without it), ``rows`` and the
+    files the tasks ``staged`` appended. A commit lost to another writer is made again on
+    the new snapshot (the rows to write do not depend on it)."""
     log = DeltaLog(table.table_uri, dict(spec.storage_options) or None)
     root = committer.local_root(table.table_uri)
     assert root is not None
@@ -106,7 +115,11 @@ def replace_rows(
             table, log, replaced, replaced.column_names, _FILE_KEYS, indexed=len(spec.keys)
         )
         pending = committer.PendingCommit("MERGE", read_version)
-        written = _mark(log, root, read_version, marks, pending)
+        if marks_rows(table):
+            written = _mark(log, root, read_version, marks, pending)
+            rewritten: tuple[dict[str, Any], ...] = ()
+        else:
+            written, rewritten = None, _rewrite(table, log, read_version, marks, pending)
         pending.actions.extend({"add": add} for add in staged)
         _of_batch(pending, spec, version, outcome)
         committed = committer.try_commit(table.table_uri, pending)
@@ -115,6 +128,7 @@ def replace_rows(
             return
         if written:
             os.unlink(written)
+        staging.discard(table.table_uri, rewritten)
         table.update_incremental()
     raise error(
         "APPLY_CHANGES.CONCURRENT_WRITE",
@@ -161,12 +175,9 @@ def _mark(
     adds = current_adds(log, version, set(marks))
     now = int(time.time() * 1000)
     kept: dict[str, np.ndarray] = {}
-    for path, hits in marks.items():
+    for path, found in marks.items():
         add = adds[path]
-        old = DeletionVector.from_json(add.get("deletionVector"))
-        if old is not None:
-            read = serialized_bitmap(old, lambda p, at, size: _read_range(log, p, at, size))
-            hits = np.union1d(row_positions(read, old.cardinality), hits)
+        hits = _taken_out(log, add, found)
         pending.actions.append({"remove": _removed(add, now)})
         if len(hits) != _records(add):
             kept[path] = np.asarray(hits, np.uint64)
@@ -188,6 +199,68 @@ def _mark(
         add = {**adds[path], "dataChange": True, "deletionVector": descriptor}
         pending.actions.append({"add": {**add, "stats": _loose(add)}})
     return os.path.join(root, name)
+
+
+def _rewrite(
+    table: Any,
+    log: DeltaLog,
+    version: int,
+    marks: dict[str, np.ndarray],
+    pending: committer.PendingCommit,
+) -> tuple[dict[str, Any], ...]:
+    """Each marked file removed and, unless every row of it goes, its other rows written
+    to a new file in its partition (a file's own deletion vector, from another writer,
+    applied too), the files read and written in parallel: the new files' add actions."""
+    if not marks:
+        return ()
+    adds = current_adds(log, version, set(marks))
+    now = int(time.time() * 1000)
+    partitions = list(table.metadata().partition_columns)
+    schema = pa.schema([f for f in tables.table_schema(table) if f.name not in partitions])
+    properties = _stats_properties(table)
+    values = _partition_values(table, partitions, set(marks))
+
+    def rewritten(path: str) -> tuple[dict[str, Any], ...]:
+        hits = _taken_out(log, adds[path], marks[path])
+        rows = rows_at(log, path, None, schema)
+        keep = np.ones(rows.num_rows, bool)
+        keep[hits] = False
+        if not keep.any():
+            return ()
+        rows = rows.filter(keep)
+        for name, value in values.get(path, {}).items():  # written into its partition's folder
+            rows = rows.append_column(name, pa.repeat(value, rows.num_rows))
+        return staging.staged_files(table.table_uri, rows, partitions, properties)
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        new = [a for found in pool.map(rewritten, list(marks)) for a in found]
+    pending.actions.extend({"remove": _removed(adds[path], now)} for path in marks)
+    pending.actions.extend({"add": add} for add in new)
+    return tuple(new)
+
+
+def _partition_values(
+    table: Any, partitions: list[str], paths: set[str]
+) -> dict[str, dict[str, pa.Scalar]]:
+    """Each of ``paths``' partition values, typed as the table's columns (readers such as
+    polars also take a file's partition from its folder, so a rewritten file goes there)."""
+    if not partitions:
+        return {}
+    files = add_actions(table)
+    found: dict[str, dict[str, pa.Scalar]] = {}
+    for row, path in enumerate(files.column("path").to_pylist()):
+        if path in paths:
+            found[path] = {n: files.column(f"partition.{n}")[row] for n in partitions}
+    return found
+
+
+def _taken_out(log: DeltaLog, add: dict[str, Any], hits: np.ndarray) -> np.ndarray:
+    """The file's rows to take out: ``hits`` and those its deletion vector marks."""
+    old = DeletionVector.from_json(add.get("deletionVector"))
+    if old is None:
+        return hits
+    read = serialized_bitmap(old, lambda p, at, size: _read_range(log, p, at, size))
+    return np.union1d(row_positions(read, old.cardinality), hits)
 
 
 def _removed(add: dict[str, Any], now: int) -> dict[str, Any]:

@@ -1,7 +1,8 @@
-"""Targets written by deletion vectors (``sinks.apply.marked_deletes``), on real Delta
-tables: a new target is made with them (and without, when its properties say so), a batch
-rewrites no data file, a commit lost to another writer is made again on the new snapshot,
-and what this path cannot keep goes to delta-rs' MERGE. The model tests
+"""Target commits written by this package (``sinks.apply.direct_commits``), on real Delta
+tables: a new target has no deletion vectors unless its properties turn them on, and opens
+in deltalake's everyday reads; a later batch rewrites only the files holding its keys (or,
+with deletion vectors, no file); a commit lost to another writer is made again on the new
+snapshot; and what this path cannot keep goes to delta-rs' MERGE. The model tests
 (test_apply_model.py) check the rows of every path."""
 
 from __future__ import annotations
@@ -11,11 +12,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import polars
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
+from spark_cdc.server_plugin.delta import committer
 from spark_cdc.server_plugin.errors import ChangelogSourceError
-from spark_cdc.server_plugin.sinks.apply import marked_deletes, tables
+from spark_cdc.server_plugin.sinks.apply import direct_commits, tables
 from spark_cdc.server_plugin.sinks.apply.batch import apply_batch
 from spark_cdc.server_plugin.sinks.apply.spec import END_AT, START_AT
 
@@ -24,6 +27,7 @@ from tests.support.apply_targets import prepared, read_table, sorted_rows, spec_
 
 FIRST = [Change((k,), (1,), "upsert", {"a": k, "b": "x"}) for k in range(1, 5)]
 SCHEMA = pa.schema([("id", pa.int64()), ("a", pa.int64()), ("b", pa.string())])
+DELETION_VECTORS = {"delta.enableDeletionVectors": "true"}
 
 
 def _commits(path: str) -> list[list[dict[str, Any]]]:
@@ -40,12 +44,13 @@ def _files(path: str) -> set[str]:
 
 
 @pytest.mark.parametrize("scd_type", [1, 2])
-def test_a_new_target_has_deletion_vectors_and_later_batches_rewrite_no_file(scd_type: int) -> None:
-    """Updates and a delete of keys in the first batch's file: that file stays, its
-    replaced rows marked in one deletion vector; the batch adds only its new rows' file."""
+def test_a_target_with_deletion_vectors_rewrites_no_file(scd_type: int) -> None:
+    """``delta.enableDeletionVectors=true``: updates and a delete of keys in the first
+    batch's file leave that file, its replaced rows marked in one deletion vector; the
+    batch adds only its new rows' file."""
     later = [Change((1,), (2,), "upsert", {"a": 10, "b": "y"}), Change((2,), (2,), "delete")]
     with tempfile.TemporaryDirectory() as folder:
-        spec = spec_for(folder, scd_type)
+        spec = spec_for(folder, scd_type, table_properties=DELETION_VECTORS)
         apply_batch(spec, prepared(FIRST), 0)
         protocol = DeltaTable(spec.target).protocol()
         assert (protocol.min_reader_version, protocol.min_writer_version) == (3, 7)
@@ -107,26 +112,23 @@ HISTORY = [Change((1,), (s,), "upsert", {"a": s, "b": "x"}) for s in (10, 20, 30
 def test_type_2_replaces_only_the_versions_that_change(
     deletion_vectors: str, change: Change
 ) -> None:
-    """Of a key's three versions, a change replaces one: that version deleted (marked or
-    merged away) and two inserted, the others and the other keys' left as they are."""
+    """Of a key's three versions, a change replaces one: that version taken out (marked,
+    or its file rewritten without it) and two inserted, the others and the other keys'
+    left as they are."""
     with tempfile.TemporaryDirectory() as folder:
         properties = {"delta.enableDeletionVectors": deletion_vectors}
         spec = spec_for(folder, 2, table_properties=properties)
         apply_batch(spec, prepared(HISTORY), 0)
         outcome = apply_batch(spec, prepared([change]), 1)
         commit = _commits(spec.target)[-1]
-        info = next(a["commitInfo"] for a in commit if "commitInfo" in a)
+        marked = [a["add"] for a in commit if "add" in a and a["add"].get("deletionVector")]
+        added = [a["add"] for a in commit if "add" in a and not a["add"].get("deletionVector")]
+        counts = sorted(json.loads(a["stats"])["numRecords"] for a in added)
         if deletion_vectors == "true":
-            marked = [a["add"] for a in commit if "add" in a and a["add"].get("deletionVector")]
-            added = [a["add"] for a in commit if "add" in a and not a["add"].get("deletionVector")]
             assert [a["deletionVector"]["cardinality"] for a in marked] == [1]
-            assert [json.loads(a["stats"])["numRecords"] for a in added] == [2]
-        else:
-            metrics = info["operationMetrics"]
-            assert (metrics["num_target_rows_deleted"], metrics["num_target_rows_inserted"]) == (
-                1,
-                2,
-            )
+            assert counts == [2]
+        else:  # the file of the four versions rewritten with the other three
+            assert not marked and counts == [2, 3]
         rows = [r for r in sorted_rows(read_table(spec.target)) if r["id"] == 1]
     starts = sorted({10, 20, 30, change.sequence[0]})
     ends = [*starts[1:], None]
@@ -138,20 +140,75 @@ def test_type_2_replaces_only_the_versions_that_change(
     assert (outcome.keys, outcome.rows) == (1, 2)
 
 
-def test_deletion_vectors_off_by_table_properties_keep_the_merge() -> None:
-    """``delta.enableDeletionVectors=false``: the table has no such feature, and a later
-    batch rewrites the file that held its keys (delta-rs' MERGE)."""
-    later = [Change((1,), (2,), "upsert", {"a": 10, "b": "y"})]
+@pytest.mark.parametrize("scd_type", [1, 2])
+@pytest.mark.parametrize("partition_cols", [(), ("b",)])
+def test_a_default_target_rewrites_the_files_holding_its_keys_and_every_reader_opens_it(
+    scd_type: int, partition_cols: tuple[str, ...]
+) -> None:
+    """No deletion vectors by default: the table keeps reader 1 / writer 2, a later batch
+    removes the file that held its keys and adds that file's other rows and its own (its
+    partition's values kept), and deltalake's everyday calls read every version."""
+    later = [Change((1,), (2,), "upsert", {"a": 10, "b": "x"}), Change((2,), (2,), "delete")]
     with tempfile.TemporaryDirectory() as folder:
-        spec = spec_for(folder, 1, table_properties={"delta.enableDeletionVectors": "false"})
+        spec = spec_for(folder, scd_type, partition_cols=partition_cols)
         apply_batch(spec, prepared(FIRST), 0)
         table = DeltaTable(spec.target)
-        assert "deletionVectors" not in (table.protocol().writer_features or [])
-        assert marked_deletes.refusal(table) == "it has no deletion vectors"
+        protocol = table.protocol()
+        assert (protocol.min_reader_version, protocol.min_writer_version) == (1, 2)
+        assert direct_commits.refusal(table) is None
+        assert not direct_commits.marks_rows(table)
         before = _files(spec.target)
         apply_batch(spec, prepared(later), 1)
-        removed = [a["remove"]["path"] for a in _commits(spec.target)[-1] if "remove" in a]
-        assert removed == sorted(before)
+        commit = _commits(spec.target)[-1]
+        removed = [a["remove"]["path"] for a in commit if "remove" in a]
+        added = [a["add"] for a in commit if "add" in a]
+        assert sorted(removed) == sorted(before)
+        assert not any(a.get("deletionVector") for a in added)
+        assert {json.dumps(a["partitionValues"]) for a in added} == {
+            json.dumps({"b": "x"} if partition_cols else {})
+        }
+        assert all(a["path"].startswith("b=x/") for a in added if partition_cols)
+        assert not list(Path(spec.target).rglob("deletion_vector_*.bin"))
+        everyday = DeltaTable(spec.target)
+        pandas = everyday.to_pandas()
+        arrow = everyday.to_pyarrow_table()
+        assert sorted_rows(arrow.select(read_table(spec.target).column_names)) == sorted_rows(
+            read_table(spec.target)
+        )
+        assert len(pandas) == arrow.num_rows == (3 if scd_type == 1 else 5)
+        assert [h["operation"] for h in everyday.history()] == ["MERGE", "WRITE"]
+        assert DeltaTable(spec.target, version=0).to_pyarrow_table().num_rows == 4
+        assert polars.read_delta(spec.target).height == arrow.num_rows
+        assert polars.read_delta(spec.target, version=0).height == 4
+
+
+@pytest.mark.parametrize("properties", [{}, DELETION_VECTORS])
+def test_every_commit_is_valid_json_for_deltas_readers(properties: dict[str, str]) -> None:
+    """A first commit made here (deletion vectors) or by delta-rs says no ``readVersion``
+    of -1, which delta-rs' ``history()`` cannot parse; polars reads either table."""
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(folder, 1, table_properties=properties)
+        apply_batch(spec, prepared(FIRST), 0)
+        apply_batch(spec, prepared([Change((1,), (2,), "delete")]), 1)
+        infos = [c[0]["commitInfo"] for c in _commits(spec.target)]
+        assert all(i.get("readVersion", 0) >= 0 for i in infos)
+        assert len(DeltaTable(spec.target).history()) == 2
+        assert polars.read_delta(spec.target).height == 3
+
+
+def test_a_target_keeping_a_change_data_feed_takes_delta_rs_merge() -> None:
+    """delta-rs writes the change data files a change data feed needs; this path does
+    not, so such a target is merged by delta-rs."""
+    later = [Change((1,), (2,), "upsert", {"a": 10, "b": "y"})]
+    with tempfile.TemporaryDirectory() as folder:
+        properties = {"delta.enableChangeDataFeed": "true"}
+        spec = spec_for(folder, 1, table_properties=properties)
+        apply_batch(spec, prepared(FIRST), 0)
+        assert direct_commits.refusal(DeltaTable(spec.target)) == "it keeps a change data feed"
+        apply_batch(spec, prepared(later), 1)
+        assert Path(spec.target, "_change_data").is_dir()
+        info = _commits(spec.target)[-1][0]["commitInfo"]
+        assert info["operation"] == "MERGE" and info["engineInfo"] != committer.ENGINE_INFO
 
 
 def test_properties_and_partitions_reach_a_new_target() -> None:
@@ -161,7 +218,7 @@ def test_properties_and_partitions_reach_a_new_target() -> None:
         apply_batch(spec, prepared(FIRST), 0)
         metadata = DeltaTable(spec.target).metadata()
         assert metadata.partition_columns == ["b"]
-        assert metadata.configuration == {**properties, "delta.enableDeletionVectors": "true"}
+        assert metadata.configuration == properties
         state = DeltaTable(spec.state).metadata()
         assert state.partition_columns == [] and state.configuration == {}
 
@@ -182,19 +239,25 @@ def test_partition_columns_other_than_the_targets_are_refused_before_any_write(
     assert "partitioned by ['b']" in str(refused.value)
 
 
-def test_a_marked_delete_that_loses_a_race_is_made_again_on_the_new_snapshot() -> None:
+@pytest.mark.parametrize("properties", [{}, DELETION_VECTORS])
+def test_a_direct_commit_that_loses_a_race_is_made_again_on_the_new_snapshot(
+    properties: dict[str, str],
+) -> None:
     """Another writer appends a row of key 1 after this writer opened the target: the
-    commit lost at its version is made on the next, and marks that row too."""
+    commit lost at its version is made on the next, and takes that row out too; the
+    files of the lost attempt are gone."""
     with tempfile.TemporaryDirectory() as folder:
-        spec = spec_for(folder, 1)
+        spec = spec_for(folder, 1, table_properties=properties)
         apply_batch(spec, prepared(FIRST[:2]), 0)
         ours = DeltaTable(spec.target)  # as this writer opened it
         other = pa.table({"id": [1, 3], "a": [9, 3], "b": ["other", "z"]}, schema=SCHEMA)
         write_deltalake(spec.target, other, mode="append")
         rows = pa.table({"id": [1], "a": [7], "b": ["new"]}, schema=SCHEMA)
-        marked_deletes.replace_rows(ours, spec, 1, rows.select(["id"]), rows, None)
+        direct_commits.replace_rows(ours, spec, 1, rows.select(["id"]), rows, None)
         table = DeltaTable(spec.target)
         assert (table.version(), table.transaction_version(spec.app_id)) == (2, 1)
+        committed = {a["add"]["path"] for c in _commits(spec.target) for a in c if "add" in a}
+        assert _files(spec.target) == committed  # the lost attempt's files are gone
         assert sorted_rows(read_table(spec.target)) == [
             {"id": 1, "a": 7, "b": "new"},
             {"id": 2, "a": 2, "b": "x"},
@@ -207,7 +270,7 @@ def test_a_lost_race_to_make_a_target_with_deletion_vectors_is_a_concurrent_writ
         spec = spec_for(folder, 1)
         write_deltalake(spec.target, SCHEMA.empty_table())  # the other writer, first
         with pytest.raises(ChangelogSourceError) as refused:
-            marked_deletes.create(
+            direct_commits.create(
                 spec, tables.aligned(prepared(FIRST).select(["id", "a", "b"]), SCHEMA), 0, None, {}
             )
         assert [next(iter(a)) for c in _commits(spec.target) for a in c if "txn" in a] == []
