@@ -69,6 +69,7 @@ def apply_changes(
     query_name: str | None = None,
     format: str = DELTA,
     catalog: Mapping[str, str] | None = None,
+    full_refresh: bool = False,
 ) -> StreamingQuery | AppliedChanges:
     """Apply ``feed`` to the Delta table ``target``: a path as the server sees it (any
     string with ``/``; the table is made by the first batch when missing) or the name of a
@@ -86,8 +87,11 @@ def apply_changes(
     ``_change_type = 'delete'``, its ``update_preimage`` rows are not applied, and those
     three columns stay out of the target. ``table_properties`` and ``partition_cols``
     (Spark's ``create_streaming_table`` names) shape a target the first batch makes; it
-    has deletion vectors unless ``delta.enableDeletionVectors`` is ``'false'``. See
-    docs/apply-changes.md for every parameter.
+    has deletion vectors only when ``delta.enableDeletionVectors`` is ``'true'``.
+    ``full_refresh`` rebuilds the target and its state from ``feed`` (read from its
+    start): one commit replacing every row, older versions still readable; it is the way
+    out of the refusals of a target deleted, replaced or left without its state
+    (docs/living-with-a-target.md). See docs/apply-changes.md for every parameter.
 
     Reads the feed's schema (one round trip), as ``changes(tableName)`` reads a location,
     and once per session what the server has installed (see docs/getting-started.md) and
@@ -105,6 +109,7 @@ def apply_changes(
     scd_type = _scd_type(stored_as_scd_type)
     if feed.isStreaming and not checkpoint_location:
         raise cdc_error("APPLY_CHANGES.MISSING_CHECKPOINT_LOCATION")
+    _check_full_refresh(full_refresh, feed.isStreaming, format)
     properties_of_catalog = _catalog(format, target, state_location, catalog)
     target_name = target if format == DELTA and names_a_table(target) else None
     if target_name is not None:
@@ -147,6 +152,7 @@ def apply_changes(
         key_buckets=tasks,
         target_format=format,
         catalog=tuple(sorted(properties_of_catalog.items())),
+        full_refresh=full_refresh,
     )
     spark = feed.sparkSession
     make_available(spark, ApplyChangesSink, "apply_changes")
@@ -266,6 +272,35 @@ def _catalog(
                 fix="name the table as namespace.table in the catalog given",
             )
     return {str(k): str(v) for k, v in catalog.items()}
+
+
+def _check_full_refresh(full_refresh: bool, streaming: bool, format: str) -> None:
+    """A full refresh is a batch call into a Delta target (a stream's checkpoint would
+    have to start over with it, and an Iceberg target's rebuild is not written yet)."""
+    if not isinstance(full_refresh, bool):
+        raise cdc_error(
+            "APPLY_CHANGES.INVALID_PARAMETER",
+            parameter="full_refresh",
+            problem=f"is {full_refresh!r}",
+            fix="pass True or False",
+        )
+    if full_refresh and streaming:
+        raise cdc_error(
+            "APPLY_CHANGES.INVALID_PARAMETER",
+            parameter="full_refresh",
+            problem="is given for a streaming feed, whose checkpoint would have to start over",
+            fix="apply a batch read of the feed from its start with full_refresh=True, then "
+            "start the stream with a new checkpoint_location (changes applied again are "
+            "each applied once)",
+        )
+    if full_refresh and format != DELTA:
+        raise cdc_error(
+            "APPLY_CHANGES.INVALID_PARAMETER",
+            parameter="full_refresh",
+            problem="is given for an Iceberg target, which it does not rebuild yet",
+            fix="drop the target and its state table in the catalog, then apply the feed "
+            "from its start",
+        )
 
 
 def _scd_type(value: int | str) -> int:

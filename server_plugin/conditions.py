@@ -123,10 +123,27 @@ CONDITIONS: dict[str, Condition] = {
         "as type <asked>: pass stored_as_scd_type=<stored> to go on with it, or apply type "
         "<asked> to a new target (with its own state_location)."
     ),
+    "APPLY_CHANGES.STATE_MISSING": Condition(
+        "'<target>' holds changes apply_changes applied (<evidence>), but its state "
+        "'<state>' is gone, and without it late changes and deletes cannot be placed; "
+        "nothing was written: restore the state, or apply the feed from its start with "
+        "full_refresh=True to rebuild the target and its state."
+    ),
+    "APPLY_CHANGES.TARGET_MISSING": Condition(
+        "The target '<target>' is gone, but its state '<state>' holds the changes applied "
+        "to it, so this batch alone would make a partial target; nothing was written: apply "
+        "the feed from its start with full_refresh=True to rebuild it, or delete the state "
+        "(and a stream's checkpoint) to start over from here."
+    ),
     "APPLY_CHANGES.TARGET_NOT_DELTA": Condition(
         "The catalog's table <table> is at '<path>', which holds no Delta table: name a "
         "Delta table, or give a path, where the first batch makes a new target (an Iceberg "
         "table is written with format='iceberg' and its catalog's properties)."
+    ),
+    "APPLY_CHANGES.TARGET_REPLACED": Condition(
+        "'<target>' is not the table its state '<state>' describes (<problem>); nothing was "
+        "written: apply the feed from its start with full_refresh=True to rebuild it, or "
+        "give this table a state_location of its own."
     ),
     "APPLY_CHANGES.TARGET_SCHEMA_MISMATCH": Condition(
         "The <role> table '<path>' does not fit the feed: <problem>. Apply the feed to a new "

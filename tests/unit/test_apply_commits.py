@@ -142,6 +142,7 @@ def test_a_batch_that_changes_nothing_commits_nothing_to_the_target(
             "rows": 0,
             "skipped": False,
             "tasks": int(in_tasks),
+            "target": [DeltaTable(spec.target).metadata().id, target],  # what it describes
         }
         # A run again after a stop between the two commits changes nothing either.
         assert apply_batch(again, prepared(FIRST), 0).skipped

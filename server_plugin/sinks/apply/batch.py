@@ -26,8 +26,9 @@ from spark_cdc.server_plugin.delta import committer
 from spark_cdc.server_plugin.errors import error
 from spark_cdc.server_plugin.row_level.arrays import array
 from spark_cdc.server_plugin.row_level.hashing import rows_hash
-from spark_cdc.server_plugin.sinks.apply import direct_commits, staging, tables
+from spark_cdc.server_plugin.sinks.apply import binding, direct_commits, staging, tables
 from spark_cdc.server_plugin.sinks.apply import state as state_table
+from spark_cdc.server_plugin.sinks.apply.binding import Applied, Bound
 from spark_cdc.server_plugin.sinks.apply.buckets import Layout
 from spark_cdc.server_plugin.sinks.apply.history import (
     ALIVE,
@@ -79,7 +80,7 @@ def apply_batch(
     ops = to_numpy(batch.column(OP))
     truncating = bool((ops == TRUNCATE).any())
     state = opened.state
-    if state is None:
+    if state is None or spec.full_refresh:  # a full refresh starts from no state
         if memory is not None:
             memory.forget()
         old = opened.state_schema.empty_table()
@@ -223,6 +224,8 @@ def _opened(spec: ApplySpec, schema: pa.Schema, version: int) -> _Opened:
     """The tables for a batch of ``schema``, checked: every refusal of the tables comes
     here, before anything is written."""
     target, state = _tables(spec, schema)
+    if not spec.full_refresh:
+        _check_binding(spec, target, state, version)
     marked = [t.transaction_version(spec.app_id) for t in (target, state) if t is not None]
     last = max((m for m in marked if m is not None), default=None)
     if last is not None and version < last:
@@ -233,6 +236,31 @@ def _opened(spec: ApplySpec, schema: pa.Schema, version: int) -> _Opened:
     return _Opened(
         schema, target, state, target_schema(spec, schema), state_schema(spec, schema), skipped
     )
+
+
+# How many of the state's newest commits are searched for the target it describes (its
+# own batches' commits name it; another writer's compaction of the state does not).
+_BOUND_SEARCH = 20
+
+
+def _check_binding(spec: ApplySpec, target: Any, state: Any, version: int) -> None:
+    """The target is the table its state describes, and a target apply_changes wrote has
+    its state (``binding``)."""
+    found = None if target is None else _bound(target)
+    bound = None
+    if state is not None:
+        outcomes = tables.outcomes(state, spec, _BOUND_SEARCH)
+        bound = next((b for b in map(Bound.of, outcomes) if b is not None), None)
+    applied = []
+    if state is None and target is not None:  # the rare case: the target's history read
+        applied = [Applied.of(o) for o in tables.outcomes(target, spec)]
+    binding.check(
+        spec.target, spec.state, found, state is not None, bound, applied, spec.app_id, version
+    )
+
+
+def _bound(target: Any) -> Bound:
+    return Bound(target.metadata().id, target.version())
 
 
 def _tables(spec: ApplySpec, schema: pa.Schema) -> tuple[Any, Any]:
@@ -273,14 +301,22 @@ def _committed(
     if target is None:
         rows = inserted(spec, resolution)
         _create_target(spec, opened.target_schema, version, rows, marked)
+        target = tables.opened(spec.target, spec)
+    elif spec.full_refresh:  # one commit replacing every row: older versions stay readable
+        rows = inserted(spec, resolution)
+        check_not_null(tables.table_schema(target), spec, rows)
+        tables.overwrite_rows(target, spec, version, rows, marked)
+        target.update_incremental()
     elif _changes_target(resolution, staged) and not tables.applied(target, spec, version):
         _write_target(target, spec, version, resolution, marked, staged.target)
+        target.update_incremental()
     else:
         staging.discard(spec.target, staged.target)  # the target has the batch already
+    marked = _bound(target).within(marked)  # the state's commit names its target
     if state is None:
         state_table.create(spec, opened.state_schema, version, resolution.state, memory, marked)
         return outcome
-    if resolution.truncated:
+    if resolution.truncated or spec.full_refresh:
         state_table.overwrite(state, spec, version, resolution.state, memory, marked)
     elif staged.state:
         tables.append_staged(state, spec, version, staged.state, marked)

@@ -194,14 +194,14 @@ def _required_spec(options: Mapping[str, str]) -> ApplySpec:
 def _task_message(spec: ApplySpec, batches: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
     """A task's message: its share resolved when the plan partitioned the feed by key,
     else its rows, for the commit to resolve (a feed with truncates: each needs every
-    key)."""
+    key; a full refresh: its commits replace every row of both tables)."""
     import pyarrow as pa
 
     collected = list(batches)
     if not sum(b.num_rows for b in collected):
         return StagedChanges(b"", 0)
     rows = pa.Table.from_batches(collected)
-    if spec.partitioned_by_key:
+    if spec.partitioned_by_key and not spec.full_refresh:
         return _resolved(spec, rows)
     return StagedChanges(_ipc(rows), rows.num_rows)
 

@@ -87,6 +87,10 @@ class ApplySpec:
     # (they are table names in the pyiceberg catalog ``catalog``'s properties describe).
     target_format: str = DELTA
     catalog: tuple[tuple[str, str], ...] = ()
+    # Rebuild the target and its state from this feed (its start): the batch is resolved
+    # against no state, replaces every row of the target in one commit, and is not
+    # checked against the state's record of its target (``binding``).
+    full_refresh: bool = False
 
     @property
     def deletion_vectors(self) -> bool:

@@ -9,6 +9,7 @@ first, so a refusal comes before any write and names the table.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Callable, Iterator
@@ -126,6 +127,13 @@ def existing(path: str, schema: pa.Schema, spec: ApplySpec, role: str) -> Any | 
     if role == "target":
         _check_partitioning(table, path, spec)
     return table
+
+
+def opened(path: str, spec: ApplySpec) -> Any:
+    """The table at ``path`` as it is now."""
+    from deltalake import DeltaTable
+
+    return DeltaTable(path, storage_options=storage(spec))
 
 
 def created(
@@ -262,6 +270,29 @@ def applied(table: Any, spec: ApplySpec, version: int) -> bool:
     """Whether this writer already committed ``version`` (its batch) to the table."""
     done = table.transaction_version(spec.app_id)
     return done is not None and done >= version
+
+
+def outcomes(table: Any, spec: ApplySpec, limit: int | None = None) -> Iterator[str]:
+    """The outcomes (``OUTCOME_KEY``) the table's commits recorded, the newest first, of
+    its ``limit`` newest commits (all: None) whose file is still in its log; one commit
+    file read at a time, so a caller that stops early reads few."""
+    from spark_cdc.server_plugin.delta.log import DeltaLog, commit_file
+
+    log = DeltaLog(table.table_uri, storage(spec))
+    newest = table.version()
+    oldest = -1 if limit is None else max(-1, newest - limit)
+    for version in range(newest, oldest, -1):
+        try:
+            with log.fs.open_input_stream(log.location(commit_file(version))) as stream:
+                lines = stream.read().decode("utf-8").splitlines()
+        except FileNotFoundError:
+            return  # older commits were cleaned up with the log
+        for line in lines:
+            if line.startswith('{"commitInfo"'):
+                outcome = json.loads(line)["commitInfo"].get(OUTCOME_KEY)
+                if outcome:
+                    yield outcome
+                break
 
 
 def small_file_count(table: Any) -> int:

@@ -1,0 +1,110 @@
+"""The state bound to its target: what each batch checks before it writes anything, so
+that what a person did by hand to a target or its state is refused by name instead of
+answered with a partial mirror, a history with two open versions of a key, or a batch
+merged into another table.
+
+The state is a record of the changes applied to one table. Each of its batch commits says
+which (``Bound``: the target's own id, Delta's ``metaData.id``, and the target's version
+after the batch), inside the outcome it already carries, so nothing else is written and
+the newest of its commits answers. The rules, the same for every format:
+
+- the state has history and the target is gone: ``TARGET_MISSING`` (a new table made by
+  this batch would hold only what the batch brings);
+- the target is another table than the one the state describes (another id), or an older
+  copy of it (a version before the last one the state applied): ``TARGET_REPLACED``;
+- the state is gone and the target holds batches apply_changes applied, other than the
+  batch being applied again after a stop between its two commits (``batch``' order: the
+  target is committed first): ``STATE_MISSING``. Without the state, a late change or one
+  of a deleted key cannot be placed (type 1 keeps no sequences in the target, type 2
+  would open a second version of a key), so even a mirror is not rebuilt from it.
+
+A full refresh (``spec.full_refresh``) is the way out of each: it rebuilds both from the
+feed's start, and is not checked. Another writer's ordinary commits (compaction, vacuum,
+deletes, updates, appends) keep the id and move the version forward: never refused. A
+state written before this check existed says nothing of its target: it is bound by its
+next batch.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from spark_cdc.server_plugin.errors import error
+
+# Where a state commit's outcome (JSON) says which target it describes.
+TARGET_FIELD = "target"
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The target a state describes: its table id, and its version (Delta) or snapshot id
+    (Iceberg) once the batch was applied."""
+
+    table_id: str
+    version: int
+
+    def within(self, outcome: str) -> str:
+        """``outcome`` (a batch's JSON) with this target named in it."""
+        return json.dumps({**json.loads(outcome), TARGET_FIELD: [self.table_id, self.version]})
+
+    @classmethod
+    def of(cls, outcome: str | None) -> Bound | None:
+        """The target a state commit's ``outcome`` names (None: it names none)."""
+        if not outcome:
+            return None
+        named = json.loads(outcome).get(TARGET_FIELD)
+        return None if named is None else cls(str(named[0]), int(named[1]))
+
+
+@dataclass(frozen=True)
+class Applied:
+    """A batch apply_changes committed to a target: its writer and number."""
+
+    app_id: str
+    batch: int
+
+    @classmethod
+    def of(cls, outcome: str) -> Applied:
+        found = json.loads(outcome)
+        return cls(str(found.get("app_id")), int(found.get("batch", 0)))
+
+
+def check(
+    target: str,
+    state: str,
+    found: Bound | None,
+    state_exists: bool,
+    bound: Bound | None,
+    applied: list[Applied],
+    app_id: str,
+    batch: int,
+) -> None:
+    """Refuse the batch ``batch`` of writer ``app_id`` when the target (``found``: its id
+    and version now; None: there is none) is not the one its state describes (``bound``;
+    None: the state names none) or the state of a target holding ``applied`` batches is
+    gone (``state_exists``)."""
+    if state_exists and found is None:
+        raise error("APPLY_CHANGES.TARGET_MISSING", target=target, state=state)
+    if found is not None and bound is not None:
+        if found.table_id != bound.table_id:
+            problem = f"it is table {found.table_id}, and the state describes {bound.table_id}"
+            raise error(
+                "APPLY_CHANGES.TARGET_REPLACED", target=target, state=state, problem=problem
+            )
+        if found.version < bound.version:
+            problem = (
+                f"it is at version {found.version}, before version {bound.version} that the "
+                "state last applied (restored from an older copy, or its log cut short)"
+            )
+            raise error(
+                "APPLY_CHANGES.TARGET_REPLACED", target=target, state=state, problem=problem
+            )
+    if not state_exists and found is not None:
+        others = [a for a in applied if (a.app_id, a.batch) != (app_id, batch)]
+        if others:
+            latest = others[0]
+            evidence = f"batch {latest.batch} of writer {latest.app_id}"
+            raise error(
+                "APPLY_CHANGES.STATE_MISSING", target=target, state=state, evidence=evidence
+            )

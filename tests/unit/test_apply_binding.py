@@ -1,0 +1,237 @@
+"""A target and its state touched by hand between two batches (``sinks.apply.binding``),
+on real Delta tables written by the engine and by delta-rs as a user would: what is
+refused is refused by name with nothing written, what is another writer's ordinary work
+is applied exactly, and a full refresh rebuilds both from the feed's start."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+from deltalake import DeltaTable, write_deltalake
+from hypothesis import given
+from hypothesis import strategies as st
+from spark_cdc.server_plugin.errors import ChangelogSourceError
+from spark_cdc.server_plugin.sinks.apply.batch import apply_batch
+from spark_cdc.server_plugin.sinks.apply.spec import ApplySpec
+
+from tests.support.apply_feeds import MODEL, batches, expected, feeds
+from tests.support.apply_model import Change
+from tests.support.apply_targets import prepared, read_table, sorted_rows, spec_for
+
+FIRST = [Change((k,), (1,), "upsert", {"a": k, "b": "x"}) for k in range(1, 6)]
+SECOND = [Change((1,), (2,), "upsert", {"a": 10, "b": "y"}), Change((6,), (2,), "upsert", {"a": 6})]
+LATE = [Change((2,), (0,), "upsert", {"a": 99, "b": "late"}), Change((3,), (3,), "delete")]
+
+
+def _versions(spec: ApplySpec) -> tuple[int | None, int | None]:
+    """Each table's version (None: no table at its path)."""
+    return tuple(  # type: ignore[return-value]
+        DeltaTable(p).version() if DeltaTable.is_deltatable(p) else None
+        for p in (spec.target, spec.state)
+    )
+
+
+def _refused(spec: ApplySpec, changes: list[Change], version: int) -> ChangelogSourceError:
+    """The batch refused, with neither table changed (no commit, no folder made)."""
+    before = _versions(spec)
+    with pytest.raises(ChangelogSourceError) as refused:
+        apply_batch(spec, prepared(changes), version)
+    assert _versions(spec) == before
+    return refused.value
+
+
+def _refresh(spec: ApplySpec) -> ApplySpec:
+    return dataclasses.replace(spec, full_refresh=True, app_id="refresh-writer")
+
+
+@pytest.mark.parametrize("scd_type", [1, 2])
+def test_a_deleted_target_whose_state_has_history_is_refused(scd_type: int) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(folder, scd_type)
+        apply_batch(spec, prepared(FIRST), 0)
+        shutil.rmtree(spec.target)
+        refused = _refused(spec, SECOND, 1)
+        assert not Path(spec.target).exists()
+    assert refused.condition == "APPLY_CHANGES.TARGET_MISSING"
+    assert refused.parameters == {"target": spec.target, "state": spec.state}
+    assert "full_refresh=True" in str(refused)
+
+
+@pytest.mark.parametrize("scd_type", [1, 2])
+def test_a_target_whose_state_is_deleted_is_refused(scd_type: int) -> None:
+    """Even a mirror: rebuilt from its target, a late change of key 2 would win over the
+    target's newer row, and the deleted key 3 would come back with a late insert."""
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(folder, scd_type)
+        apply_batch(spec, prepared(FIRST), 0)
+        apply_batch(spec, prepared(LATE[1:]), 1)
+        shutil.rmtree(spec.state)
+        refused = _refused(spec, [*LATE[:1], Change((3,), (2,), "upsert", {"a": 3})], 2)
+        assert not Path(spec.state).exists()
+    assert refused.condition == "APPLY_CHANGES.STATE_MISSING"
+    assert refused.parameters["evidence"] == "batch 1 of writer test-writer"
+
+
+@pytest.mark.parametrize("scd_type", [1, 2])
+def test_a_batch_whose_state_commit_never_came_is_applied_to_the_state_alone(
+    scd_type: int,
+) -> None:
+    """The first batch stopped between its two commits (the target's made, the state's
+    not): run again, it is no missing state but the state's commit still to make."""
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(folder, scd_type)
+        apply_batch(spec, prepared(FIRST), 0)
+        shutil.rmtree(spec.state)
+        target_version = DeltaTable(spec.target).version()
+        apply_batch(spec, prepared(FIRST), 0)
+        assert DeltaTable(spec.target).version() == target_version
+        apply_batch(spec, prepared(SECOND), 1)
+        assert sorted_rows(read_table(spec.target)) == expected([*FIRST, *SECOND], spec)
+
+
+@pytest.mark.parametrize("scd_type", [1, 2])
+def test_another_table_at_the_targets_path_is_refused(scd_type: int) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(folder, scd_type)
+        apply_batch(spec, prepared(FIRST), 0)
+        stranger = read_table(spec.target)
+        shutil.rmtree(spec.target)
+        write_deltalake(spec.target, stranger)  # same columns, a table of its own
+        refused = _refused(spec, SECOND, 1)
+    assert refused.condition == "APPLY_CHANGES.TARGET_REPLACED"
+    assert "the state describes" in refused.parameters["problem"]
+
+
+def test_a_target_restored_from_an_older_copy_is_refused() -> None:
+    """The same table (its id) at a version before the one the state last applied."""
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(folder, 1)
+        apply_batch(spec, prepared(FIRST), 0)
+        copy = Path(folder, "copy")
+        shutil.copytree(spec.target, copy)
+        apply_batch(spec, prepared(SECOND), 1)
+        shutil.rmtree(spec.target)
+        shutil.copytree(copy, spec.target)
+        refused = _refused(spec, LATE, 2)
+    assert refused.condition == "APPLY_CHANGES.TARGET_REPLACED"
+    assert "before version 1" in refused.parameters["problem"]
+
+
+@pytest.mark.parametrize("scd_type", [1, 2])
+def test_compaction_and_vacuum_of_the_target_and_state_change_nothing(scd_type: int) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(folder, scd_type)
+        apply_batch(spec, prepared(FIRST), 0)
+        apply_batch(spec, prepared(SECOND), 1)
+        for path in (spec.target, spec.state):
+            table = DeltaTable(path)
+            table.optimize.compact()
+            table.vacuum(0, enforce_retention_duration=False, dry_run=False)
+        apply_batch(spec, prepared(LATE), 2)
+        assert sorted_rows(read_table(spec.target)) == expected([*FIRST, *SECOND, *LATE], spec)
+
+
+def test_a_row_deleted_by_hand_stays_deleted_while_other_keys_change() -> None:
+    """An erasure: another writer deletes key 2; a later batch of other keys leaves it out,
+    and only a later change of key 2 itself brings it back."""
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(folder, 1)
+        apply_batch(spec, prepared(FIRST), 0)
+        DeltaTable(spec.target).delete("id = 2")
+        apply_batch(spec, prepared(SECOND), 1)
+        rows = sorted_rows(read_table(spec.target))
+        assert rows == [r for r in expected([*FIRST, *SECOND], spec) if r["id"] != 2]
+        back = [Change((2,), (3,), "upsert", {"a": 2, "b": "again"})]
+        apply_batch(spec, prepared(back), 2)
+        assert {"id": 2, "a": 2, "b": "again"} in sorted_rows(read_table(spec.target))
+
+
+def test_a_state_that_names_no_target_is_bound_by_its_next_batch() -> None:
+    """A state written before the check: its commits name no target, so its next batch
+    is applied, and names it; a replaced target is refused after that."""
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(folder, 1)
+        apply_batch(spec, prepared(FIRST), 0)
+        stranger = read_table(spec.target)
+        (commit,) = Path(spec.state, "_delta_log").glob("*.json")
+        text = commit.read_text()
+        assert text.count('\\"target\\":') == 1
+        commit.write_text(text.replace('\\"target\\":', '\\"then\\":'))
+        apply_batch(spec, prepared(SECOND), 1)
+        shutil.rmtree(spec.target)
+        write_deltalake(spec.target, stranger)
+        refused = _refused(spec, LATE, 2)
+    assert refused.condition == "APPLY_CHANGES.TARGET_REPLACED"
+
+
+@pytest.mark.parametrize("scd_type", [1, 2])
+@pytest.mark.parametrize("touched", ["target deleted", "state deleted", "target replaced"])
+def test_a_full_refresh_rebuilds_the_target_and_its_state_from_the_feed(
+    scd_type: int, touched: str
+) -> None:
+    """Whatever was done by hand, a full refresh of the whole feed gives the model's
+    target in one new version (the older ones still readable), and later batches apply
+    on it as usual."""
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(folder, scd_type)
+        apply_batch(spec, prepared(FIRST), 0)
+        apply_batch(spec, prepared(SECOND), 1)
+        if touched == "target deleted":
+            shutil.rmtree(spec.target)
+        elif touched == "state deleted":
+            shutil.rmtree(spec.state)
+        else:
+            stranger = read_table(spec.target)
+            shutil.rmtree(spec.target)
+            write_deltalake(spec.target, stranger)
+        before = DeltaTable(spec.target).version() if Path(spec.target).exists() else None
+        apply_batch(_refresh(spec), prepared([*FIRST, *SECOND]), 0)
+        table = DeltaTable(spec.target)
+        if before is not None:
+            assert table.version() == before + 1
+            assert DeltaTable(spec.target, version=before).to_pyarrow_table().num_rows
+        assert sorted_rows(read_table(spec.target)) == expected([*FIRST, *SECOND], spec)
+        apply_batch(dataclasses.replace(spec, app_id="next-writer"), prepared(LATE), 0)
+        assert sorted_rows(read_table(spec.target)) == expected([*FIRST, *SECOND, *LATE], spec)
+
+
+@pytest.mark.parametrize("scd_type", [1, 2])
+def test_a_full_refresh_stopped_before_its_state_commit_gives_the_same_target_again(
+    scd_type: int,
+) -> None:
+    """The refresh's target commit made, its state's not (the state as it was before):
+    run again, the target is the same, and the state follows it."""
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(folder, scd_type)
+        apply_batch(spec, prepared(FIRST), 0)
+        old_state = Path(folder, "old-state")
+        shutil.copytree(spec.state, old_state)
+        apply_batch(_refresh(spec), prepared([*FIRST, *SECOND]), 0)
+        once = sorted_rows(read_table(spec.target))
+        shutil.rmtree(spec.state)
+        shutil.copytree(old_state, spec.state)
+        apply_batch(_refresh(spec), prepared([*FIRST, *SECOND]), 0)
+        assert sorted_rows(read_table(spec.target)) == once == expected([*FIRST, *SECOND], spec)
+        apply_batch(spec, prepared(LATE), 1)
+        assert sorted_rows(read_table(spec.target)) == expected([*FIRST, *SECOND, *LATE], spec)
+
+
+@MODEL
+@given(data=st.data(), scd_type=st.sampled_from([1, 2]), cut=st.integers(0, 3))
+def test_a_full_refresh_equals_the_model_whatever_came_before(
+    data: st.DataObject, scd_type: int, cut: int
+) -> None:
+    """Any feed applied in batches up to ``cut``, then the whole feed as a full refresh:
+    the target is the model's of the whole feed."""
+    changes = data.draw(feeds(truncates=False))
+    parts = data.draw(batches(changes))
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(folder, scd_type)
+        for i, part in enumerate(parts[:cut]):
+            apply_batch(spec, prepared(part), i)
+        apply_batch(_refresh(spec), prepared(changes), 0)
+        assert sorted_rows(read_table(spec.target)) == expected(changes, spec)
