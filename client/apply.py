@@ -109,7 +109,7 @@ def apply_changes(
     scd_type = _scd_type(stored_as_scd_type)
     if feed.isStreaming and not checkpoint_location:
         raise cdc_error("APPLY_CHANGES.MISSING_CHECKPOINT_LOCATION")
-    _check_full_refresh(full_refresh, feed.isStreaming, format)
+    _check_full_refresh(full_refresh, feed.isStreaming)
     properties_of_catalog = _catalog(format, target, state_location, catalog)
     target_name = target if format == DELTA and names_a_table(target) else None
     if target_name is not None:
@@ -274,9 +274,9 @@ def _catalog(
     return {str(k): str(v) for k, v in catalog.items()}
 
 
-def _check_full_refresh(full_refresh: bool, streaming: bool, format: str) -> None:
-    """A full refresh is a batch call into a Delta target (a stream's checkpoint would
-    have to start over with it, and an Iceberg target's rebuild is not written yet)."""
+def _check_full_refresh(full_refresh: bool, streaming: bool) -> None:
+    """A full refresh is a batch call: a stream's checkpoint would have to start over
+    with it."""
     if not isinstance(full_refresh, bool):
         raise cdc_error(
             "APPLY_CHANGES.INVALID_PARAMETER",
@@ -292,14 +292,6 @@ def _check_full_refresh(full_refresh: bool, streaming: bool, format: str) -> Non
             fix="apply a batch read of the feed from its start with full_refresh=True, then "
             "start the stream with a new checkpoint_location (changes applied again are "
             "each applied once)",
-        )
-    if full_refresh and format != DELTA:
-        raise cdc_error(
-            "APPLY_CHANGES.INVALID_PARAMETER",
-            parameter="full_refresh",
-            problem="is given for an Iceberg target, which it does not rebuild yet",
-            fix="drop the target and its state table in the catalog, then apply the feed "
-            "from its start",
         )
 
 

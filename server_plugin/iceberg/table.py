@@ -28,7 +28,12 @@ from urllib.parse import urlparse
 from spark_cdc.server_plugin.errors import ChangelogSourceError, error
 from spark_cdc.server_plugin.iceberg.metadata_files import current_metadata, metadata_version
 
-CATALOG_NAME = "spark_cdc_iceberg_changelog"
+# A catalog's name when ``catalog.name`` is not given: pyiceberg's ``load_catalog()``'s, so
+# a SQL catalog's tables (filed under its name) are the ones a user's own pyiceberg lists.
+CATALOG_NAME = "default"
+# The name used before: a SQL catalog's tables made then are filed under it, and are found
+# there when the default name holds no such table.
+LEGACY_CATALOG_NAME = "spark_cdc_iceberg_changelog"
 
 # Seconds to wait before each new listing when a folder's current metadata file does not parse.
 SETTLING_WAITS = (0.05, 0.15, 0.3, 0.4, 0.6)
@@ -67,25 +72,38 @@ def _static(path: str, location: str, properties: dict[str, str]) -> Any:
 def _catalog_table(path: str, storage: Mapping[str, str], catalog: Mapping[str, str]) -> Any:
     from pyiceberg.exceptions import NoSuchTableError
 
-    try:
-        found = catalog_from({**storage, **catalog})
-    except Exception as problem:  # pyiceberg raises any kind for a bad catalog setting
-        raise _unreadable(path, problem) from problem
-    try:
-        return found.load_table(path)
-    except NoSuchTableError as problem:
-        raise error("ICEBERG_CHANGELOG.NOT_AN_ICEBERG_TABLE", path=path) from problem
-    except Exception as problem:  # a catalog's own errors: connection, authorization...
-        raise _unreadable(path, problem) from problem
+    missing = None
+    for name in catalog_names(catalog):
+        try:
+            found = catalog_from({**storage, **catalog}, name)
+        except Exception as problem:  # pyiceberg raises any kind for a bad catalog setting
+            raise _unreadable(path, problem) from problem
+        try:
+            return found.load_table(path)
+        except NoSuchTableError as problem:
+            missing = problem
+        except Exception as problem:  # a catalog's own errors: connection, authorization...
+            raise _unreadable(path, problem) from problem
+    raise error("ICEBERG_CHANGELOG.NOT_AN_ICEBERG_TABLE", path=path) from missing
 
 
-def catalog_from(properties: dict[str, Any]) -> Any:
+def catalog_names(catalog: Mapping[str, str]) -> list[str | None]:
+    """The names a table of the catalog is looked for under: its own, or the default
+    and then the legacy one."""
+    if "name" in {k.lower() for k in catalog}:
+        return [None]
+    return [CATALOG_NAME, LEGACY_CATALOG_NAME]
+
+
+def catalog_from(properties: dict[str, Any], name: str | None = None) -> Any:
     """pyiceberg's ``load_catalog`` from the properties alone (it would merge the server's
-    configuration files in): ``name`` (what SQL catalogs file tables under), ``type`` or a
-    ``uri`` it can be told from, and the catalog's own properties."""
+    configuration files in): ``name`` (what SQL catalogs file tables under; the
+    properties' own ``name``, else ``CATALOG_NAME`` unless given), ``type`` or a ``uri`` it
+    can be told from, and the catalog's own properties."""
     from pyiceberg.catalog import AVAILABLE_CATALOGS, CatalogType, infer_catalog_type
 
-    name = properties.pop("name", CATALOG_NAME)
+    properties = dict(properties)
+    name = properties.pop("name", name or CATALOG_NAME)
     kind = properties.get("type")
     found = CatalogType(kind.lower()) if kind else infer_catalog_type(name, properties)
     if found is None:

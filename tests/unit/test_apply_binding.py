@@ -8,19 +8,32 @@ from __future__ import annotations
 import dataclasses
 import shutil
 import tempfile
+from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
 from deltalake import DeltaTable, write_deltalake
 from hypothesis import given
 from hypothesis import strategies as st
+from pyiceberg.catalog import load_catalog
+from pyiceberg.exceptions import NoSuchTableError
 from spark_cdc.server_plugin.errors import ChangelogSourceError
+from spark_cdc.server_plugin.iceberg.table import LEGACY_CATALOG_NAME, catalog_from
 from spark_cdc.server_plugin.sinks.apply.batch import apply_batch
+from spark_cdc.server_plugin.sinks.apply.iceberg_batch import apply_batch as apply_iceberg
 from spark_cdc.server_plugin.sinks.apply.spec import ApplySpec
 
 from tests.support.apply_feeds import MODEL, batches, expected, feeds
 from tests.support.apply_model import Change
-from tests.support.apply_targets import prepared, read_table, sorted_rows, spec_for
+from tests.support.apply_targets import (
+    iceberg_catalog,
+    prepared,
+    read_iceberg,
+    read_table,
+    sorted_rows,
+    spec_for,
+)
 
 FIRST = [Change((k,), (1,), "upsert", {"a": k, "b": "x"}) for k in range(1, 6)]
 SECOND = [Change((1,), (2,), "upsert", {"a": 10, "b": "y"}), Change((6,), (2,), "upsert", {"a": 6})]
@@ -235,3 +248,111 @@ def test_a_full_refresh_equals_the_model_whatever_came_before(
             apply_batch(spec, prepared(part), i)
         apply_batch(_refresh(spec), prepared(changes), 0)
         assert sorted_rows(read_table(spec.target)) == expected(changes, spec)
+
+
+# Iceberg targets: the same rules, through a SQL catalog (pyiceberg's own calls make the
+# hand-made changes).
+
+
+def _iceberg(folder: str, scd_type: int) -> ApplySpec:
+    return spec_for(folder, scd_type, iceberg=True)
+
+
+def _snapshots(spec: ApplySpec) -> list[int | None]:
+    found = catalog_from(dict(spec.catalog))
+    ids: list[int | None] = []
+    for name in (spec.target, spec.state):
+        try:
+            snapshot = found.load_table(name).current_snapshot()
+        except NoSuchTableError:
+            ids.append(None)
+            continue
+        ids.append(None if snapshot is None else snapshot.snapshot_id)
+    return ids
+
+
+def _refused_iceberg(spec: ApplySpec, changes: list[Change], version: int) -> ChangelogSourceError:
+    before = _snapshots(spec)
+    with pytest.raises(ChangelogSourceError) as refused:
+        apply_iceberg(spec, prepared(changes), version)
+    assert _snapshots(spec) == before
+    return refused.value
+
+
+def _iceberg_rows(spec: ApplySpec) -> list[dict[str, Any]]:
+    return sorted_rows(read_iceberg(dict(spec.catalog), spec.target))
+
+
+@pytest.mark.parametrize("scd_type", [1, 2])
+@pytest.mark.parametrize(
+    ("touched", "condition"),
+    [
+        ("target dropped", "APPLY_CHANGES.TARGET_MISSING"),
+        ("state dropped", "APPLY_CHANGES.STATE_MISSING"),
+        ("target made again", "APPLY_CHANGES.TARGET_REPLACED"),
+    ],
+)
+def test_an_iceberg_target_touched_by_hand_is_refused_and_a_full_refresh_rebuilds_it(
+    scd_type: int, touched: str, condition: str
+) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        spec = _iceberg(folder, scd_type)
+        apply_iceberg(spec, prepared(FIRST), 0)
+        apply_iceberg(spec, prepared(SECOND), 1)
+        found = catalog_from(dict(spec.catalog))
+        if touched == "state dropped":
+            found.drop_table(spec.state)
+        else:
+            stranger = found.load_table(spec.target).scan().to_arrow()
+            found.drop_table(spec.target)
+            if touched == "target made again":
+                found.create_table(spec.target, schema=stranger.schema).append(stranger)
+        assert _refused_iceberg(spec, LATE, 2).condition == condition
+        before = _snapshots(spec)[0]
+        apply_iceberg(_refresh(spec), prepared([*FIRST, *SECOND]), 0)
+        assert _iceberg_rows(spec) == expected([*FIRST, *SECOND], spec)
+        if before is not None:  # the table's rows before the refresh are still readable
+            table = found.load_table(spec.target)
+            assert table.scan(snapshot_id=before).to_arrow().num_rows
+        apply_iceberg(dataclasses.replace(spec, app_id="next-writer"), prepared(LATE), 0)
+        assert _iceberg_rows(spec) == expected([*FIRST, *SECOND, *LATE], spec)
+
+
+@pytest.mark.parametrize("scd_type", [1, 2])
+def test_expired_snapshots_and_another_writers_rewrite_of_an_iceberg_target_change_nothing(
+    scd_type: int,
+) -> None:
+    """``expire_snapshots`` on both tables, and another writer's overwrite of the target
+    with its own rows (a compaction): later batches apply exactly."""
+    with tempfile.TemporaryDirectory() as folder:
+        spec = _iceberg(folder, scd_type)
+        apply_iceberg(spec, prepared(FIRST), 0)
+        apply_iceberg(spec, prepared(SECOND), 1)
+        found = catalog_from(dict(spec.catalog))
+        target = found.load_table(spec.target)
+        target.overwrite(target.scan().to_arrow())
+        for name in (spec.target, spec.state):
+            table = found.load_table(name)
+            table.maintenance.expire_snapshots().older_than(datetime.now(timezone.utc)).commit()
+        apply_iceberg(spec, prepared(LATE), 2)
+        assert _iceberg_rows(spec) == expected([*FIRST, *SECOND, *LATE], spec)
+
+
+def test_an_iceberg_target_is_filed_under_pyicebergs_default_catalog_name() -> None:
+    """A SQL catalog given without a name files the target where pyiceberg's
+    ``load_catalog()`` looks (``default``); a target made under the name used before is
+    found and applied to there, not made anew."""
+    with tempfile.TemporaryDirectory() as folder:
+        spec = _iceberg(folder, 1)
+        apply_iceberg(spec, prepared(FIRST), 0)
+        mine = load_catalog(**iceberg_catalog(folder))  # a user's own pyiceberg
+        assert sorted(".".join(t) for t in mine.list_tables("db")) == [spec.target, spec.state]
+    with tempfile.TemporaryDirectory() as folder:
+        spec = _iceberg(folder, 1)
+        named = (*spec.catalog, ("name", LEGACY_CATALOG_NAME))
+        apply_iceberg(dataclasses.replace(spec, catalog=named), prepared(FIRST), 0)
+        apply_iceberg(spec, prepared(SECOND), 1)
+        assert not load_catalog(**iceberg_catalog(folder)).namespace_exists("db")
+        legacy = catalog_from(dict(spec.catalog), LEGACY_CATALOG_NAME)
+        rows = sorted_rows(legacy.load_table(spec.target).scan().to_arrow())
+        assert rows == expected([*FIRST, *SECOND], spec)

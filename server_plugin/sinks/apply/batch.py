@@ -28,7 +28,7 @@ from spark_cdc.server_plugin.row_level.arrays import array
 from spark_cdc.server_plugin.row_level.hashing import rows_hash
 from spark_cdc.server_plugin.sinks.apply import binding, direct_commits, staging, tables
 from spark_cdc.server_plugin.sinks.apply import state as state_table
-from spark_cdc.server_plugin.sinks.apply.binding import Applied, Bound
+from spark_cdc.server_plugin.sinks.apply.binding import Bound
 from spark_cdc.server_plugin.sinks.apply.buckets import Layout
 from spark_cdc.server_plugin.sinks.apply.history import (
     ALIVE,
@@ -247,16 +247,8 @@ def _check_binding(spec: ApplySpec, target: Any, state: Any, version: int) -> No
     """The target is the table its state describes, and a target apply_changes wrote has
     its state (``binding``)."""
     found = None if target is None else _bound(target)
-    bound = None
-    if state is not None:
-        outcomes = tables.outcomes(state, spec, _BOUND_SEARCH)
-        bound = next((b for b in map(Bound.of, outcomes) if b is not None), None)
-    applied = []
-    if state is None and target is not None:  # the rare case: the target's history read
-        applied = [Applied.of(o) for o in tables.outcomes(target, spec)]
-    binding.check(
-        spec.target, spec.state, found, state is not None, bound, applied, spec.app_id, version
-    )
+    outcomes = None if state is None else tables.outcomes(state, spec, _BOUND_SEARCH)
+    binding.check(spec, version, found, outcomes, lambda: tables.outcomes(target, spec))
 
 
 def _bound(target: Any) -> Bound:

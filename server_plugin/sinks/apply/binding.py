@@ -4,9 +4,9 @@ answered with a partial mirror, a history with two open versions of a key, or a 
 merged into another table.
 
 The state is a record of the changes applied to one table. Each of its batch commits says
-which (``Bound``: the target's own id, Delta's ``metaData.id``, and the target's version
-after the batch), inside the outcome it already carries, so nothing else is written and
-the newest of its commits answers. The rules, the same for every format:
+which (``Bound``: the target's own id and how far its history went after the batch),
+inside the outcome it already carries, so nothing else is written and the newest of its
+commits answers. The rules, the same for every format:
 
 - the state has history and the target is gone: ``TARGET_MISSING`` (a new table made by
   this batch would hold only what the batch brings);
@@ -28,9 +28,11 @@ next batch.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from spark_cdc.server_plugin.errors import error
+from spark_cdc.server_plugin.sinks.apply.spec import ApplySpec
 
 # Where a state commit's outcome (JSON) says which target it describes.
 TARGET_FIELD = "target"
@@ -38,8 +40,9 @@ TARGET_FIELD = "target"
 
 @dataclass(frozen=True)
 class Bound:
-    """The target a state describes: its table id, and its version (Delta) or snapshot id
-    (Iceberg) once the batch was applied."""
+    """The target a state describes: its table id (Delta's ``metaData.id``, Iceberg's
+    ``table-uuid``) and how far its history went once the batch was applied (Delta's
+    version, Iceberg's last sequence number)."""
 
     table_id: str
     version: int
@@ -57,54 +60,43 @@ class Bound:
         return None if named is None else cls(str(named[0]), int(named[1]))
 
 
-@dataclass(frozen=True)
-class Applied:
-    """A batch apply_changes committed to a target: its writer and number."""
-
-    app_id: str
-    batch: int
-
-    @classmethod
-    def of(cls, outcome: str) -> Applied:
-        found = json.loads(outcome)
-        return cls(str(found.get("app_id")), int(found.get("batch", 0)))
-
-
 def check(
-    target: str,
-    state: str,
-    found: Bound | None,
-    state_exists: bool,
-    bound: Bound | None,
-    applied: list[Applied],
-    app_id: str,
+    spec: ApplySpec,
     batch: int,
+    found: Bound | None,
+    state_outcomes: Iterable[str] | None,
+    target_outcomes: Callable[[], Iterable[str]],
 ) -> None:
-    """Refuse the batch ``batch`` of writer ``app_id`` when the target (``found``: its id
-    and version now; None: there is none) is not the one its state describes (``bound``;
-    None: the state names none) or the state of a target holding ``applied`` batches is
-    gone (``state_exists``)."""
-    if state_exists and found is None:
+    """Refuse the writer's batch ``batch`` when the target (``found``: its id and version
+    now; None: there is none) is not the one its state describes, or the state of a
+    target holding batches apply_changes applied is gone. ``state_outcomes``: the
+    outcomes the state's commits recorded, the newest first (None: there is no state);
+    ``target_outcomes``: the target's, read only when the state is gone."""
+    target, state = spec.target, spec.state
+    if state_outcomes is not None and found is None:
         raise error("APPLY_CHANGES.TARGET_MISSING", target=target, state=state)
-    if found is not None and bound is not None:
-        if found.table_id != bound.table_id:
-            problem = f"it is table {found.table_id}, and the state describes {bound.table_id}"
-            raise error(
-                "APPLY_CHANGES.TARGET_REPLACED", target=target, state=state, problem=problem
-            )
-        if found.version < bound.version:
-            problem = (
-                f"it is at version {found.version}, before version {bound.version} that the "
-                "state last applied (restored from an older copy, or its log cut short)"
-            )
-            raise error(
-                "APPLY_CHANGES.TARGET_REPLACED", target=target, state=state, problem=problem
-            )
-    if not state_exists and found is not None:
-        others = [a for a in applied if (a.app_id, a.batch) != (app_id, batch)]
-        if others:
-            latest = others[0]
-            evidence = f"batch {latest.batch} of writer {latest.app_id}"
-            raise error(
-                "APPLY_CHANGES.STATE_MISSING", target=target, state=state, evidence=evidence
-            )
+    if found is None:
+        return
+    if state_outcomes is None:
+        for outcome in target_outcomes():
+            applied = json.loads(outcome)
+            writer, number = applied.get("app_id"), int(applied.get("batch", 0))
+            if (writer, number) != (spec.app_id, batch):  # not this batch's own first commit
+                evidence = f"batch {number} of writer {writer}"
+                raise error(
+                    "APPLY_CHANGES.STATE_MISSING", target=target, state=state, evidence=evidence
+                )
+        return
+    bound = next((b for b in map(Bound.of, state_outcomes) if b is not None), None)
+    if bound is None:
+        return
+    problem = None
+    if found.table_id != bound.table_id:
+        problem = f"it is table {found.table_id}, and the state describes {bound.table_id}"
+    elif found.version < bound.version:
+        problem = (
+            f"it is at version {found.version}, before version {bound.version} that the "
+            "state last applied (restored from an older copy, or its log cut short)"
+        )
+    if problem is not None:
+        raise error("APPLY_CHANGES.TARGET_REPLACED", target=target, state=state, problem=problem)

@@ -15,6 +15,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 from spark_cdc.server_plugin.errors import error
+from spark_cdc.server_plugin.sinks.apply import binding
 from spark_cdc.server_plugin.sinks.apply import iceberg_tables as tables
 from spark_cdc.server_plugin.sinks.apply.batch import (
     Outcome,
@@ -29,6 +30,7 @@ from spark_cdc.server_plugin.sinks.apply.batch import (
     target_schema,
     written_rows,
 )
+from spark_cdc.server_plugin.sinks.apply.binding import Bound
 from spark_cdc.server_plugin.sinks.apply.history import Resolution, resolve
 from spark_cdc.server_plugin.sinks.apply.spec import KEY_HASH, OP, TRUNCATE, ApplySpec
 
@@ -44,6 +46,8 @@ def apply_batch(spec: ApplySpec, batch: pa.Table, version: int) -> Outcome:
     wanted_state = state_schema(spec, batch.schema)
     target = tables.existing(found, spec.target, wanted_target, spec, "target")
     state = tables.existing(found, spec.state, wanted_state, spec, "state")
+    if not spec.full_refresh:
+        _check_binding(spec, target, state, version)
     marked = [tables.last_batch(t, spec.app_id) for t in (target, state) if t is not None]
     last = max((m for m in marked if m is not None), default=None)
     if last is not None and version < last:
@@ -52,7 +56,7 @@ def apply_batch(spec: ApplySpec, batch: pa.Table, version: int) -> Outcome:
     if state is not None and tables.applied(state, spec, version):
         return Outcome(batch.num_rows, 0, 0, skipped=True)
     truncating = bool(pc.any(pc.equal(batch.column(OP), TRUNCATE)).as_py())
-    if state is None:
+    if state is None or spec.full_refresh:  # a full refresh starts from no state
         old = wanted_state.empty_table()
     else:
         old = _state_rows(state, spec, None if truncating else batch.select(list(spec.keys)))
@@ -65,19 +69,32 @@ def apply_batch(spec: ApplySpec, batch: pa.Table, version: int) -> Outcome:
         tables.created(
             found, spec.target, wanted_target, spec, version, rows, marker, "target", properties
         )
+    elif spec.full_refresh:  # one snapshot replacing every row: older ones stay readable
+        rows = inserted(spec, resolution)
+        check_not_null(tables.table_schema(target), spec, rows)
+        tables.overwrite_rows(target, spec, version, rows, marker)
     elif _changes_target(resolution) and not tables.applied(target, spec, version):
         _write_target(target, spec, version, resolution, marker)
+    marker = Bound(*tables.identity(found.load_table(spec.target))).within(marker)
     if state is None:
         tables.created(
             found, spec.state, wanted_state, spec, version, resolution.state, marker, "state"
         )
-    elif resolution.truncated:
+    elif resolution.truncated or spec.full_refresh:
         tables.overwrite_rows(state, spec, version, resolution.state, marker)
     else:
         tables.append_rows(state, spec, version, resolution.state, marker)
         if tables.data_file_count(state) > spec.compact_after_files:  # as committed
             _compact(state, spec, batch.schema)
     return outcome
+
+
+def _check_binding(spec: ApplySpec, target: Any, state: Any, version: int) -> None:
+    """The target is the table its state describes, and a target apply_changes wrote has
+    its state (``binding``), as a Delta target's (``batch``)."""
+    found = None if target is None else Bound(*tables.identity(target))
+    outcomes = None if state is None else tables.every_outcome(state)
+    binding.check(spec, version, found, outcomes, lambda: tables.every_outcome(target))
 
 
 def _state_rows(state: Any, spec: ApplySpec, keys: pa.Table | None) -> pa.Table:

@@ -50,19 +50,29 @@ _READ_ONLY_CATALOGS = ("dynamodb", "bigquery")
 
 def catalog(spec: ApplySpec) -> Any:
     """The catalog the spec names, built from its properties alone, as the Iceberg
-    reader builds one (``iceberg.table.catalog_from``)."""
-    from spark_cdc.server_plugin.iceberg.table import catalog_from
+    reader builds one (``iceberg.table.catalog_from``). Without a ``name``, it is
+    pyiceberg's default one's, unless the tables are filed under the name this package
+    gave catalogs before (``LEGACY_CATALOG_NAME``): a target made then goes on there."""
+    from spark_cdc.server_plugin.iceberg.table import catalog_from, catalog_names
 
     kind = dict(spec.catalog).get("type", "").strip().lower()
     if kind in _READ_ONLY_CATALOGS:
         problem = f"pyiceberg's {kind} catalog cannot commit to a table"
         raise error("APPLY_CHANGES.CATALOG_FAILED", table=spec.target, problem=problem)
-    try:
-        return catalog_from({**dict(spec.storage_options), **dict(spec.catalog)})
-    except Exception as problem:  # pyiceberg raises any kind for a bad catalog setting
-        raise error(
-            "APPLY_CHANGES.CATALOG_FAILED", table=spec.target, problem=_first_line(problem)
-        ) from problem
+    names = catalog_names(dict(spec.catalog))
+    first: Any = None
+    for i, name in enumerate(names):
+        try:
+            found = catalog_from({**dict(spec.storage_options), **dict(spec.catalog)}, name)
+        except Exception as problem:  # pyiceberg raises any kind for a bad catalog setting
+            raise error(
+                "APPLY_CHANGES.CATALOG_FAILED", table=spec.target, problem=_first_line(problem)
+            ) from problem
+        if i == 0:
+            first = found
+        if len(names) == 1 or any(_loaded(found, t) is not None for t in (spec.target, spec.state)):
+            return found
+    return first
 
 
 def _first_line(problem: Exception) -> str:
@@ -305,6 +315,20 @@ def _summaries(table: Any) -> Iterator[dict[str, str]]:
     for snapshot in ancestors_of(table.current_snapshot(), table.metadata):
         if snapshot.summary is not None:
             yield snapshot.summary.additional_properties
+
+
+def every_outcome(table: Any) -> Iterator[str]:
+    """Every outcome the table's current history recorded, the latest first."""
+    for summary in _summaries(table):
+        if OUTCOME_KEY in summary:
+            yield summary[OUTCOME_KEY]
+
+
+def identity(table: Any) -> tuple[str, int]:
+    """The table's own id (``table-uuid``) and how far its history goes (its last
+    sequence number: a copy restored from before has a smaller one)."""
+    metadata = table.metadata
+    return str(metadata.table_uuid), int(metadata.last_sequence_number)
 
 
 def applied(table: Any, spec: ApplySpec, version: int) -> bool:
