@@ -11,6 +11,7 @@ server's.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import uuid
 from collections.abc import Mapping, Sequence
@@ -22,7 +23,13 @@ from spark_cdc.result_size import applying, batch_too_large
 from spark_cdc.rewrite.apply_plan import plan_apply, target_layout
 from spark_cdc.rewrite.errors import cdc_error
 from spark_cdc.rewrite.server_code import make_available, server_parallelism
-from spark_cdc.server_plugin.sinks.apply.sink import SINK_NAME, ApplyChangesSink, spec_options
+from spark_cdc.server_plugin.sinks.apply.binding import REFRESH
+from spark_cdc.server_plugin.sinks.apply.sink import (
+    SET_ASIDE_OPTION,
+    SINK_NAME,
+    ApplyChangesSink,
+    spec_options,
+)
 from spark_cdc.server_plugin.sinks.apply.spec import DELTA, ICEBERG, ApplySpec
 from spark_cdc.sources import names_a_table, table_location
 
@@ -89,9 +96,10 @@ def apply_changes(
     (Spark's ``create_streaming_table`` names) shape a target the first batch makes; it
     has deletion vectors only when ``delta.enableDeletionVectors`` is ``'true'``.
     ``full_refresh`` rebuilds the target and its state from ``feed`` (read from its
-    start): one commit replacing every row, older versions still readable; it is the way
-    out of the refusals of a target deleted, replaced or left without its state
-    (docs/living-with-a-target.md). See docs/apply-changes.md for every parameter.
+    start): one commit replacing every row, older versions still readable; a stream's
+    checkpoint is set aside (kept beside it) and the stream starts over in a new one. It
+    is the way out of the refusals of a target deleted, replaced or left without its
+    state (docs/living-with-a-target.md). See docs/apply-changes.md for every parameter.
 
     Reads the feed's schema (one round trip), as ``changes(tableName)`` reads a location,
     and once per session what the server has installed (see docs/getting-started.md) and
@@ -109,7 +117,7 @@ def apply_changes(
     scd_type = _scd_type(stored_as_scd_type)
     if feed.isStreaming and not checkpoint_location:
         raise cdc_error("APPLY_CHANGES.MISSING_CHECKPOINT_LOCATION")
-    _check_full_refresh(full_refresh, feed.isStreaming)
+    _check_full_refresh(full_refresh)
     properties_of_catalog = _catalog(format, target, state_location, catalog)
     target_name = target if format == DELTA and names_a_table(target) else None
     if target_name is not None:
@@ -143,6 +151,7 @@ def apply_changes(
         changelog_pairs=plan.changelog,
         schema_evolution=schema_evolution,
         app_id=_writer_id(target, checkpoint_location if feed.isStreaming else None),
+        full_refresh=full_refresh,
         target_name=target_name,
         tombstone_retention_ms=_retention_ms(tombstone_retention, scd_type),
         storage_options=tuple(sorted((storage_options or {}).items())),
@@ -152,8 +161,9 @@ def apply_changes(
         key_buckets=tasks,
         target_format=format,
         catalog=tuple(sorted(properties_of_catalog.items())),
-        full_refresh=full_refresh,
     )
+    if full_refresh and feed.isStreaming:  # a generation of its own (``binding``)
+        spec = dataclasses.replace(spec, app_id=f"{spec.app_id}{REFRESH}{uuid.uuid4().hex[:12]}")
     spark = feed.sparkSession
     make_available(spark, ApplyChangesSink, "apply_changes")
     options = spec_options(spec)
@@ -169,6 +179,10 @@ def apply_changes(
             raise too_large from problem
         done = spark.read.format(SINK_NAME).options(**options).load().limit(1).collect()
         return AppliedChanges(*done[0][1:]) if done else AppliedChanges(0, 0, 0)
+    if full_refresh:  # the stream starts over from its feed's start, the old checkpoint kept
+        spark.read.format(SINK_NAME).options(**options).option(
+            SET_ASIDE_OPTION, checkpoint_location
+        ).load().collect()
     writer = plan.prepared.writeStream.format(SINK_NAME).options(**options)
     writer = writer.option("checkpointLocation", checkpoint_location)
     if trigger:
@@ -274,24 +288,13 @@ def _catalog(
     return {str(k): str(v) for k, v in catalog.items()}
 
 
-def _check_full_refresh(full_refresh: bool, streaming: bool) -> None:
-    """A full refresh is a batch call: a stream's checkpoint would have to start over
-    with it."""
+def _check_full_refresh(full_refresh: bool) -> None:
     if not isinstance(full_refresh, bool):
         raise cdc_error(
             "APPLY_CHANGES.INVALID_PARAMETER",
             parameter="full_refresh",
             problem=f"is {full_refresh!r}",
             fix="pass True or False",
-        )
-    if full_refresh and streaming:
-        raise cdc_error(
-            "APPLY_CHANGES.INVALID_PARAMETER",
-            parameter="full_refresh",
-            problem="is given for a streaming feed, whose checkpoint would have to start over",
-            fix="apply a batch read of the feed from its start with full_refresh=True, then "
-            "start the stream with a new checkpoint_location (changes applied again are "
-            "each applied once)",
         )
 
 

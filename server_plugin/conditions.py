@@ -127,13 +127,14 @@ CONDITIONS: dict[str, Condition] = {
         "'<target>' holds changes apply_changes applied (<evidence>), but its state "
         "'<state>' is gone, and without it late changes and deletes cannot be placed; "
         "nothing was written: restore the state, or apply the feed from its start with "
-        "full_refresh=True to rebuild the target and its state."
+        "full_refresh=True (spark-cdc apply --full-refresh) to rebuild the target and its "
+        "state."
     ),
     "APPLY_CHANGES.TARGET_MISSING": Condition(
         "The target '<target>' is gone, but its state '<state>' holds the changes applied "
         "to it, so this batch alone would make a partial target; nothing was written: apply "
-        "the feed from its start with full_refresh=True to rebuild it, or delete the state "
-        "(and a stream's checkpoint) to start over from here."
+        "the feed from its start with full_refresh=True (spark-cdc apply --full-refresh) to "
+        "rebuild it, or delete the state (and a stream's checkpoint) to start over from here."
     ),
     "APPLY_CHANGES.TARGET_NOT_DELTA": Condition(
         "The catalog's table <table> is at '<path>', which holds no Delta table: name a "
@@ -142,8 +143,8 @@ CONDITIONS: dict[str, Condition] = {
     ),
     "APPLY_CHANGES.TARGET_REPLACED": Condition(
         "'<target>' is not the table its state '<state>' describes (<problem>); nothing was "
-        "written: apply the feed from its start with full_refresh=True to rebuild it, or "
-        "give this table a state_location of its own."
+        "written: apply the feed from its start with full_refresh=True (spark-cdc apply "
+        "--full-refresh) to rebuild it, or give this table a state_location of its own."
     ),
     "APPLY_CHANGES.TARGET_SCHEMA_MISMATCH": Condition(
         "The <role> table '<path>' does not fit the feed: <problem>. Apply the feed to a new "

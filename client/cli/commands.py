@@ -214,7 +214,8 @@ def apply(args: argparse.Namespace) -> int:
     """Follow a Delta table into a target with ``apply_changes``, a line per micro-batch
     applied, until stopped, or, with ``--available-now``, until what is there now is
     applied. The checkpoint (by default beside the target) stays: running the command
-    again continues where it stopped, neither losing nor repeating a change."""
+    again continues where it stopped, neither losing nor repeating a change; with
+    ``--full-refresh`` the target and its state are rebuilt from the feed's start."""
     from spark_cdc import AppliedChanges, apply_changes, readStream, register_delta_changelog
     from spark_cdc.cli.live_feed import finished_within
     from spark_cdc.sources import names_a_table, table_location
@@ -240,6 +241,7 @@ def apply(args: argparse.Namespace) -> int:
                 stored_as_scd_type=args.scd,
                 checkpoint_location=checkpoint,
                 trigger={"availableNow": True} if args.available_now else None,
+                full_refresh=args.full_refresh,
             )
             assert not isinstance(query, AppliedChanges)  # a stream starts a query
             until = "what is there now is applied" if args.available_now else "Ctrl-C stops"

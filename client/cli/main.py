@@ -3,7 +3,7 @@
     spark-cdc serve [--port N] [--token-file F] a local Spark Connect server with the plugin
     spark-cdc demo [--remote URL]               the main job, end to end
     spark-cdc tail TABLE --row-id COLS [...]    follow a table's change feed until stopped
-    spark-cdc apply TABLE --target T --keys COLS [--scd 2] [--available-now]
+    spark-cdc apply TABLE --target T --keys COLS [--scd 2] [--available-now] [--full-refresh]
                                                 apply it to a target until stopped (or once)
 
 Errors end in one sentence and a non-zero exit, never a stack trace, and never show a token.
@@ -274,6 +274,12 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="apply what the table holds now, then exit (for a scheduled job); the next "
         "run continues from there",
+    )
+    apply.add_argument(
+        "--full-refresh",
+        action="store_true",
+        help="rebuild the target and its state from the feed's start (the checkpoint is "
+        "set aside beside itself, and a new one starts); later runs go on from there",
     )
     with_remote(apply)
     with_token(apply)

@@ -100,7 +100,9 @@ def test_hand_edits_between_batch_calls_are_refused_and_a_full_refresh_rebuilds(
     assert sorted_rows(read_table(target)) == want
 
 
-def _stream(spark: SparkSession, source: str, target: str, checkpoint: str, scd_type: int) -> Any:
+def _stream(
+    spark: SparkSession, source: str, target: str, checkpoint: str, scd_type: int, **more: Any
+) -> Any:
     reader = readStream(spark).option("rowId", "id").option("computeUpdates", True)
     return apply_changes(
         reader.option("startingVersion", 0).load(source),
@@ -109,6 +111,7 @@ def _stream(spark: SparkSession, source: str, target: str, checkpoint: str, scd_
         sequence_by="_commit_version",
         stored_as_scd_type=scd_type,
         checkpoint_location=checkpoint,
+        **more,
     )
 
 
@@ -142,21 +145,34 @@ def test_a_streams_next_micro_batch_after_a_hand_edit_is_refused(
     assert sorted(p.name for p in Path(checkpoint, "commits").iterdir()) == committed
 
 
-def test_a_full_refresh_of_a_stream_is_refused_on_the_client(
-    spark: SparkSession, tmp_path: Path
+@pytest.mark.parametrize("scd_type", [1, 2])
+def test_a_streams_full_refresh_starts_over_in_a_new_checkpoint(
+    spark: SparkSession, tmp_path: Path, scd_type: int
 ) -> None:
-    source = str(tmp_path / "source")
-    write_deltalake(source, pa.table({"id": [1], "v": ["a"]}))
-    feed = readStream(spark).option("rowId", "id").load(source)
+    """A stream whose target was deleted is refused; started with full_refresh=True it
+    sets its checkpoint aside and rebuilds the target from the feed's start (equal to a
+    clean stream's); started again without it, it goes on from there, each change once."""
+    source, target = str(tmp_path / "source"), str(tmp_path / "target")
+    clean, checkpoint = str(tmp_path / "clean"), str(tmp_path / "checkpoint")
+    write_deltalake(source, pa.table({"id": list(range(5)), "v": [f"v{i}" for i in range(5)]}))
+
+    def run(into: str, at: str, **more: Any) -> None:
+        query = _stream(spark, source, into, at, scd_type, **more)
+        try:
+            query.processAllAvailable()
+        finally:
+            query.stop()
+
+    merge_step(source, 1)
+    run(target, checkpoint)
+    merge_step(source, 2)
+    shutil.rmtree(target)
     with pytest.raises(PySparkException) as refused:
-        apply_changes(
-            feed,
-            str(tmp_path / "target"),
-            keys=["id"],
-            sequence_by="_commit_version",
-            checkpoint_location=str(tmp_path / "checkpoint"),
-            full_refresh=True,
-        )
-    assert refused.value.getCondition() == "APPLY_CHANGES.INVALID_PARAMETER"
-    assert "new checkpoint_location" in str(refused.value)
-    assert not (tmp_path / "target").exists()
+        run(target, checkpoint)
+    assert "APPLY_CHANGES.TARGET_MISSING" in str(refused.value)
+    run(target, checkpoint, full_refresh=True)
+    assert [p.name for p in tmp_path.glob("checkpoint.before-full-refresh-*")]
+    merge_step(source, 3)
+    run(target, checkpoint)
+    run(clean, str(tmp_path / "clean-checkpoint"))
+    assert sorted_rows(read_table(target)) == sorted_rows(read_table(clean))

@@ -183,4 +183,6 @@ def spec_for(folder: str, scd_type: int, iceberg: bool = False, **rules: Any) ->
         key_buckets=rules.pop("key_buckets", 0),
         target_format=rules.pop("target_format", DELTA),
         catalog=rules.pop("catalog", ()),
+        full_refresh=rules.pop("full_refresh", False),
+        streaming=rules.pop("streaming", False),
     )

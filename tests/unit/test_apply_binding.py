@@ -233,6 +233,68 @@ def test_a_full_refresh_stopped_before_its_state_commit_gives_the_same_target_ag
         assert sorted_rows(read_table(spec.target)) == expected([*FIRST, *SECOND, *LATE], spec)
 
 
+def _stream(folder: str, scd_type: int, **more: Any) -> ApplySpec:
+    """A stream writer's spec, as the sink's stream writer makes it."""
+    return spec_for(folder, scd_type, app_id="stream", streaming=True, **more)
+
+
+@pytest.mark.parametrize("scd_type", [1, 2])
+def test_a_streams_full_refresh_is_a_generation_its_later_runs_go_on_as(scd_type: int) -> None:
+    """Batches 0-1 of a stream; a full refresh (a new checkpoint: its batch 0, as the
+    generation the client names) rebuilds both tables; the stream run again later (the
+    client naming no generation) goes on as that generation, exactly once."""
+    with tempfile.TemporaryDirectory() as folder:
+        stream = _stream(folder, scd_type)
+        apply_batch(stream, prepared(FIRST), 0)
+        apply_batch(stream, prepared(SECOND), 1)
+        refresh = _stream(folder, scd_type, full_refresh=True)
+        refresh = dataclasses.replace(refresh, app_id="stream.refresh-g1")
+        apply_batch(refresh, prepared([*FIRST, *SECOND]), 0)
+        assert sorted_rows(read_table(stream.target)) == expected([*FIRST, *SECOND], stream)
+        apply_batch(stream, prepared(LATE), 1)
+        assert apply_batch(stream, prepared(LATE), 1).skipped  # the run again after a stop
+        assert DeltaTable(stream.state).transaction_version("stream.refresh-g1") == 1
+        rows = sorted_rows(read_table(stream.target))
+        assert rows == expected([*FIRST, *SECOND, *LATE], stream)
+
+
+@pytest.mark.parametrize("scd_type", [1, 2])
+def test_a_streams_full_refresh_stopped_between_its_commits_finishes_when_run_again(
+    scd_type: int,
+) -> None:
+    """The refresh's first batch reached the target, not the state (its old copy stays);
+    the stream run again without naming the refresh finds the generation in the target,
+    and rebuilds the state alone."""
+    with tempfile.TemporaryDirectory() as folder:
+        stream = _stream(folder, scd_type)
+        apply_batch(stream, prepared(FIRST), 0)
+        apply_batch(stream, prepared(SECOND), 1)
+        old_state = Path(folder, "old-state")
+        shutil.copytree(stream.state, old_state)
+        refresh = dataclasses.replace(stream, app_id="stream.refresh-g1", full_refresh=True)
+        whole = prepared([*FIRST, *SECOND, *LATE])
+        apply_batch(refresh, whole, 0)
+        target_version = DeltaTable(stream.target).version()
+        shutil.rmtree(stream.state)
+        shutil.copytree(old_state, stream.state)
+        apply_batch(stream, whole, 0)
+        assert DeltaTable(stream.target).version() == target_version
+        assert DeltaTable(stream.state).transaction_version("stream.refresh-g1") == 0
+        rows = sorted_rows(read_table(stream.target))
+        assert rows == expected([*FIRST, *SECOND, *LATE], stream)
+
+
+def test_a_streams_new_checkpoint_without_a_full_refresh_is_refused() -> None:
+    """The checkpoint set aside but the stream started again without its full refresh:
+    its batch 0 is older than the writer's marker, refused as a replaced checkpoint."""
+    with tempfile.TemporaryDirectory() as folder:
+        stream = _stream(folder, 1)
+        apply_batch(stream, prepared(FIRST), 0)
+        apply_batch(stream, prepared(SECOND), 1)
+        refused = _refused(stream, LATE, 0)
+    assert refused.condition == "APPLY_CHANGES.CHECKPOINT_REPLACED"
+
+
 @MODEL
 @given(data=st.data(), scd_type=st.sampled_from([1, 2]), cut=st.integers(0, 3))
 def test_a_full_refresh_equals_the_model_whatever_came_before(

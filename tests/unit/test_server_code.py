@@ -87,7 +87,12 @@ def _what_a_client_sends() -> dict[str, object]:
 
     return {
         "apply spec": [f.name for f in dataclasses.fields(ApplySpec)],
-        "apply options": [sink.SPEC_OPTION, sink.STORAGE_PREFIX, sink.CATALOG_PREFIX],
+        "apply options": [
+            sink.SPEC_OPTION,
+            sink.STORAGE_PREFIX,
+            sink.CATALOG_PREFIX,
+            sink.SET_ASIDE_OPTION,
+        ],
         "apply outcome": sink.OUTCOME_SCHEMA,
         "net rules": [f.name for f in dataclasses.fields(net_state.NetRules)],
         "net function": list(inspect.signature(net_state.net_changes).parameters),
@@ -153,6 +158,15 @@ PROTOCOLS[6] = {
     **PROTOCOLS[5],
     "apply spec": [*PROTOCOLS[5]["apply spec"], "target_format", "catalog"],  # type: ignore[list-item]
     "apply options": ["spec", "storage.", "catalog."],
+}
+
+
+# 7: a full refresh (a stream's sets its checkpoint aside by a read of the sink), and the
+# stream writer's own flag.
+PROTOCOLS[7] = {
+    **PROTOCOLS[6],
+    "apply spec": [*PROTOCOLS[6]["apply spec"], "full_refresh", "streaming"],  # type: ignore[list-item]
+    "apply options": ["spec", "storage.", "catalog.", "setCheckpointAside"],
 }
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,12 +76,13 @@ def apply_batch(
     commit, so a refused batch leaves no folder."""
     spec, batch = prepared(spec, batch)
     opened = _opened(spec, batch.schema, version)
+    spec = opened.spec
     if opened.skipped:
         return Outcome(batch.num_rows, 0, 0, skipped=True)
     ops = to_numpy(batch.column(OP))
     truncating = bool((ops == TRUNCATE).any())
     state = opened.state
-    if state is None or spec.full_refresh:  # a full refresh starts from no state
+    if state is None or opened.rebuilds_state:  # a full refresh starts from no state
         if memory is not None:
             memory.forget()
         old = opened.state_schema.empty_table()
@@ -104,14 +106,18 @@ class Share:
     staged: Staged = staging.NOTHING
 
 
-def resolve_share(spec: ApplySpec, batch: pa.Table) -> Share:
+def resolve_share(spec: ApplySpec, batch: pa.Table) -> Share | None:
     """``batch`` (every change of its keys) resolved against the state's rows of its keys,
     read from the files that hold them (``state.rows_of``): a task's part of a batch.
     The rows it writes are staged into the tables' folders where they can be (``_staged``),
-    for the commit to name; nothing is committed."""
+    for the commit to name; nothing is committed. None: the batch rebuilds the state (a
+    full refresh), which its commit resolves whole."""
     given = batch.schema
     spec, batch = prepared(spec, batch)
     target, state = _tables(spec, batch.schema)  # refused as the commit would refuse it
+    spec = _as_writer(spec, target, state)
+    if _rebuilt(spec, state):
+        return None
     if state is None:
         old, read = state_schema(spec, batch.schema).empty_table(), None
     else:
@@ -173,11 +179,12 @@ def _shares_committed(spec: ApplySpec, shares: list[Share], version: int) -> Out
     spec, empty = prepared(spec, shares[0].schema.empty_table())
     changes = sum(s.changes for s in shares)
     opened = _opened(spec, empty.schema, version)
+    spec = opened.spec
     if opened.skipped:
         return Outcome(changes, 0, 0, skipped=True)
     state = opened.state
     now = None if state is None else (state.metadata().id, state.version())
-    if any(s.state != now for s in shares):
+    if opened.rebuilds_state or any(s.state != now for s in shares):
         raise error(
             "APPLY_CHANGES.CONCURRENT_WRITE",
             path=spec.state,
@@ -210,21 +217,27 @@ def prepared(spec: ApplySpec, batch: pa.Table) -> tuple[ApplySpec, pa.Table]:
 @dataclass(frozen=True)
 class _Opened:
     """The target and state a batch (of ``schema``, prepared) goes to (None: not made
-    yet), their schemas, and whether the batch is already applied."""
+    yet), their schemas, whether the batch is already applied, the spec as its writer
+    (``binding.writer``) and which tables the batch rebuilds (a full refresh)."""
 
+    spec: ApplySpec
     schema: pa.Schema
     target: Any
     state: Any
     target_schema: pa.Schema
     state_schema: pa.Schema
     skipped: bool
+    rebuilds_target: bool
+    rebuilds_state: bool
 
 
 def _opened(spec: ApplySpec, schema: pa.Schema, version: int) -> _Opened:
     """The tables for a batch of ``schema``, checked: every refusal of the tables comes
     here, before anything is written."""
     target, state = _tables(spec, schema)
-    if not spec.full_refresh:
+    spec = _as_writer(spec, target, state)
+    rebuilds_target, rebuilds_state = _rebuilt(spec, target), _rebuilt(spec, state)
+    if not rebuilds_state:  # a refresh's first batch replaces whatever is there
         _check_binding(spec, target, state, version)
     marked = [t.transaction_version(spec.app_id) for t in (target, state) if t is not None]
     last = max((m for m in marked if m is not None), default=None)
@@ -233,9 +246,35 @@ def _opened(spec: ApplySpec, schema: pa.Schema, version: int) -> _Opened:
         # checkpoint was replaced, and its batches are not the ones the marker counts.
         raise error("APPLY_CHANGES.CHECKPOINT_REPLACED", path=spec.target, last=last, batch=version)
     skipped = state is not None and tables.applied(state, spec, version)  # written last
+    target_columns, state_columns = target_schema(spec, schema), state_schema(spec, schema)
     return _Opened(
-        schema, target, state, target_schema(spec, schema), state_schema(spec, schema), skipped
+        spec,
+        schema,
+        target,
+        state,
+        target_columns,
+        state_columns,
+        skipped,
+        rebuilds_target,
+        rebuilds_state,
     )
+
+
+def _as_writer(spec: ApplySpec, target: Any, state: Any) -> ApplySpec:
+    """The spec as the writer its batch is applied as (``binding.writer``)."""
+
+    def outcomes() -> Iterator[str]:
+        for table in (target, state):  # the target is committed first
+            if table is not None:
+                yield from tables.outcomes(table, spec, _BOUND_SEARCH)
+
+    return dataclasses.replace(spec, app_id=binding.writer(spec, outcomes))
+
+
+def _rebuilt(spec: ApplySpec, table: Any) -> bool:
+    """Whether the batch rebuilds ``table`` (None: not made yet): a full refresh's."""
+    marked = None if table is None else table.transaction_version(spec.app_id)
+    return binding.rebuilds(spec, marked)
 
 
 # How many of the state's newest commits are searched for the target it describes (its
@@ -294,7 +333,7 @@ def _committed(
         rows = inserted(spec, resolution)
         _create_target(spec, opened.target_schema, version, rows, marked)
         target = tables.opened(spec.target, spec)
-    elif spec.full_refresh:  # one commit replacing every row: older versions stay readable
+    elif opened.rebuilds_target:  # one commit replacing every row: older versions stay
         rows = inserted(spec, resolution)
         check_not_null(tables.table_schema(target), spec, rows)
         tables.overwrite_rows(target, spec, version, rows, marked)
@@ -308,7 +347,7 @@ def _committed(
     if state is None:
         state_table.create(spec, opened.state_schema, version, resolution.state, memory, marked)
         return outcome
-    if resolution.truncated or spec.full_refresh:
+    if resolution.truncated or opened.rebuilds_state:
         state_table.overwrite(state, spec, version, resolution.state, memory, marked)
     elif staged.state:
         tables.append_staged(state, spec, version, staged.state, marked)

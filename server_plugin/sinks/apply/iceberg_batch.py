@@ -10,6 +10,9 @@ state is written to the state alone, from the state the first run read.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Iterator
+from itertools import islice
 from typing import Any
 
 import pyarrow as pa
@@ -34,6 +37,9 @@ from spark_cdc.server_plugin.sinks.apply.binding import Bound
 from spark_cdc.server_plugin.sinks.apply.history import Resolution, resolve
 from spark_cdc.server_plugin.sinks.apply.spec import KEY_HASH, OP, TRUNCATE, ApplySpec
 
+# How many of a table's newest snapshots are searched for a stream's newest writer.
+_WRITER_SEARCH = 20
+
 
 def apply_batch(spec: ApplySpec, batch: pa.Table, version: int) -> Outcome:
     """Apply ``batch`` (the client's prepared feed) as this writer's ``version``. Every
@@ -46,7 +52,9 @@ def apply_batch(spec: ApplySpec, batch: pa.Table, version: int) -> Outcome:
     wanted_state = state_schema(spec, batch.schema)
     target = tables.existing(found, spec.target, wanted_target, spec, "target")
     state = tables.existing(found, spec.state, wanted_state, spec, "state")
-    if not spec.full_refresh:
+    spec = _as_writer(spec, target, state)
+    rebuilds_target, rebuilds_state = (_rebuilt(spec, t) for t in (target, state))
+    if not rebuilds_state:  # a refresh's first batch replaces whatever is there
         _check_binding(spec, target, state, version)
     marked = [tables.last_batch(t, spec.app_id) for t in (target, state) if t is not None]
     last = max((m for m in marked if m is not None), default=None)
@@ -56,7 +64,7 @@ def apply_batch(spec: ApplySpec, batch: pa.Table, version: int) -> Outcome:
     if state is not None and tables.applied(state, spec, version):
         return Outcome(batch.num_rows, 0, 0, skipped=True)
     truncating = bool(pc.any(pc.equal(batch.column(OP), TRUNCATE)).as_py())
-    if state is None or spec.full_refresh:  # a full refresh starts from no state
+    if state is None or rebuilds_state:  # a full refresh starts from no state
         old = wanted_state.empty_table()
     else:
         old = _state_rows(state, spec, None if truncating else batch.select(list(spec.keys)))
@@ -69,7 +77,7 @@ def apply_batch(spec: ApplySpec, batch: pa.Table, version: int) -> Outcome:
         tables.created(
             found, spec.target, wanted_target, spec, version, rows, marker, "target", properties
         )
-    elif spec.full_refresh:  # one snapshot replacing every row: older ones stay readable
+    elif rebuilds_target:  # one snapshot replacing every row: older ones stay readable
         rows = inserted(spec, resolution)
         check_not_null(tables.table_schema(target), spec, rows)
         tables.overwrite_rows(target, spec, version, rows, marker)
@@ -80,7 +88,7 @@ def apply_batch(spec: ApplySpec, batch: pa.Table, version: int) -> Outcome:
         tables.created(
             found, spec.state, wanted_state, spec, version, resolution.state, marker, "state"
         )
-    elif resolution.truncated or spec.full_refresh:
+    elif resolution.truncated or rebuilds_state:
         tables.overwrite_rows(state, spec, version, resolution.state, marker)
     else:
         tables.append_rows(state, spec, version, resolution.state, marker)
@@ -95,6 +103,22 @@ def _check_binding(spec: ApplySpec, target: Any, state: Any, version: int) -> No
     found = None if target is None else Bound(*tables.identity(target))
     outcomes = None if state is None else tables.every_outcome(state)
     binding.check(spec, version, found, outcomes, lambda: tables.every_outcome(target))
+
+
+def _as_writer(spec: ApplySpec, target: Any, state: Any) -> ApplySpec:
+    """The spec as the writer its batch is applied as (``binding.writer``)."""
+
+    def outcomes() -> Iterator[str]:
+        for table in (target, state):  # the target is committed first
+            if table is not None:
+                yield from islice(tables.every_outcome(table), _WRITER_SEARCH)
+
+    return dataclasses.replace(spec, app_id=binding.writer(spec, outcomes))
+
+
+def _rebuilt(spec: ApplySpec, table: Any) -> bool:
+    """Whether the batch rebuilds ``table`` (None: not made yet): a full refresh's."""
+    return binding.rebuilds(spec, None if table is None else tables.last_batch(table, spec.app_id))
 
 
 def _state_rows(state: Any, spec: ApplySpec, keys: pa.Table | None) -> pa.Table:

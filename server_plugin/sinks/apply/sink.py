@@ -57,6 +57,9 @@ if TYPE_CHECKING:  # the engine loads where a batch is written or committed (mod
 
 SINK_NAME = "spark_cdc_apply"
 SPEC_OPTION = "spec"
+# A read with this option (a checkpoint location) sets that stream checkpoint aside for a
+# full refresh (``checkpoints``), and returns no outcome.
+SET_ASIDE_OPTION = "setCheckpointAside"
 STORAGE_PREFIX = "storage."
 CATALOG_PREFIX = "catalog."
 # The spec's fields that travel as options of their own (``spec_options``).
@@ -119,10 +122,14 @@ class ResolvedChanges(WriterCommitMessage):
     staged: Staged
 
 
-def _resolved(spec: ApplySpec, rows: pa.Table) -> ResolvedChanges:
+def _resolved(spec: ApplySpec, rows: pa.Table) -> ResolvedChanges | None:
+    """A task's share resolved, as its message (None: the commit resolves the batch whole:
+    it rebuilds the state)."""
     from spark_cdc.server_plugin.sinks.apply.task import resolved
 
     share = resolved(spec, rows)
+    if share is None:
+        return None
     parts = share.resolution
     return ResolvedChanges(
         share.state,
@@ -177,10 +184,10 @@ class ApplyChangesSink(DataSource):
         return BatchApplier(_required_spec(self.options))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> StreamApplier:
-        return StreamApplier(_required_spec(self.options))
+        return StreamApplier(dataclasses.replace(_required_spec(self.options), streaming=True))
 
     def reader(self, schema: StructType) -> OutcomeReader:
-        return OutcomeReader(_required_spec(self.options))
+        return OutcomeReader(_required_spec(self.options), option(self.options, SET_ASIDE_OPTION))
 
 
 def _required_spec(options: Mapping[str, str]) -> ApplySpec:
@@ -194,16 +201,15 @@ def _required_spec(options: Mapping[str, str]) -> ApplySpec:
 def _task_message(spec: ApplySpec, batches: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
     """A task's message: its share resolved when the plan partitioned the feed by key,
     else its rows, for the commit to resolve (a feed with truncates: each needs every
-    key; a full refresh: its commits replace every row of both tables)."""
+    key; a full refresh's first batch: it rebuilds the tables whole)."""
     import pyarrow as pa
 
     collected = list(batches)
     if not sum(b.num_rows for b in collected):
         return StagedChanges(b"", 0)
     rows = pa.Table.from_batches(collected)
-    if spec.partitioned_by_key and not spec.full_refresh:
-        return _resolved(spec, rows)
-    return StagedChanges(_ipc(rows), rows.num_rows)
+    resolved = _resolved(spec, rows) if spec.partitioned_by_key else None
+    return resolved or StagedChanges(_ipc(rows), rows.num_rows)
 
 
 def _applied(
@@ -214,10 +220,17 @@ def _applied(
     from spark_cdc.server_plugin.sinks.apply.task import applied
 
     shares = _shares(messages)
+    table = _unstaged(messages)
+    if shares and table is not None:  # tasks that found the tables in two states
+        _discarded(spec, messages)
+        raise error(
+            "APPLY_CHANGES.CONCURRENT_WRITE",
+            path=spec.state,
+            problem="another writer changed the tables while the batch's tasks read them",
+        )
     if shares:
         applied(spec, version, shares=shares)
         return
-    table = _unstaged(messages)
     if table is not None:
         applied(spec, version, table=table, memory=memory)
 
@@ -292,15 +305,31 @@ class StreamApplier(DataSourceStreamWriter, DataSourceArrowWriter):
 
 class OutcomeReader(DataSourceReader):
     """What this writer's batches did, the latest first (of the state's last
-    ``_OUTCOME_SEARCH`` commits); none when it applied nothing."""
+    ``_OUTCOME_SEARCH`` commits); none when it applied nothing. A stream's writer is its
+    newest generation (``binding.writer``). With a checkpoint to set aside, that is done
+    instead (``checkpoints``)."""
 
-    def __init__(self, spec: ApplySpec) -> None:
+    def __init__(self, spec: ApplySpec, set_aside: str | None = None) -> None:
         self.spec = spec
+        self.set_aside = set_aside
 
     def read(self, partition: InputPartition) -> Iterator[tuple[int, int, int, int]]:
+        if self.set_aside is not None:
+            from spark_cdc.server_plugin.sinks.apply.checkpoints import set_aside
+
+            set_aside(self.set_aside)
+            return
+        from spark_cdc.server_plugin.sinks.apply.binding import REFRESH
+
+        writer = None
         for described in _outcomes(self.spec):
             found = json.loads(described)
-            if found.get("app_id") == self.spec.app_id:
+            app_id = str(found.get("app_id", ""))
+            if writer is None and (
+                app_id == self.spec.app_id or app_id.startswith(self.spec.app_id + REFRESH)
+            ):
+                writer = app_id
+            if app_id == writer:
                 yield found.get("batch", 0), found["changes"], found["keys"], found["rows"]
 
 

@@ -87,10 +87,13 @@ class ApplySpec:
     # (they are table names in the pyiceberg catalog ``catalog``'s properties describe).
     target_format: str = DELTA
     catalog: tuple[tuple[str, str], ...] = ()
-    # Rebuild the target and its state from this feed (its start): the batch is resolved
-    # against no state, replaces every row of the target in one commit, and is not
-    # checked against the state's record of its target (``binding``).
+    # Rebuild the target and its state from this feed (its start): a table without this
+    # writer's marker is replaced by the batch resolved against no state, in one commit,
+    # unchecked against the state's record of its target (``binding``).
     full_refresh: bool = False
+    # The sink's stream writer applies it (set there, not by the client): its writer may
+    # be a full refresh's generation of ``app_id`` (``binding.writer``).
+    streaming: bool = False
 
     @property
     def deletion_vectors(self) -> bool:

@@ -43,8 +43,9 @@ def applied(
         return apply_batch(spec, table, version, memory)
 
 
-def resolved(spec: ApplySpec, rows: pa.Table) -> Share:
-    """A task's share of the batch resolved (``resolve_share``)."""
+def resolved(spec: ApplySpec, rows: pa.Table) -> Share | None:
+    """A task's share of the batch resolved (``resolve_share``; None: the commit resolves
+    the batch whole)."""
     with named_errors(spec):
         return resolve_share(spec, rows)
 
