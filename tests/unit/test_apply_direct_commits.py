@@ -15,7 +15,7 @@ from typing import Any
 import polars
 import pyarrow as pa
 import pytest
-from deltalake import DeltaTable, write_deltalake
+from deltalake import DeltaTable, WriterProperties, write_deltalake
 from spark_cdc.server_plugin.delta import committer
 from spark_cdc.server_plugin.errors import ChangelogSourceError
 from spark_cdc.server_plugin.sinks.apply import direct_commits, tables
@@ -194,6 +194,39 @@ def test_every_commit_is_valid_json_for_deltas_readers(properties: dict[str, str
         assert all(i.get("readVersion", 0) >= 0 for i in infos)
         assert len(DeltaTable(spec.target).history()) == 2
         assert polars.read_delta(spec.target).height == 3
+
+
+def test_a_file_of_several_row_groups_is_rewritten_a_file_per_row_group() -> None:
+    """A target of ten rows in row groups of three (another writer made it): a batch
+    that updates a key of the first group, deletes every key of the second and inserts a
+    new one rewrites the file as one per group left (the second has none), and the next
+    batch finds its keys in them (their key indexes kept from the rewrite)."""
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(folder, 1)
+        rows = pa.table(
+            {"id": list(range(10)), "a": list(range(10)), "b": ["x"] * 10}, schema=SCHEMA
+        )
+        write_deltalake(spec.target, rows, writer_properties=WriterProperties(max_row_group_size=3))
+        first = [Change((0,), (1,), "upsert", {"a": 100, "b": "y"})]
+        first += [Change((k,), (1,), "delete") for k in (3, 4, 5)]
+        first += [Change((20,), (1,), "upsert", {"a": 20, "b": "z"})]
+        apply_batch(spec, prepared(first), 0)
+        commit = _commits(spec.target)[-1]
+        added = sorted(json.loads(a["add"]["stats"])["numRecords"] for a in commit if "add" in a)
+        assert added == [1, 2, 2, 3]  # groups [1, 2], [6, 7, 8], [9]; the batch: 0 and 20
+        second = [Change((k,), (2,), "upsert", {"a": -k, "b": "w"}) for k in (1, 7, 9)]
+        apply_batch(spec, prepared(second), 1)
+        have = {r["id"]: (r["a"], r["b"]) for r in read_table(spec.target).to_pylist()}
+    assert have == {
+        0: (100, "y"),
+        1: (-1, "w"),
+        2: (2, "x"),
+        6: (6, "x"),
+        7: (-7, "w"),
+        8: (8, "x"),
+        9: (-9, "w"),
+        20: (20, "z"),
+    }
 
 
 def test_a_target_keeping_a_change_data_feed_takes_delta_rs_merge() -> None:

@@ -23,6 +23,7 @@ import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+from urllib.parse import unquote
 
 import numpy as np
 import pyarrow as pa
@@ -38,8 +39,13 @@ from spark_cdc.server_plugin.delta.deletion_vectors import (
 from spark_cdc.server_plugin.delta.log import DeltaLog
 from spark_cdc.server_plugin.errors import error
 from spark_cdc.server_plugin.sinks.apply import staging, tables
-from spark_cdc.server_plugin.sinks.apply.file_lookup import add_actions, rows_at, rows_of_keys
-from spark_cdc.server_plugin.sinks.apply.key_index import FileKeysCache
+from spark_cdc.server_plugin.sinks.apply.file_lookup import (
+    add_actions,
+    row_group_rows,
+    row_groups,
+    rows_of_keys,
+)
+from spark_cdc.server_plugin.sinks.apply.key_index import BatchKeys, FileKeysCache
 from spark_cdc.server_plugin.sinks.apply.spec import DELETION_VECTORS_PROPERTY, ApplySpec
 from spark_cdc.server_plugin.sinks.apply.tables import OUTCOME_KEY
 
@@ -109,17 +115,17 @@ def replace_rows(
     root = committer.local_root(table.table_uri)
     assert root is not None
     staged = (*staged, *staged_rows(table, rows))
+    wanted = BatchKeys.of(replaced, replaced.column_names, len(spec.keys))
     for _ in range(_ATTEMPTS):
         read_version = table.version()
-        marks = rows_of_keys(
-            table, log, replaced, replaced.column_names, _FILE_KEYS, indexed=len(spec.keys)
-        )
+        marks = rows_of_keys(table, log, replaced, replaced.column_names, _FILE_KEYS, wanted=wanted)
         pending = committer.PendingCommit("MERGE", read_version)
         if marks_rows(table):
             written = _mark(log, root, read_version, marks, pending)
             rewritten: tuple[dict[str, Any], ...] = ()
         else:
-            written, rewritten = None, _rewrite(table, log, read_version, marks, pending)
+            written = None
+            rewritten = _rewrite(table, log, read_version, marks, pending, wanted)
         pending.actions.extend({"add": add} for add in staged)
         _of_batch(pending, spec, version, outcome)
         committed = committer.try_commit(table.table_uri, pending)
@@ -207,10 +213,13 @@ def _rewrite(
     version: int,
     marks: dict[str, np.ndarray],
     pending: committer.PendingCommit,
+    wanted: BatchKeys,
 ) -> tuple[dict[str, Any], ...]:
-    """Each marked file removed and, unless every row of it goes, its other rows written
-    to a new file in its partition (a file's own deletion vector, from another writer,
-    applied too), the files read and written in parallel: the new files' add actions."""
+    """Each marked file removed and its other rows (a file's own deletion vector, from
+    another writer, applied too) written to new files in its partition, one a row group,
+    the row groups read, filtered and written in parallel: the new files' add actions.
+    Each new file's key index, made of the rows at hand, is kept (``_FILE_KEYS``), so the
+    next batch finds its keys without reading the file again."""
     if not marks:
         return ()
     adds = current_adds(log, version, set(marks))
@@ -219,24 +228,40 @@ def _rewrite(
     schema = pa.schema([f for f in tables.table_schema(table) if f.name not in partitions])
     properties = _stats_properties(table)
     values = _partition_values(table, partitions, set(marks))
+    taken = {path: _taken_out(log, adds[path], hits) for path, hits in marks.items()}
+    pieces = []
+    for path in marks:
+        bounds = np.cumsum([0, *row_groups(log, path)])
+        pieces += [(path, g, int(bounds[g]), int(bounds[g + 1])) for g in range(len(bounds) - 1)]
 
-    def rewritten(path: str) -> tuple[dict[str, Any], ...]:
-        hits = _taken_out(log, adds[path], marks[path])
-        rows = rows_at(log, path, None, schema)
-        keep = np.ones(rows.num_rows, bool)
-        keep[hits] = False
-        if not keep.any():
+    def rewritten(piece: tuple[str, int, int, int]) -> tuple[dict[str, Any], ...]:
+        path, group, start, stop = piece
+        hits = taken[path]
+        local = hits[np.searchsorted(hits, start) : np.searchsorted(hits, stop)] - start
+        if len(local) == stop - start:
             return ()
-        rows = rows.filter(keep)
+        rows = row_group_rows(log, path, group, schema)
+        if len(local):
+            keep = np.ones(rows.num_rows, bool)
+            keep[local] = False
+            rows = rows.filter(keep)
         for name, value in values.get(path, {}).items():  # written into its partition's folder
             rows = rows.append_column(name, pa.repeat(value, rows.num_rows))
-        return staging.staged_files(table.table_uri, rows, partitions, properties)
+        files = staging.staged_files(table.table_uri, rows, partitions, properties)
+        if len(files) == 1:
+            _FILE_KEYS.keys(_identity(log, files[0]), lambda: rows, wanted)
+        return files
 
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
-        new = [a for found in pool.map(rewritten, list(marks)) for a in found]
+        new = [a for found in pool.map(rewritten, pieces) for a in found]
     pending.actions.extend({"remove": _removed(adds[path], now)} for path in marks)
     pending.actions.extend({"add": add} for add in new)
     return tuple(new)
+
+
+def _identity(log: DeltaLog, add: dict[str, Any]) -> tuple[str, int, int]:
+    """A new file as the key caches know it (``file_lookup.file_identities``)."""
+    return (log.location(unquote(add["path"])), int(add["size"]), int(add["modificationTime"]))
 
 
 def _partition_values(

@@ -34,11 +34,13 @@ def rows_of_keys(
     cache: FileKeysCache,
     files: pa.Table | None = None,
     indexed: int | None = None,
+    wanted: BatchKeys | None = None,
 ) -> dict[str, np.ndarray]:
     """Per file of the snapshot (of ``files``, its add actions, when given), the positions
     of its rows whose key (``names``) is one of ``keys``', sorted; files with none left
     out. A file's own deletion vector is not applied. The files are indexed by the first
-    ``indexed`` names (all by default), the others compared on the rows found."""
+    ``indexed`` names (all by default), the others compared on the rows found
+    (``wanted``: the batch's keys so indexed, when the caller made them already)."""
     if not keys.num_rows:
         return {}
     cache.next_round()
@@ -50,7 +52,7 @@ def rows_of_keys(
     paths = files.column("path").to_pylist()
     columns = [n for n in names if n not in partitions]
     values = {n: files.column(f"partition.{n}") for n in names if n in partitions}
-    wanted = BatchKeys.of(keys, names, indexed)
+    wanted = wanted or BatchKeys.of(keys, names, indexed)
     identities = file_identities(log, files)
 
     def positions(row: int) -> tuple[str, np.ndarray]:
@@ -114,6 +116,30 @@ def rows_at(
                 local = positions[cuts[i] : cuts[i + 1]] - bounds[group]
                 parts.append(rows.take(from_numpy(local)))
             read = pa.concat_tables(parts)
+    return _typed(read, present, schema)
+
+
+def row_groups(log: DeltaLog, path: str) -> list[int]:
+    """The number of rows of each of the file's row groups."""
+    with log.open(path) as source:
+        metadata = pq.ParquetFile(source).metadata
+        return [metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)]
+
+
+def row_group_rows(log: DeltaLog, path: str, group: int, schema: pa.Schema) -> pa.Table:
+    """One row group of the file, as ``schema`` types it (as ``rows_at``): the unit a
+    file is rewritten by, in parallel."""
+    with log.open(path) as source:
+        parquet = pq.ParquetFile(source)
+        present = [n for n in schema.names if n in parquet.schema_arrow.names]
+        coded = _dictionary_coded(parquet, present)
+        if coded:
+            parquet = pq.ParquetFile(source, metadata=parquet.metadata, read_dictionary=coded)
+        return _typed(parquet.read_row_group(group, columns=present), present, schema)
+
+
+def _typed(read: pa.Table, present: list[str], schema: pa.Schema) -> pa.Table:
+    """``read`` as ``schema`` types it, a column the file lacks NULL."""
     columns = [
         read.column(f.name).cast(f.type) if f.name in present else pa.nulls(read.num_rows, f.type)
         for f in schema
