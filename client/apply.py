@@ -152,6 +152,7 @@ def apply_changes(
         schema_evolution=schema_evolution,
         app_id=_writer_id(target, checkpoint_location if feed.isStreaming else None),
         full_refresh=full_refresh,
+        checkpoint=checkpoint_location if feed.isStreaming else None,
         target_name=target_name,
         tombstone_retention_ms=_retention_ms(tombstone_retention, scd_type),
         storage_options=tuple(sorted((storage_options or {}).items())),
@@ -181,7 +182,7 @@ def apply_changes(
         return AppliedChanges(*done[0][1:]) if done else AppliedChanges(0, 0, 0)
     if full_refresh:  # the stream starts over from its feed's start, the old checkpoint kept
         spark.read.format(SINK_NAME).options(**options).option(
-            SET_ASIDE_OPTION, checkpoint_location
+            SET_ASIDE_OPTION, "true"
         ).load().collect()
     writer = plan.prepared.writeStream.format(SINK_NAME).options(**options)
     writer = writer.option("checkpointLocation", checkpoint_location)

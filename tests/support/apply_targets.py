@@ -184,5 +184,4 @@ def spec_for(folder: str, scd_type: int, iceberg: bool = False, **rules: Any) ->
         target_format=rules.pop("target_format", DELTA),
         catalog=rules.pop("catalog", ()),
         full_refresh=rules.pop("full_refresh", False),
-        streaming=rules.pop("streaming", False),
     )

@@ -20,7 +20,9 @@ from pyiceberg.catalog import load_catalog
 from pyiceberg.exceptions import NoSuchTableError
 from spark_cdc.server_plugin.errors import ChangelogSourceError
 from spark_cdc.server_plugin.iceberg.table import LEGACY_CATALOG_NAME, catalog_from
+from spark_cdc.server_plugin.sinks.apply import checkpoints, sink
 from spark_cdc.server_plugin.sinks.apply.batch import apply_batch
+from spark_cdc.server_plugin.sinks.apply.binding import REFRESH
 from spark_cdc.server_plugin.sinks.apply.iceberg_batch import apply_batch as apply_iceberg
 from spark_cdc.server_plugin.sinks.apply.spec import ApplySpec
 
@@ -233,27 +235,26 @@ def test_a_full_refresh_stopped_before_its_state_commit_gives_the_same_target_ag
         assert sorted_rows(read_table(spec.target)) == expected([*FIRST, *SECOND, *LATE], spec)
 
 
-def _stream(folder: str, scd_type: int, **more: Any) -> ApplySpec:
-    """A stream writer's spec, as the sink's stream writer makes it."""
-    return spec_for(folder, scd_type, app_id="stream", streaming=True, **more)
+GENERATION = "stream.refresh-g1"  # a full refresh's writer, as the client names it
 
 
 @pytest.mark.parametrize("scd_type", [1, 2])
-def test_a_streams_full_refresh_is_a_generation_its_later_runs_go_on_as(scd_type: int) -> None:
-    """Batches 0-1 of a stream; a full refresh (a new checkpoint: its batch 0, as the
-    generation the client names) rebuilds both tables; the stream run again later (the
-    client naming no generation) goes on as that generation, exactly once."""
+def test_a_streams_full_refresh_is_a_writer_generation_rebuilding_both_tables(
+    scd_type: int,
+) -> None:
+    """Batches 0-1 of a stream; its full refresh (a new checkpoint: batch 0 again, as a
+    generation of the writer) rebuilds both tables; its later batches (the checkpoint
+    naming the generation: ``sink._as_named_writer``) apply as usual, exactly once."""
     with tempfile.TemporaryDirectory() as folder:
-        stream = _stream(folder, scd_type)
+        stream = spec_for(folder, scd_type, app_id="stream")
         apply_batch(stream, prepared(FIRST), 0)
         apply_batch(stream, prepared(SECOND), 1)
-        refresh = _stream(folder, scd_type, full_refresh=True)
-        refresh = dataclasses.replace(refresh, app_id="stream.refresh-g1")
-        apply_batch(refresh, prepared([*FIRST, *SECOND]), 0)
+        later = dataclasses.replace(stream, app_id=GENERATION)
+        apply_batch(dataclasses.replace(later, full_refresh=True), prepared([*FIRST, *SECOND]), 0)
         assert sorted_rows(read_table(stream.target)) == expected([*FIRST, *SECOND], stream)
-        apply_batch(stream, prepared(LATE), 1)
-        assert apply_batch(stream, prepared(LATE), 1).skipped  # the run again after a stop
-        assert DeltaTable(stream.state).transaction_version("stream.refresh-g1") == 1
+        apply_batch(later, prepared(LATE), 1)
+        assert apply_batch(later, prepared(LATE), 1).skipped  # the run again after a stop
+        assert DeltaTable(stream.state).transaction_version(GENERATION) == 1
         rows = sorted_rows(read_table(stream.target))
         assert rows == expected([*FIRST, *SECOND, *LATE], stream)
 
@@ -263,32 +264,55 @@ def test_a_streams_full_refresh_stopped_between_its_commits_finishes_when_run_ag
     scd_type: int,
 ) -> None:
     """The refresh's first batch reached the target, not the state (its old copy stays);
-    the stream run again without naming the refresh finds the generation in the target,
-    and rebuilds the state alone."""
+    run again as the generation (without ``full_refresh``: a restart), it rebuilds the
+    state alone."""
     with tempfile.TemporaryDirectory() as folder:
-        stream = _stream(folder, scd_type)
+        stream = spec_for(folder, scd_type, app_id="stream")
         apply_batch(stream, prepared(FIRST), 0)
         apply_batch(stream, prepared(SECOND), 1)
         old_state = Path(folder, "old-state")
         shutil.copytree(stream.state, old_state)
-        refresh = dataclasses.replace(stream, app_id="stream.refresh-g1", full_refresh=True)
+        later = dataclasses.replace(stream, app_id=GENERATION)
         whole = prepared([*FIRST, *SECOND, *LATE])
-        apply_batch(refresh, whole, 0)
+        apply_batch(dataclasses.replace(later, full_refresh=True), whole, 0)
         target_version = DeltaTable(stream.target).version()
         shutil.rmtree(stream.state)
         shutil.copytree(old_state, stream.state)
-        apply_batch(stream, whole, 0)
+        apply_batch(later, whole, 0)
         assert DeltaTable(stream.target).version() == target_version
-        assert DeltaTable(stream.state).transaction_version("stream.refresh-g1") == 0
+        assert DeltaTable(stream.state).transaction_version(GENERATION) == 0
         rows = sorted_rows(read_table(stream.target))
         assert rows == expected([*FIRST, *SECOND, *LATE], stream)
 
 
-def test_a_streams_new_checkpoint_without_a_full_refresh_is_refused() -> None:
-    """The checkpoint set aside but the stream started again without its full refresh:
-    its batch 0 is older than the writer's marker, refused as a replaced checkpoint."""
+def test_a_checkpoint_set_aside_names_the_writer_its_stream_goes_on_as() -> None:
+    """The old checkpoint kept beside the new one, which names the generation: the sink
+    applies every later run's batches as it (the client naming only the stream's id), a
+    checkpoint naming another stream's generation is not taken, and a checkpoint on an
+    object store is refused."""
     with tempfile.TemporaryDirectory() as folder:
-        stream = _stream(folder, 1)
+        location = f"{folder}/checkpoint"
+        Path(location, "offsets").mkdir(parents=True)
+        stream = dataclasses.replace(spec_for(folder, 1, app_id="stream"), checkpoint=location)
+        assert sink._as_named_writer(stream) == stream
+        aside = checkpoints.set_aside(location, GENERATION)
+        assert aside is not None and Path(aside, "offsets").is_dir()
+        assert [p.name for p in Path(location).iterdir()] == [checkpoints.WRITER_FILE]
+        assert sink._as_named_writer(stream).app_id == GENERATION
+        other = dataclasses.replace(stream, app_id="another-stream")
+        assert sink._as_named_writer(other) == other
+        assert checkpoints.set_aside(location, f"stream{REFRESH}g2") is not None
+        assert len(list(Path(folder).glob("checkpoint.before-full-refresh-*"))) == 2
+    with pytest.raises(ChangelogSourceError) as refused:
+        checkpoints.set_aside("s3://bucket/checkpoint", GENERATION)
+    assert refused.value.parameters["parameter"] == "checkpoint_location"
+
+
+def test_a_streams_new_checkpoint_without_a_full_refresh_is_refused() -> None:
+    """A checkpoint deleted by hand (naming no generation): the stream's batch 0 is older
+    than its writer's marker, refused as a replaced checkpoint."""
+    with tempfile.TemporaryDirectory() as folder:
+        stream = spec_for(folder, 1, app_id="stream")
         apply_batch(stream, prepared(FIRST), 0)
         apply_batch(stream, prepared(SECOND), 1)
         refused = _refused(stream, LATE, 0)

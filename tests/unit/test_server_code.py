@@ -161,11 +161,11 @@ PROTOCOLS[6] = {
 }
 
 
-# 7: a full refresh (a stream's sets its checkpoint aside by a read of the sink), and the
-# stream writer's own flag.
+# 7: a full refresh (a stream's sets its checkpoint aside by a read of the sink, and the
+# new checkpoint names the writer its batches are applied as).
 PROTOCOLS[7] = {
     **PROTOCOLS[6],
-    "apply spec": [*PROTOCOLS[6]["apply spec"], "full_refresh", "streaming"],  # type: ignore[list-item]
+    "apply spec": [*PROTOCOLS[6]["apply spec"], "full_refresh", "checkpoint"],  # type: ignore[list-item]
     "apply options": ["spec", "storage.", "catalog.", "setCheckpointAside"],
 }
 

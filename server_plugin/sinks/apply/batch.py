@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,7 +75,6 @@ def apply_batch(
     commit, so a refused batch leaves no folder."""
     spec, batch = prepared(spec, batch)
     opened = _opened(spec, batch.schema, version)
-    spec = opened.spec
     if opened.skipped:
         return Outcome(batch.num_rows, 0, 0, skipped=True)
     ops = to_numpy(batch.column(OP))
@@ -115,7 +113,6 @@ def resolve_share(spec: ApplySpec, batch: pa.Table) -> Share | None:
     given = batch.schema
     spec, batch = prepared(spec, batch)
     target, state = _tables(spec, batch.schema)  # refused as the commit would refuse it
-    spec = _as_writer(spec, target, state)
     if _rebuilt(spec, state):
         return None
     if state is None:
@@ -179,7 +176,6 @@ def _shares_committed(spec: ApplySpec, shares: list[Share], version: int) -> Out
     spec, empty = prepared(spec, shares[0].schema.empty_table())
     changes = sum(s.changes for s in shares)
     opened = _opened(spec, empty.schema, version)
-    spec = opened.spec
     if opened.skipped:
         return Outcome(changes, 0, 0, skipped=True)
     state = opened.state
@@ -217,10 +213,9 @@ def prepared(spec: ApplySpec, batch: pa.Table) -> tuple[ApplySpec, pa.Table]:
 @dataclass(frozen=True)
 class _Opened:
     """The target and state a batch (of ``schema``, prepared) goes to (None: not made
-    yet), their schemas, whether the batch is already applied, the spec as its writer
-    (``binding.writer``) and which tables the batch rebuilds (a full refresh)."""
+    yet), their schemas, whether the batch is already applied, and which tables it
+    rebuilds (a full refresh's first batch)."""
 
-    spec: ApplySpec
     schema: pa.Schema
     target: Any
     state: Any
@@ -235,7 +230,6 @@ def _opened(spec: ApplySpec, schema: pa.Schema, version: int) -> _Opened:
     """The tables for a batch of ``schema``, checked: every refusal of the tables comes
     here, before anything is written."""
     target, state = _tables(spec, schema)
-    spec = _as_writer(spec, target, state)
     rebuilds_target, rebuilds_state = _rebuilt(spec, target), _rebuilt(spec, state)
     if not rebuilds_state:  # a refresh's first batch replaces whatever is there
         _check_binding(spec, target, state, version)
@@ -248,7 +242,6 @@ def _opened(spec: ApplySpec, schema: pa.Schema, version: int) -> _Opened:
     skipped = state is not None and tables.applied(state, spec, version)  # written last
     target_columns, state_columns = target_schema(spec, schema), state_schema(spec, schema)
     return _Opened(
-        spec,
         schema,
         target,
         state,
@@ -258,17 +251,6 @@ def _opened(spec: ApplySpec, schema: pa.Schema, version: int) -> _Opened:
         rebuilds_target,
         rebuilds_state,
     )
-
-
-def _as_writer(spec: ApplySpec, target: Any, state: Any) -> ApplySpec:
-    """The spec as the writer its batch is applied as (``binding.writer``)."""
-
-    def outcomes() -> Iterator[str]:
-        for table in (target, state):  # the target is committed first
-            if table is not None:
-                yield from tables.outcomes(table, spec, _BOUND_SEARCH)
-
-    return dataclasses.replace(spec, app_id=binding.writer(spec, outcomes))
 
 
 def _rebuilt(spec: ApplySpec, table: Any) -> bool:

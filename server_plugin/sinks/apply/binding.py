@@ -20,10 +20,11 @@ commits answers. The rules, the same for every format:
 
 A full refresh (``spec.full_refresh``) is the way out of each: it rebuilds both from the
 feed's start, and is not checked. Its writer is a generation of its own (``REFRESH``): a
-stream's full refresh starts a new checkpoint, whose batches are told from the old ones'
-by it, and which later runs of the stream go on as (``writer``). A table without a marker
-of a refresh's writer is rebuilt by its first batch (``rebuilds``), each table on its own:
-a refresh stopped between its two commits finishes the state's when run again.
+stream's full refresh starts a new checkpoint, which names the generation
+(``checkpoints``), so its batches are told from the old ones' and later runs of the stream
+go on as it. A table without a marker of a refresh's writer is rebuilt by its first batch
+(``rebuilds``), each table on its own: a refresh stopped between its two commits finishes
+the state's when run again.
 
 Another writer's ordinary commits (compaction, vacuum, deletes, updates, appends) keep
 the id and move the version forward: never refused. A state written before this check
@@ -43,20 +44,6 @@ from spark_cdc.server_plugin.sinks.apply.spec import ApplySpec
 TARGET_FIELD = "target"
 # Between a stream's writer id and the generation a full refresh of it starts.
 REFRESH = ".refresh-"
-
-
-def writer(spec: ApplySpec, outcomes: Callable[[], Iterable[str]]) -> str:
-    """The writer a batch is applied as: a stream's newest generation (the first of the
-    tables' ``outcomes``, the target's newest first, as it is committed first, by the
-    stream's id or a refresh of it), else its own id (a batch call is a writer of its own,
-    a refresh names its generation)."""
-    if not spec.streaming or REFRESH in spec.app_id:
-        return spec.app_id
-    for outcome in outcomes():
-        found = str(json.loads(outcome).get("app_id", ""))
-        if found == spec.app_id or found.startswith(spec.app_id + REFRESH):
-            return found
-    return spec.app_id
 
 
 def rebuilds(spec: ApplySpec, marked: int | None) -> bool:

@@ -10,9 +10,6 @@ state is written to the state alone, from the state the first run read.
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Iterator
-from itertools import islice
 from typing import Any
 
 import pyarrow as pa
@@ -37,9 +34,6 @@ from spark_cdc.server_plugin.sinks.apply.binding import Bound
 from spark_cdc.server_plugin.sinks.apply.history import Resolution, resolve
 from spark_cdc.server_plugin.sinks.apply.spec import KEY_HASH, OP, TRUNCATE, ApplySpec
 
-# How many of a table's newest snapshots are searched for a stream's newest writer.
-_WRITER_SEARCH = 20
-
 
 def apply_batch(spec: ApplySpec, batch: pa.Table, version: int) -> Outcome:
     """Apply ``batch`` (the client's prepared feed) as this writer's ``version``. Every
@@ -52,7 +46,6 @@ def apply_batch(spec: ApplySpec, batch: pa.Table, version: int) -> Outcome:
     wanted_state = state_schema(spec, batch.schema)
     target = tables.existing(found, spec.target, wanted_target, spec, "target")
     state = tables.existing(found, spec.state, wanted_state, spec, "state")
-    spec = _as_writer(spec, target, state)
     rebuilds_target, rebuilds_state = (_rebuilt(spec, t) for t in (target, state))
     if not rebuilds_state:  # a refresh's first batch replaces whatever is there
         _check_binding(spec, target, state, version)
@@ -103,17 +96,6 @@ def _check_binding(spec: ApplySpec, target: Any, state: Any, version: int) -> No
     found = None if target is None else Bound(*tables.identity(target))
     outcomes = None if state is None else tables.every_outcome(state)
     binding.check(spec, version, found, outcomes, lambda: tables.every_outcome(target))
-
-
-def _as_writer(spec: ApplySpec, target: Any, state: Any) -> ApplySpec:
-    """The spec as the writer its batch is applied as (``binding.writer``)."""
-
-    def outcomes() -> Iterator[str]:
-        for table in (target, state):  # the target is committed first
-            if table is not None:
-                yield from islice(tables.every_outcome(table), _WRITER_SEARCH)
-
-    return dataclasses.replace(spec, app_id=binding.writer(spec, outcomes))
 
 
 def _rebuilt(spec: ApplySpec, table: Any) -> bool:

@@ -57,8 +57,8 @@ if TYPE_CHECKING:  # the engine loads where a batch is written or committed (mod
 
 SINK_NAME = "spark_cdc_apply"
 SPEC_OPTION = "spec"
-# A read with this option (a checkpoint location) sets that stream checkpoint aside for a
-# full refresh (``checkpoints``), and returns no outcome.
+# A read with this option ("true") sets the spec's stream checkpoint aside for a full
+# refresh, the new one naming the spec's writer (``checkpoints``), and returns no outcome.
 SET_ASIDE_OPTION = "setCheckpointAside"
 STORAGE_PREFIX = "storage."
 CATALOG_PREFIX = "catalog."
@@ -184,10 +184,25 @@ class ApplyChangesSink(DataSource):
         return BatchApplier(_required_spec(self.options))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> StreamApplier:
-        return StreamApplier(dataclasses.replace(_required_spec(self.options), streaming=True))
+        return StreamApplier(_as_named_writer(_required_spec(self.options)))
 
     def reader(self, schema: StructType) -> OutcomeReader:
-        return OutcomeReader(_required_spec(self.options), option(self.options, SET_ASIDE_OPTION))
+        spec = _required_spec(self.options)
+        if option(self.options, SET_ASIDE_OPTION) == "true":
+            return OutcomeReader(spec, set_aside=True)
+        return OutcomeReader(_as_named_writer(spec))
+
+
+def _as_named_writer(spec: ApplySpec) -> ApplySpec:
+    """A stream's spec as the writer its checkpoint names: the generation a full refresh
+    of it started (``checkpoints``), which the client knows only in the refresh's run."""
+    from spark_cdc.server_plugin.sinks.apply.binding import REFRESH
+    from spark_cdc.server_plugin.sinks.apply.checkpoints import writer
+
+    named = writer(spec.checkpoint)
+    if named is None or not named.startswith(spec.app_id.split(REFRESH)[0] + REFRESH):
+        return spec
+    return dataclasses.replace(spec, app_id=named)
 
 
 def _required_spec(options: Mapping[str, str]) -> ApplySpec:
@@ -305,31 +320,25 @@ class StreamApplier(DataSourceStreamWriter, DataSourceArrowWriter):
 
 class OutcomeReader(DataSourceReader):
     """What this writer's batches did, the latest first (of the state's last
-    ``_OUTCOME_SEARCH`` commits); none when it applied nothing. A stream's writer is its
-    newest generation (``binding.writer``). With a checkpoint to set aside, that is done
-    instead (``checkpoints``)."""
+    ``_OUTCOME_SEARCH`` commits); none when it applied nothing. With ``set_aside``, the
+    spec's stream checkpoint is set aside instead (``checkpoints``)."""
 
-    def __init__(self, spec: ApplySpec, set_aside: str | None = None) -> None:
+    def __init__(self, spec: ApplySpec, set_aside: bool = False) -> None:
         self.spec = spec
         self.set_aside = set_aside
 
     def read(self, partition: InputPartition) -> Iterator[tuple[int, int, int, int]]:
-        if self.set_aside is not None:
-            from spark_cdc.server_plugin.sinks.apply.checkpoints import set_aside
+        if self.set_aside:
+            from spark_cdc.server_plugin.sinks.apply import checkpoints
 
-            set_aside(self.set_aside)
+            if self.spec.checkpoint is None:
+                problem = "a checkpoint is set aside for a stream's spec only"
+                raise error("APPLY_CHANGES.INTERNAL_ERROR", path=self.spec.target, problem=problem)
+            checkpoints.set_aside(self.spec.checkpoint, self.spec.app_id)
             return
-        from spark_cdc.server_plugin.sinks.apply.binding import REFRESH
-
-        writer = None
         for described in _outcomes(self.spec):
             found = json.loads(described)
-            app_id = str(found.get("app_id", ""))
-            if writer is None and (
-                app_id == self.spec.app_id or app_id.startswith(self.spec.app_id + REFRESH)
-            ):
-                writer = app_id
-            if app_id == writer:
+            if found.get("app_id") == self.spec.app_id:
                 yield found.get("batch", 0), found["changes"], found["keys"], found["rows"]
 
 

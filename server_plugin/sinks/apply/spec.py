@@ -91,9 +91,9 @@ class ApplySpec:
     # writer's marker is replaced by the batch resolved against no state, in one commit,
     # unchecked against the state's record of its target (``binding``).
     full_refresh: bool = False
-    # The sink's stream writer applies it (set there, not by the client): its writer may
-    # be a full refresh's generation of ``app_id`` (``binding.writer``).
-    streaming: bool = False
+    # A stream's checkpoint location: a full refresh sets it aside, and the new one names
+    # the writer generation the stream goes on as (``checkpoints``).
+    checkpoint: str | None = None
 
     @property
     def deletion_vectors(self) -> bool:
