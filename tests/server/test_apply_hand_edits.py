@@ -1,26 +1,31 @@
-"""A target and its state touched by hand between two batches, through a server, batch
-and stream: each refusal reaches the client by its condition with nothing written (no
-new target version, no state commit, a stream's micro-batch not committed), another
-writer's compaction and vacuum change nothing, and a full refresh of the whole feed gives
-the target a clean run of the same feed makes (the engine's unit tests,
-test_apply_binding.py, cover each case and the model)."""
+"""A target and its state touched by hand between two batches, through a server, for
+Delta and Iceberg targets, batch calls and streams: each refusal reaches the client by its
+condition with nothing written (no new target version or snapshot, no state commit, a
+stream's micro-batch not committed to its checkpoint), another writer's maintenance
+changes nothing, and a full refresh of the whole feed gives the target a clean run of the
+same feed makes. The engine's unit tests (test_apply_binding.py) cover each case for both
+formats and SCD types, and the full refresh against the model."""
 
 from __future__ import annotations
 
 import shutil
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
+from pyiceberg.exceptions import NoSuchTableError
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 from spark_cdc import AppliedChanges, apply_changes, readStream
+from spark_cdc.server_plugin.iceberg.table import catalog_from
 
-from tests.support.apply_targets import read_table, sorted_rows
+from tests.support.apply_targets import read_iceberg, read_table, sorted_rows
 from tests.support.auto_cdc_cases import SCHEMA, D, Event, U
 from tests.support.delta_tables import merge_step
+from tests.support.iceberg_tables import catalog_properties
 
 BATCHES = [
     [U(1, "a", 5), U(2, "b", 5), U(3, "c", 5)],
@@ -29,150 +34,189 @@ BATCHES = [
 ]
 
 
+class Hands:
+    """A target (and its state) of one format, and what a person does to them by hand."""
+
+    def __init__(self, tmp_path: Path, name: str, format: str) -> None:
+        self.format = format
+        if format == "delta":
+            self.target = str(tmp_path / name)
+            self.state = self.target + "__apply_changes_state"
+            self.arguments: dict[str, Any] = {}
+        else:
+            self.catalog = catalog_properties(tmp_path)
+            del self.catalog["name"]  # pyiceberg's default name, as a user's own catalog
+            self.target, self.state = f"db.{name}", f"db.{name}__apply_changes_state"
+            self.arguments = {"format": "iceberg", "catalog": self.catalog}
+
+    def versions(self) -> list[int | None]:
+        """Each table's version (snapshot id), None when there is none."""
+        ids: list[int | None] = []
+        for name in (self.target, self.state):
+            if self.format == "delta":
+                ids.append(DeltaTable(name).version() if DeltaTable.is_deltatable(name) else None)
+                continue
+            try:
+                snapshot = catalog_from(self.catalog).load_table(name).current_snapshot()
+            except NoSuchTableError:
+                snapshot = None
+            ids.append(None if snapshot is None else snapshot.snapshot_id)
+        return ids
+
+    def rows(self) -> list[dict[str, Any]]:
+        if self.format == "delta":
+            return sorted_rows(read_table(self.target))
+        return sorted_rows(read_iceberg(self.catalog, self.target))
+
+    def delete(self, name: str) -> None:
+        if self.format == "delta":
+            shutil.rmtree(name)
+        else:
+            catalog_from(self.catalog).drop_table(name)
+
+    def replace_target(self) -> None:
+        """Another table with the same rows at the target's place."""
+        if self.format == "delta":
+            stranger = read_table(self.target)
+            shutil.rmtree(self.target)
+            write_deltalake(self.target, stranger)
+            return
+        found = catalog_from(self.catalog)
+        stranger = found.load_table(self.target).scan().to_arrow()
+        found.drop_table(self.target)
+        found.create_table(self.target, schema=stranger.schema).append(stranger)
+
+    def maintain(self) -> None:
+        """Routine maintenance of both tables (Iceberg: the target rewritten with its own
+        rows, as a compaction, and old snapshots expired)."""
+        for name in (self.target, self.state):
+            if self.format == "delta":
+                table = DeltaTable(name)
+                table.optimize.compact()
+                table.vacuum(0, enforce_retention_duration=False, dry_run=False)
+                continue
+            table = catalog_from(self.catalog).load_table(name)
+            if name == self.target:
+                table.overwrite(table.scan().to_arrow())
+            table.maintenance.expire_snapshots().older_than(datetime.now(timezone.utc)).commit()
+
+
 def _apply(
-    spark: SparkSession, target: str, events: list[Event], scd_type: int, **more: Any
+    spark: SparkSession, hands: Hands, events: list[Event], scd_type: int, **more: Any
 ) -> None:
     done = apply_changes(
         spark.createDataFrame(events, SCHEMA),
-        target,
+        hands.target,
         keys=["id"],
         sequence_by="seq",
         apply_as_deletes="is_delete",
         except_column_list=["seq", "is_delete"],
         stored_as_scd_type=scd_type,
+        **hands.arguments,
         **more,
     )
     assert isinstance(done, AppliedChanges)
 
 
-def _versions(*paths: str) -> list[int | None]:
-    return [DeltaTable(p).version() if DeltaTable.is_deltatable(p) else None for p in paths]
-
-
-def _refused(call: Any, *paths: str) -> str | None:
-    """The call's error condition; the tables at ``paths`` unchanged by it."""
-    before = _versions(*paths)
+def _refused(call: Any, hands: Hands) -> str:
+    """The call's error (its text, the condition in it); neither table changed by it."""
+    before = hands.versions()
     with pytest.raises(PySparkException) as refused:
         call()
-    assert _versions(*paths) == before
-    return refused.value.getCondition()
+    assert hands.versions() == before
+    return str(refused.value)
 
 
-@pytest.mark.parametrize("scd_type", [1, 2])
+@pytest.mark.parametrize(
+    ("format", "scd_type"), [("delta", 1), ("delta", 2), ("iceberg", 1), ("iceberg", 2)]
+)
 def test_hand_edits_between_batch_calls_are_refused_and_a_full_refresh_rebuilds(
-    spark: SparkSession, tmp_path: Path, scd_type: int
+    spark: SparkSession, tmp_path: Path, format: str, scd_type: int
 ) -> None:
-    clean, target = str(tmp_path / "clean"), str(tmp_path / "target")
-    state = target + "__apply_changes_state"
+    clean, hands = Hands(tmp_path, "clean", format), Hands(tmp_path, "target", format)
     for events in BATCHES:
         _apply(spark, clean, events, scd_type)
     whole = [e for events in BATCHES for e in events]
-    want = sorted_rows(read_table(clean))
+    want = clean.rows()
 
     def refresh() -> None:
-        _apply(spark, target, whole, scd_type, full_refresh=True)
-        assert sorted_rows(read_table(target)) == want
+        _apply(spark, hands, whole, scd_type, full_refresh=True)
+        assert hands.rows() == want
 
     def later() -> None:
-        _apply(spark, target, BATCHES[2], scd_type)
+        _apply(spark, hands, BATCHES[2], scd_type)
 
-    _apply(spark, target, BATCHES[0], scd_type)
-    _apply(spark, target, BATCHES[1], scd_type)
-    shutil.rmtree(target)  # deleted to start again, the state kept
-    assert _refused(later, target, state) == "APPLY_CHANGES.TARGET_MISSING"
-    assert not Path(target).exists()
+    _apply(spark, hands, BATCHES[0], scd_type)
+    _apply(spark, hands, BATCHES[1], scd_type)
+    hands.delete(hands.target)  # deleted to start again, the state kept
+    assert "APPLY_CHANGES.TARGET_MISSING" in _refused(later, hands)
     refresh()
-    shutil.rmtree(state)  # the state cleaned up, the target kept
-    assert _refused(later, target, state) == "APPLY_CHANGES.STATE_MISSING"
+    hands.delete(hands.state)  # the state cleaned up, the target kept
+    assert "APPLY_CHANGES.STATE_MISSING" in _refused(later, hands)
     refresh()
-    stranger = read_table(target)
-    shutil.rmtree(target)
-    write_deltalake(target, stranger)  # another table at the path, the same columns
-    assert _refused(later, target, state) == "APPLY_CHANGES.TARGET_REPLACED"
+    hands.replace_target()  # another table at its place, the same columns and rows
+    assert "APPLY_CHANGES.TARGET_REPLACED" in _refused(later, hands)
     refresh()
-    versions = DeltaTable(target).version()
-    assert DeltaTable(target, version=versions - 1).to_pyarrow_table().num_rows  # time travel
-    for path in (target, state):  # another writer's routine maintenance
-        table = DeltaTable(path)
-        table.optimize.compact()
-        table.vacuum(0, enforce_retention_duration=False, dry_run=False)
+    hands.maintain()
     later()  # applied again: changes already there are each applied once
-    assert sorted_rows(read_table(target)) == want
+    assert hands.rows() == want
 
 
 def _stream(
-    spark: SparkSession, source: str, target: str, checkpoint: str, scd_type: int, **more: Any
+    spark: SparkSession, source: str, hands: Hands, checkpoint: str, scd_type: int, **more: Any
 ) -> Any:
     reader = readStream(spark).option("rowId", "id").option("computeUpdates", True)
     return apply_changes(
         reader.option("startingVersion", 0).load(source),
-        target,
+        hands.target,
         keys=["id"],
         sequence_by="_commit_version",
         stored_as_scd_type=scd_type,
         checkpoint_location=checkpoint,
+        **hands.arguments,
         **more,
     )
 
 
-@pytest.mark.parametrize(
-    ("scd_type", "touched", "condition"),
-    [(1, "target", "APPLY_CHANGES.TARGET_MISSING"), (2, "state", "APPLY_CHANGES.STATE_MISSING")],
-)
-def test_a_streams_next_micro_batch_after_a_hand_edit_is_refused(
-    spark: SparkSession, tmp_path: Path, scd_type: int, touched: str, condition: str
+@pytest.mark.parametrize(("format", "scd_type"), [("delta", 1), ("iceberg", 2)])
+def test_a_stream_refuses_hand_edits_and_starts_over_with_a_full_refresh(
+    spark: SparkSession, tmp_path: Path, format: str, scd_type: int
 ) -> None:
-    """The stream's first micro-batches applied, the target (or state) deleted while it
-    ran on: its next micro-batch fails by name, and nothing of it is committed, to the
-    tables or to the checkpoint."""
-    source, target = str(tmp_path / "source"), str(tmp_path / "target")
-    state, checkpoint = target + "__apply_changes_state", str(tmp_path / "checkpoint")
+    """A stream's next micro-batch after each hand edit fails by name, nothing of it
+    committed (to the tables or to its checkpoint); started with full_refresh=True it sets
+    its checkpoint aside and rebuilds the target from the feed's start; started again
+    without it, it goes on from there; at the end the target equals a clean stream's."""
+    source, checkpoint = str(tmp_path / "source"), str(tmp_path / "checkpoint")
+    hands = Hands(tmp_path, "target", format)
     write_deltalake(source, pa.table({"id": list(range(5)), "v": [f"v{i}" for i in range(5)]}))
-    query = _stream(spark, source, target, checkpoint, scd_type)
-    try:
-        merge_step(source, 1)
-        query.processAllAvailable()
-        committed = sorted(p.name for p in Path(checkpoint, "commits").iterdir())
-        shutil.rmtree(target if touched == "target" else state)
-        before = _versions(target, state)
-        merge_step(source, 2)
-        with pytest.raises(PySparkException) as failed:
-            query.processAllAvailable()
-    finally:
-        query.stop()
-    assert condition in str(failed.value)
-    assert _versions(target, state) == before
-    assert sorted(p.name for p in Path(checkpoint, "commits").iterdir()) == committed
+    step = iter(range(1, 100))
 
-
-@pytest.mark.parametrize("scd_type", [1, 2])
-def test_a_streams_full_refresh_starts_over_in_a_new_checkpoint(
-    spark: SparkSession, tmp_path: Path, scd_type: int
-) -> None:
-    """A stream whose target was deleted is refused; started with full_refresh=True it
-    sets its checkpoint aside and rebuilds the target from the feed's start (equal to a
-    clean stream's); started again without it, it goes on from there, each change once."""
-    source, target = str(tmp_path / "source"), str(tmp_path / "target")
-    clean, checkpoint = str(tmp_path / "clean"), str(tmp_path / "checkpoint")
-    write_deltalake(source, pa.table({"id": list(range(5)), "v": [f"v{i}" for i in range(5)]}))
-
-    def run(into: str, at: str, **more: Any) -> None:
+    def run(into: Hands, at: str, **more: Any) -> None:
         query = _stream(spark, source, into, at, scd_type, **more)
         try:
             query.processAllAvailable()
         finally:
             query.stop()
 
-    merge_step(source, 1)
-    run(target, checkpoint)
-    merge_step(source, 2)
-    shutil.rmtree(target)
-    with pytest.raises(PySparkException) as refused:
-        run(target, checkpoint)
-    assert "APPLY_CHANGES.TARGET_MISSING" in str(refused.value)
-    run(target, checkpoint, full_refresh=True)
-    assert [p.name for p in tmp_path.glob("checkpoint.before-full-refresh-*")]
-    merge_step(source, 3)
-    run(target, checkpoint)
+    def refused(condition: str) -> None:
+        committed = sorted(p.name for p in Path(checkpoint, "commits").iterdir())
+        merge_step(source, next(step))
+        assert condition in _refused(lambda: run(hands, checkpoint), hands)
+        assert sorted(p.name for p in Path(checkpoint, "commits").iterdir()) == committed
+        run(hands, checkpoint, full_refresh=True)
+
+    merge_step(source, next(step))
+    run(hands, checkpoint)
+    hands.delete(hands.target)
+    refused("APPLY_CHANGES.TARGET_MISSING")
+    assert list(tmp_path.glob("checkpoint.before-full-refresh-*"))
+    hands.delete(hands.state)
+    refused("APPLY_CHANGES.STATE_MISSING")
+    hands.replace_target()
+    refused("APPLY_CHANGES.TARGET_REPLACED")
+    hands.maintain()
+    merge_step(source, next(step))
+    run(hands, checkpoint)
+    clean = Hands(tmp_path, "clean", format)
     run(clean, str(tmp_path / "clean-checkpoint"))
-    assert sorted_rows(read_table(target)) == sorted_rows(read_table(clean))
+    assert hands.rows() == clean.rows()
