@@ -285,6 +285,20 @@ def test_a_streams_full_refresh_stopped_between_its_commits_finishes_when_run_ag
         assert rows == expected([*FIRST, *SECOND, *LATE], stream)
 
 
+@pytest.mark.parametrize("deleted", ["target", "state"])
+def test_a_refreshed_streams_later_batch_refuses_a_table_deleted_by_hand(deleted: str) -> None:
+    """Only a refresh's first batch rebuilds: once it is committed, a table the stream's
+    generation finds gone was deleted by hand, and is refused as such."""
+    with tempfile.TemporaryDirectory() as folder:
+        later = spec_for(folder, 1, app_id=GENERATION)
+        apply_batch(dataclasses.replace(later, full_refresh=True), prepared(FIRST), 0)
+        apply_batch(later, prepared(SECOND), 1)
+        shutil.rmtree(later.target if deleted == "target" else later.state)
+        refused = _refused(later, LATE, 2)
+    want = "TARGET_MISSING" if deleted == "target" else "STATE_MISSING"
+    assert refused.condition == f"APPLY_CHANGES.{want}"
+
+
 def test_a_checkpoint_set_aside_names_the_writer_its_stream_goes_on_as() -> None:
     """The old checkpoint kept beside the new one, which names the generation: the sink
     applies every later run's batches as it (the client naming only the stream's id), a

@@ -113,8 +113,10 @@ def resolve_share(spec: ApplySpec, batch: pa.Table) -> Share | None:
     given = batch.schema
     spec, batch = prepared(spec, batch)
     target, state = _tables(spec, batch.schema)  # refused as the commit would refuse it
-    if _rebuilt(spec, state):
-        return None
+    if binding.refreshing(spec) and (
+        state is None or state.transaction_version(spec.app_id) is None
+    ):
+        return None  # the commit rebuilds the state, or refuses it deleted by hand
     if state is None:
         old, read = state_schema(spec, batch.schema).empty_table(), None
     else:
@@ -230,11 +232,11 @@ def _opened(spec: ApplySpec, schema: pa.Schema, version: int) -> _Opened:
     """The tables for a batch of ``schema``, checked: every refusal of the tables comes
     here, before anything is written."""
     target, state = _tables(spec, schema)
-    rebuilds_target, rebuilds_state = _rebuilt(spec, target), _rebuilt(spec, state)
+    marked = [None if t is None else t.transaction_version(spec.app_id) for t in (target, state)]
+    last = max((m for m in marked if m is not None), default=None)
+    rebuilds_target, rebuilds_state = (binding.rebuilds(spec, version, m, last) for m in marked)
     if not rebuilds_state:  # a refresh's first batch replaces whatever is there
         _check_binding(spec, target, state, version)
-    marked = [t.transaction_version(spec.app_id) for t in (target, state) if t is not None]
-    last = max((m for m in marked if m is not None), default=None)
     if last is not None and version < last:
         # Spark runs a stream's last batch again after a restart, never an older one: the
         # checkpoint was replaced, and its batches are not the ones the marker counts.
@@ -251,12 +253,6 @@ def _opened(spec: ApplySpec, schema: pa.Schema, version: int) -> _Opened:
         rebuilds_target,
         rebuilds_state,
     )
-
-
-def _rebuilt(spec: ApplySpec, table: Any) -> bool:
-    """Whether the batch rebuilds ``table`` (None: not made yet): a full refresh's."""
-    marked = None if table is None else table.transaction_version(spec.app_id)
-    return binding.rebuilds(spec, marked)
 
 
 # How many of the state's newest commits are searched for the target it describes (its

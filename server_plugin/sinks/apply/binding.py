@@ -46,10 +46,17 @@ TARGET_FIELD = "target"
 REFRESH = ".refresh-"
 
 
-def rebuilds(spec: ApplySpec, marked: int | None) -> bool:
-    """Whether a table whose marker of the (resolved) writer is ``marked`` is rebuilt by
-    the batch: the writer is a full refresh's, and has not committed to it yet."""
-    return (spec.full_refresh or REFRESH in spec.app_id) and marked is None
+def rebuilds(spec: ApplySpec, batch: int, marked: int | None, last: int | None) -> bool:
+    """Whether the writer's batch ``batch`` rebuilds a table whose marker of the writer is
+    ``marked`` (``last``: the latest marker of either table): the writer is a full
+    refresh's and this is its first batch, not yet committed to the table. A refresh's
+    later batch rebuilds nothing: a table gone by then was deleted by hand."""
+    return refreshing(spec) and marked is None and (last is None or last >= batch)
+
+
+def refreshing(spec: ApplySpec) -> bool:
+    """Whether the writer is a full refresh's (a batch call's, or a stream's generation)."""
+    return spec.full_refresh or REFRESH in spec.app_id
 
 
 @dataclass(frozen=True)

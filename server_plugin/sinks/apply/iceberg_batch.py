@@ -46,11 +46,11 @@ def apply_batch(spec: ApplySpec, batch: pa.Table, version: int) -> Outcome:
     wanted_state = state_schema(spec, batch.schema)
     target = tables.existing(found, spec.target, wanted_target, spec, "target")
     state = tables.existing(found, spec.state, wanted_state, spec, "state")
-    rebuilds_target, rebuilds_state = (_rebuilt(spec, t) for t in (target, state))
+    marked = [None if t is None else tables.last_batch(t, spec.app_id) for t in (target, state)]
+    last = max((m for m in marked if m is not None), default=None)
+    rebuilds_target, rebuilds_state = (binding.rebuilds(spec, version, m, last) for m in marked)
     if not rebuilds_state:  # a refresh's first batch replaces whatever is there
         _check_binding(spec, target, state, version)
-    marked = [tables.last_batch(t, spec.app_id) for t in (target, state) if t is not None]
-    last = max((m for m in marked if m is not None), default=None)
     if last is not None and version < last:
         # Spark runs a stream's last batch again after a restart, never an older one.
         raise error("APPLY_CHANGES.CHECKPOINT_REPLACED", path=spec.target, last=last, batch=version)
@@ -96,11 +96,6 @@ def _check_binding(spec: ApplySpec, target: Any, state: Any, version: int) -> No
     found = None if target is None else Bound(*tables.identity(target))
     outcomes = None if state is None else tables.every_outcome(state)
     binding.check(spec, version, found, outcomes, lambda: tables.every_outcome(target))
-
-
-def _rebuilt(spec: ApplySpec, table: Any) -> bool:
-    """Whether the batch rebuilds ``table`` (None: not made yet): a full refresh's."""
-    return binding.rebuilds(spec, None if table is None else tables.last_batch(table, spec.app_id))
 
 
 def _state_rows(state: Any, spec: ApplySpec, keys: pa.Table | None) -> pa.Table:
