@@ -16,6 +16,7 @@ import dataclasses
 import json
 import time
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -256,8 +257,11 @@ def _opened(spec: ApplySpec, schema: pa.Schema, version: int) -> _Opened:
 
 
 # How many of the state's newest commits are searched for the target it describes (its
-# own batches' commits name it; another writer's compaction of the state does not).
+# own batches' commits name it; another writer's compaction of the state does not), and of
+# a target's whose state is gone for batches apply_changes applied (its first batch into a
+# table of a long history reads no more than this).
 _BOUND_SEARCH = 20
+_APPLIED_SEARCH = 100
 
 
 def _check_binding(spec: ApplySpec, target: Any, state: Any, version: int) -> None:
@@ -265,7 +269,8 @@ def _check_binding(spec: ApplySpec, target: Any, state: Any, version: int) -> No
     its state (``binding``)."""
     found = None if target is None else _bound(target)
     outcomes = None if state is None else tables.outcomes(state, spec, _BOUND_SEARCH)
-    binding.check(spec, version, found, outcomes, lambda: tables.outcomes(target, spec))
+    applied = partial(tables.outcomes, target, spec, _APPLIED_SEARCH)
+    binding.check(spec, version, found, outcomes, applied)
 
 
 def _bound(target: Any) -> Bound:

@@ -10,6 +10,8 @@ state is written to the state alone, from the state the first run read.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from itertools import islice
 from typing import Any
 
 import pyarrow as pa
@@ -33,6 +35,10 @@ from spark_cdc.server_plugin.sinks.apply.batch import (
 from spark_cdc.server_plugin.sinks.apply.binding import Bound
 from spark_cdc.server_plugin.sinks.apply.history import Resolution, resolve
 from spark_cdc.server_plugin.sinks.apply.spec import KEY_HASH, OP, TRUNCATE, ApplySpec
+
+# How many of a target's newest snapshots are searched for batches apply_changes applied,
+# when its state is gone (as ``batch._APPLIED_SEARCH``).
+_APPLIED_SEARCH = 100
 
 
 def apply_batch(spec: ApplySpec, batch: pa.Table, version: int) -> Outcome:
@@ -95,7 +101,11 @@ def _check_binding(spec: ApplySpec, target: Any, state: Any, version: int) -> No
     its state (``binding``), as a Delta target's (``batch``)."""
     found = None if target is None else Bound(*tables.identity(target))
     outcomes = None if state is None else tables.every_outcome(state)
-    binding.check(spec, version, found, outcomes, lambda: tables.every_outcome(target))
+
+    def applied() -> Iterator[str]:
+        return islice(tables.every_outcome(target), _APPLIED_SEARCH)
+
+    binding.check(spec, version, found, outcomes, applied)
 
 
 def _state_rows(state: Any, spec: ApplySpec, keys: pa.Table | None) -> pa.Table:
