@@ -86,6 +86,30 @@ class Hands:
         found.drop_table(self.target)
         found.create_table(self.target, schema=stranger.schema).append(stranger)
 
+    def kept(self) -> Any:
+        """What ``put_back`` puts back: a copy of both tables (Delta), or their metadata
+        files (Iceberg: a dropped table's files stay)."""
+        if self.format == "delta":
+            copy = Path(self.target).parent / "kept"
+            shutil.rmtree(copy, ignore_errors=True)
+            for name in (self.target, self.state):
+                shutil.copytree(name, copy / Path(name).name)
+            return copy
+        found = catalog_from(self.catalog)
+        return {n: found.load_table(n).metadata_location for n in (self.target, self.state)}
+
+    def put_back(self, kept: Any) -> None:
+        """Both tables as ``kept`` had them, as a person restores them from a backup."""
+        for name in (self.target, self.state):
+            if self.format == "delta":
+                shutil.rmtree(name, ignore_errors=True)
+                shutil.copytree(kept / Path(name).name, name)
+                continue
+            found = catalog_from(self.catalog)
+            if found.table_exists(name):
+                found.drop_table(name)
+            found.register_table(name, kept[name])
+
     def maintain(self) -> None:
         """Routine maintenance of both tables (Iceberg: the target rewritten with its own
         rows, as a compaction, and old snapshots expired)."""
@@ -127,9 +151,9 @@ def _refused(call: Any, hands: Hands) -> str:
     return str(refused.value)
 
 
-@pytest.mark.parametrize(
-    ("format", "scd_type"), [("delta", 1), ("delta", 2), ("iceberg", 1), ("iceberg", 2)]
-)
+# Each format and SCD type through a server once (batch calls or a stream); the engine's
+# unit tests run every case for all four.
+@pytest.mark.parametrize(("format", "scd_type"), [("delta", 2), ("iceberg", 1)])
 def test_hand_edits_between_batch_calls_are_refused_and_a_full_refresh_rebuilds(
     spark: SparkSession, tmp_path: Path, format: str, scd_type: int
 ) -> None:
@@ -183,9 +207,10 @@ def test_a_stream_refuses_hand_edits_and_starts_over_with_a_full_refresh(
     spark: SparkSession, tmp_path: Path, format: str, scd_type: int
 ) -> None:
     """A stream's next micro-batch after each hand edit fails by name, nothing of it
-    committed (to the tables or to its checkpoint); started with full_refresh=True it sets
-    its checkpoint aside and rebuilds the target from the feed's start; started again
-    without it, it goes on from there; at the end the target equals a clean stream's."""
+    committed (to the tables or to its checkpoint; both tables put back by hand after
+    each); started with full_refresh=True it sets its checkpoint aside and rebuilds the
+    target from the feed's start; started again without it, it goes on from there; at the
+    end the target equals a clean stream's."""
     source, checkpoint = str(tmp_path / "source"), str(tmp_path / "checkpoint")
     hands = Hands(tmp_path, "target", format)
     write_deltalake(source, pa.table({"id": list(range(5)), "v": [f"v{i}" for i in range(5)]}))
@@ -198,23 +223,24 @@ def test_a_stream_refuses_hand_edits_and_starts_over_with_a_full_refresh(
         finally:
             query.stop()
 
-    def refused(condition: str) -> None:
-        committed = sorted(p.name for p in Path(checkpoint, "commits").iterdir())
-        merge_step(source, next(step))
-        assert condition in _refused(lambda: run(hands, checkpoint), hands)
-        assert sorted(p.name for p in Path(checkpoint, "commits").iterdir()) == committed
-        run(hands, checkpoint, full_refresh=True)
-
     merge_step(source, next(step))
     run(hands, checkpoint)
-    hands.delete(hands.target)
-    refused("APPLY_CHANGES.TARGET_MISSING")
-    assert list(tmp_path.glob("checkpoint.before-full-refresh-*"))
-    hands.delete(hands.state)
-    refused("APPLY_CHANGES.STATE_MISSING")
-    hands.replace_target()
-    refused("APPLY_CHANGES.TARGET_REPLACED")
+    merge_step(source, next(step))
+    committed = sorted(p.name for p in Path(checkpoint, "commits").iterdir())
+    edits = [
+        (lambda: hands.delete(hands.target), "APPLY_CHANGES.TARGET_MISSING"),
+        (lambda: hands.delete(hands.state), "APPLY_CHANGES.STATE_MISSING"),
+        (hands.replace_target, "APPLY_CHANGES.TARGET_REPLACED"),
+    ]
+    for edit, condition in edits:
+        kept = hands.kept()
+        edit()
+        assert condition in _refused(lambda: run(hands, checkpoint), hands)
+        assert sorted(p.name for p in Path(checkpoint, "commits").iterdir()) == committed
+        hands.put_back(kept)
     hands.maintain()
+    run(hands, checkpoint, full_refresh=True)
+    assert list(tmp_path.glob("checkpoint.before-full-refresh-*"))
     merge_step(source, next(step))
     run(hands, checkpoint)
     clean = Hands(tmp_path, "clean", format)

@@ -26,7 +26,7 @@ from tests.support.delta_tables import committing, rows
 from tests.support.processes import Command
 from tests.support.stopping import EXIT_BOUND_S, SIGNALS, assert_clean, leftovers, stop
 
-ROUNDS = 2
+ROUNDS = 1  # a round per signal: each stops the same handler at a random point (CI time)
 FROM_ZERO = ("--row-id", "id", "--starting-version", "0")
 
 
