@@ -92,11 +92,7 @@ def rows_at(
     only the row groups holding them are read, each kept in ``cache`` (by ``file``, the
     file's identity) when given."""
     with log.open(path) as source:
-        parquet = pq.ParquetFile(source)
-        present = [n for n in schema.names if n in parquet.schema_arrow.names]
-        coded = _dictionary_coded(parquet, present)
-        if coded:
-            parquet = pq.ParquetFile(source, metadata=parquet.metadata, read_dictionary=coded)
+        parquet, present = _parquet(source, schema)
         if positions is None:
             read = parquet.read(columns=present)
         elif not len(positions):
@@ -130,12 +126,19 @@ def row_group_rows(log: DeltaLog, path: str, group: int, schema: pa.Schema) -> p
     """One row group of the file, as ``schema`` types it (as ``rows_at``): the unit a
     file is rewritten by, in parallel."""
     with log.open(path) as source:
-        parquet = pq.ParquetFile(source)
-        present = [n for n in schema.names if n in parquet.schema_arrow.names]
-        coded = _dictionary_coded(parquet, present)
-        if coded:
-            parquet = pq.ParquetFile(source, metadata=parquet.metadata, read_dictionary=coded)
+        parquet, present = _parquet(source, schema)
         return _typed(parquet.read_row_group(group, columns=present), present, schema)
+
+
+def _parquet(source: Any, schema: pa.Schema) -> tuple[pq.ParquetFile, list[str]]:
+    """The open file as Parquet, its dictionary-coded text read as dictionaries
+    (``_dictionary_coded``), and which of ``schema``'s columns it has."""
+    parquet = pq.ParquetFile(source)
+    present = [n for n in schema.names if n in parquet.schema_arrow.names]
+    coded = _dictionary_coded(parquet, present)
+    if coded:
+        parquet = pq.ParquetFile(source, metadata=parquet.metadata, read_dictionary=coded)
+    return parquet, present
 
 
 def _typed(read: pa.Table, present: list[str], schema: pa.Schema) -> pa.Table:
