@@ -10,6 +10,8 @@ never on a command line.
 
 from __future__ import annotations
 
+import ipaddress
+import json
 import os
 import shutil
 import socket
@@ -73,15 +75,20 @@ def _free_port(host: str) -> int:
 
 
 def docker_gateway() -> str:
-    """The address the host has on Docker's default bridge network."""
+    """The address the host has on Docker's default bridge network: its IPAM gateway, or
+    (a daemon that records none, as Debian's docker 20.10 does) the first address of its
+    subnet, which Docker gives the bridge."""
     found = subprocess.run(
-        ["docker", "network", "inspect", "bridge", "-f", "{{(index .IPAM.Config 0).Gateway}}"],
+        ["docker", "network", "inspect", "bridge", "-f", "{{json (index .IPAM.Config 0)}}"],
         capture_output=True,
         text=True,
         check=True,
         timeout=30,
     )
-    return found.stdout.strip()
+    config = json.loads(found.stdout)
+    if config.get("Gateway"):
+        return str(config["Gateway"])
+    return str(next(ipaddress.ip_network(config["Subnet"]).hosts()))
 
 
 @contextmanager
