@@ -47,11 +47,14 @@ def apply_batch(spec: ApplySpec, batch: pa.Table, version: int) -> Outcome:
     spec, batch = prepared(spec, batch)
     if KEY_HASH in batch.column_names:  # the state is not laid out by key bucket here
         batch = batch.drop_columns([KEY_HASH])
-    found = tables.catalog(spec)
     wanted_target = target_schema(spec, batch.schema)
     wanted_state = state_schema(spec, batch.schema)
-    target = tables.existing(found, spec.target, wanted_target, spec, "target")
-    state = tables.existing(found, spec.state, wanted_state, spec, "state")
+    wanted = {"target": wanted_target, "state": wanted_state}
+
+    def load(catalog: Any, name: str, role: str) -> Any | None:
+        return tables.existing(catalog, name, wanted[role], spec, role)
+
+    found, target, state = tables.located(spec, load)
     marked = [None if t is None else tables.last_batch(t, spec.app_id) for t in (target, state)]
     last = max((m for m in marked if m is not None), default=None)
     rebuilds_target, rebuilds_state = (binding.rebuilds(spec, version, m, last) for m in marked)

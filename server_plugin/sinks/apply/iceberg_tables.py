@@ -23,7 +23,7 @@ a create transaction's file IO (``_table.io``).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -48,31 +48,39 @@ _POSITION = "__spark_cdc_position"  # a row's place, carried through a join
 _READ_ONLY_CATALOGS = ("dynamodb", "bigquery")
 
 
-def catalog(spec: ApplySpec) -> Any:
+def catalogs(spec: ApplySpec) -> Iterator[Any]:
     """The catalog the spec names, built from its properties alone, as the Iceberg
-    reader builds one (``iceberg.table.catalog_from``). Without a ``name``, it is
-    pyiceberg's default one's, unless the tables are filed under the name this package
-    gave catalogs before (``LEGACY_CATALOG_NAME``): a target made then goes on there."""
+    reader builds one (``iceberg.table.catalog_from``). Without a ``name``, pyiceberg's
+    default one's, then the one under the name this package gave catalogs before
+    (``LEGACY_CATALOG_NAME``): a target made then goes on there (``located``)."""
     from spark_cdc.server_plugin.iceberg.table import catalog_from, catalog_names
 
     kind = dict(spec.catalog).get("type", "").strip().lower()
     if kind in _READ_ONLY_CATALOGS:
         problem = f"pyiceberg's {kind} catalog cannot commit to a table"
         raise error("APPLY_CHANGES.CATALOG_FAILED", table=spec.target, problem=problem)
-    names = catalog_names(dict(spec.catalog))
-    first: Any = None
-    for i, name in enumerate(names):
+    for name in catalog_names(dict(spec.catalog)):
         try:
-            found = catalog_from({**dict(spec.storage_options), **dict(spec.catalog)}, name)
+            yield catalog_from({**dict(spec.storage_options), **dict(spec.catalog)}, name)
         except Exception as problem:  # pyiceberg raises any kind for a bad catalog setting
             raise error(
                 "APPLY_CHANGES.CATALOG_FAILED", table=spec.target, problem=_first_line(problem)
             ) from problem
-        if i == 0:
-            first = found
-        if len(names) == 1 or any(_loaded(found, t) is not None for t in (spec.target, spec.state)):
-            return found
-    return first
+
+
+def located(
+    spec: ApplySpec, load: Callable[[Any, str, str], Any | None]
+) -> tuple[Any, Any | None, Any | None]:
+    """The catalog holding the spec's target or state, and both as ``load(catalog,
+    name, role)`` gives them (None: none); the first catalog when none holds either,
+    where the first batch makes them. The legacy name is tried only then."""
+    first = None
+    for found in catalogs(spec):
+        first = found if first is None else first
+        target, state = load(found, spec.target, "target"), load(found, spec.state, "state")
+        if target is not None or state is not None:
+            return found, target, state
+    return first, None, None
 
 
 def _first_line(problem: Exception) -> str:
@@ -116,7 +124,7 @@ def existing(found: Any, name: str, schema: pa.Schema, spec: ApplySpec, role: st
 
 def existing_state(spec: ApplySpec) -> Any | None:
     """The state table as it is, unchecked (None: none yet): what its commits recorded."""
-    return _loaded(catalog(spec), spec.state)
+    return located(spec, lambda found, name, role: _loaded(found, name))[2]
 
 
 def _loaded(found: Any, name: str) -> Any | None:
