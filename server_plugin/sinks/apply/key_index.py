@@ -34,6 +34,7 @@ from spark_cdc.server_plugin.arrow_types import from_numpy, to_numpy
 from spark_cdc.server_plugin.row_level.arrays import array
 from spark_cdc.server_plugin.row_level.equality import values_equal
 from spark_cdc.server_plugin.row_level.hashing import rows_hash
+from spark_cdc.server_plugin.sinks.apply.shared_cache import Codec, SharedFiles
 
 T = TypeVar("T")
 
@@ -285,6 +286,21 @@ class FileKeys:
         """The file's rows (sorted) whose key is one of ``wanted``'s, exactly."""
         return wanted.exact(self.columns, *self.index.find(wanted))
 
+    def tables(self) -> tuple[pa.Table, pa.Table]:
+        """As tables (``shared_cache``): the columns, and the index with its first row."""
+        index = {"values": from_numpy(self.index.values)}
+        if self.index.rows is not None:
+            index["rows"] = from_numpy(self.index.rows)
+        first = {"first": str(self.index.first)}
+        return self.columns, pa.table(index).replace_schema_metadata(first)
+
+    @classmethod
+    def from_tables(cls, tables: tuple[pa.Table, ...]) -> FileKeys:
+        columns, index = tables
+        rows = to_numpy(index.column("rows")) if "rows" in index.column_names else None
+        first = int((index.schema.metadata or {})[b"first"])
+        return cls(columns, KeyIndex(to_numpy(index.column("values")), rows, first))
+
 
 class BudgetCache(Generic[T]):
     """Values made once and kept by key, up to ``budget`` bytes (``size`` of each): what a
@@ -293,8 +309,10 @@ class BudgetCache(Generic[T]):
     then made and not kept: a batch needing more than the budget finds what is kept and
     reads the rest, where plain LRU would drop each value before its next use."""
 
-    def __init__(self, budget: int, size: Callable[[T], int]) -> None:
-        self.budget, self.size = budget, size
+    def __init__(
+        self, budget: int, size: Callable[[T], int], shared: SharedFiles[T] | None = None
+    ) -> None:
+        self.budget, self.size, self.shared = budget, size, shared
         self._kept: OrderedDict[Hashable, tuple[T, int]] = OrderedDict()
         self._bytes = 0
         self._round = 0
@@ -302,15 +320,21 @@ class BudgetCache(Generic[T]):
 
     def __getstate__(self) -> dict[str, Any]:
         """A cache travels empty (code shipped by value pickles its module's caches)."""
-        return {"budget": self.budget, "size": self.size}
+        return {"budget": self.budget, "size": self.size, "shared": self.shared}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        BudgetCache.__init__(self, state["budget"], state["size"])
+        BudgetCache.__init__(self, state["budget"], state["size"], state["shared"])
 
     def next_round(self) -> None:
         self._round += 1
+        if self.shared is not None:
+            self.shared.next_round()
 
     def get(self, key: Hashable, make: Callable[[], T]) -> T:
+        folder = None if self.shared is None else self.shared.folder()
+        if folder is not None:  # the machine's processes share it (``shared_cache``)
+            assert self.shared is not None
+            return self.shared.get(folder, key, make)
         with self._lock:
             kept = self._kept.get(key)
             if kept is not None:
@@ -337,11 +361,17 @@ class FileKeysCache(BudgetCache[FileKeys]):
     (a Delta table's data file never changes; the size and time tell a file of a table
     made again at the same path under the same name apart)."""
 
-    def __init__(self, budget: int) -> None:
-        super().__init__(budget, lambda keys: keys.columns.nbytes + keys.index.nbytes)
+    def __init__(self, budget: int, shared: str | None = None) -> None:
+        """``shared``: kept in files every process of the machine maps, when run by Spark
+        (``shared_cache``), under this name; else in this process."""
+        files = None if shared is None else SharedFiles(shared, budget, _FILE_KEYS_CODEC)
+        super().__init__(budget, lambda keys: keys.columns.nbytes + keys.index.nbytes, files)
 
     def keys(self, file: tuple[str, int, int], read: Any, wanted: BatchKeys) -> FileKeys:
         """The keys of ``file`` (its path, size and modification time), read with
         ``read()`` (its key columns) when not kept."""
 
         return self.get((file, wanted.names, wanted.indexed), lambda: FileKeys.of(read(), wanted))
+
+
+_FILE_KEYS_CODEC: Codec[FileKeys] = Codec(FileKeys.tables, FileKeys.from_tables)

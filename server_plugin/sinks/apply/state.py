@@ -39,20 +39,24 @@ from spark_cdc.server_plugin.sinks.apply.key_index import (
     KeyRuns,
     index_of,
 )
+from spark_cdc.server_plugin.sinks.apply.shared_cache import TABLE, SharedFiles
 from spark_cdc.server_plugin.sinks.apply.spec import BUCKET, OP, TRUNCATE, ApplySpec
 
 # The most Arrow memory a writer keeps the state in; Parquet files expand about three times.
 STATE_MEMORY_BYTES = 2 << 30
 _EXPANSION = 3
-# What a task's process keeps of the state's files between micro-batches (``rows_of``):
-# their key indexes, and the row groups read. A task reads its buckets of the state
-# (``buckets``): of 10M keys in two, 40 MB of indexes of one integer key (more for a hashed
-# key, whose columns are kept to confirm matches), 165 MB of rows in type 1, 375 MB in type
-# 2 of five columns. Bounded so that a process stays under 2 GB with a 1M-change share.
-STATE_KEYS_BYTES = 256 << 20
-STATE_ROWS_BYTES = 640 << 20
-_STATE_KEYS = FileKeysCache(STATE_KEYS_BYTES)
-_STATE_ROWS: BudgetCache[pa.Table] = BudgetCache(STATE_ROWS_BYTES, lambda rows: rows.nbytes)
+# What a machine's tasks keep of the state's files between micro-batches (``rows_of``):
+# their key indexes, and the row groups read, in files every Python worker maps
+# (``shared_cache``: Spark gives a bucket's task any worker). A task reads its buckets of
+# the state (``buckets``): of 10M keys in two, 40 MB of indexes of one integer key (more
+# for a hashed key, whose columns are kept to confirm matches), 165 MB of rows in type 1,
+# 375 MB in type 2 of five columns: every bucket's within the budgets.
+STATE_KEYS_BYTES = 512 << 20
+STATE_ROWS_BYTES = 1280 << 20
+_STATE_KEYS = FileKeysCache(STATE_KEYS_BYTES, shared="state-keys")
+_STATE_ROWS: BudgetCache[pa.Table] = BudgetCache(
+    STATE_ROWS_BYTES, lambda rows: rows.nbytes, SharedFiles("state-rows", STATE_ROWS_BYTES, TABLE)
+)
 # Rows per scanned batch: each tests membership in the batch's keys, whose hash set Arrow
 # builds again for every batch (at the scanner's default 128k rows, most of the scan).
 _SCAN_ROWS = 1 << 22
