@@ -183,8 +183,8 @@ CODE_FIGURES: dict[str, Callable[[], bool]] = {
     "16 MB": lambda: _partitions().GATHER_BYTES == 16 << 20,
     "2 GiB": lambda: _state().STATE_MEMORY_BYTES == 2 << 30,
     "1 GiB": lambda: _direct_commits().FILE_KEYS_BYTES == 1 << 30,
-    "640 MiB": lambda: _state().STATE_ROWS_BYTES == 640 << 20,
-    "256 MiB": lambda: _state().STATE_KEYS_BYTES == 256 << 20,
+    "1280 MiB": lambda: _state().STATE_ROWS_BYTES == 1280 << 20,
+    "512 MiB": lambda: _state().STATE_KEYS_BYTES == 512 << 20,
     "32 MiB": lambda: _tables().SMALL_FILE_BYTES == 32 << 20,
     "1.5 s": lambda: round(sum(_iceberg_table().SETTLING_WAITS), 3) == 1.5,
 }
