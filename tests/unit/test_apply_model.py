@@ -6,6 +6,7 @@ feed: whole rows and the schema. Applying a batch again changes nothing."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import tempfile
 from pathlib import Path
@@ -156,6 +157,32 @@ def test_tasks_resolve_late_changes_against_the_state(
     parts = data.draw(batches(changes))
     with tempfile.TemporaryDirectory() as folder:
         spec = spec_for(folder, scd_type, ignore_null_updates=ignore_nulls)
+        assert apply_all(spec, parts, None, tasks) == expected(changes, spec)
+
+
+@MODEL
+@given(
+    data=st.data(),
+    ignore_nulls=st.booleans(),
+    resolved_in=st.sampled_from(["commit", "tasks"]),
+    tracked=st.sampled_from([VALUES, ("a",), ("b",)]),
+)
+def test_type_2_in_sequence_order_equals_the_model(
+    data: st.DataObject, ignore_nulls: bool, resolved_in: str, tracked: tuple[str, ...]
+) -> None:
+    """A stream's usual feed: each batch's changes all come after what the state holds,
+    so no key has a late change and a batch's versions are found without the stored runs
+    (``history._changed_versions``): deletes, re-inserts, changes of untracked columns that
+    continue a version and a change seen again (a new change at a stored one's sequence is
+    that one, and takes the general path)."""
+    changes = data.draw(feeds(truncates=False))
+    ordered = sorted(changes, key=lambda c: c.sequence)
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(ordered)), max_size=3)))
+    bounds = [0, *cuts, len(ordered)]
+    parts = [ordered[a:b] for a, b in itertools.pairwise(bounds) if b > a]
+    tasks = data.draw(st.integers(1, 3)) if resolved_in == "tasks" else 0
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(folder, 2, ignore_null_updates=ignore_nulls, tracked=tracked)
         assert apply_all(spec, parts, None, tasks) == expected(changes, spec)
 
 

@@ -19,7 +19,9 @@ arithmetic over the sorted changes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import pyarrow as pa
@@ -102,8 +104,8 @@ def resolve(changes: pa.Table, spec: ApplySpec, now: pa.Scalar) -> Resolution:
     runs = _runs(changes, spec, key, ranks, op, new, truncate_rank)
     fresh = new[runs.order]
     if spec.scd_type == 2:  # no truncates: the client refuses them for type 2
-        before = _runs(changes, spec, key, ranks, op, new, truncate_rank, among=~new)
-        replaced, rows = _changed_versions(changes, spec, key, ranks, runs, before)
+        stored = partial(_runs, changes, spec, key, ranks, op, new, truncate_rank, among=~new)
+        replaced, rows = _changed_versions(changes, spec, key, ranks, runs, stored)
         return Resolution(
             replaced=replaced,
             rows=rows,
@@ -136,25 +138,27 @@ def _changed_versions(
     key: np.ndarray,
     ranks: np.ndarray,
     after: _Runs,
-    before: _Runs,
+    stored: Callable[[], _Runs],
 ) -> tuple[pa.Table, pa.Table]:
-    """Type 2: the versions the state made before the batch (``before``'s, which the
-    target holds) that the batch changes, by their keys and ``__START_AT`` (to delete), and
-    the versions that replace them (to insert).
+    """Type 2: the versions the state made before the batch (those of ``stored()``'s
+    runs, which the target holds) that the batch changes, by their keys and
+    ``__START_AT`` (to delete), and the versions that replace them (to insert).
 
     A version is made by the key's changes up to the one that closes it, so a change is
     felt only from the version it falls in onwards. For a key whose new changes all come
     after its stored ones (a stream's usual key) that is the current version alone: it is
-    closed, and the new versions follow. A key with a late change keeps whatever its
-    versions before and after have alike in every column (``_same_versions``)."""
-    old, old_last, old_closing = before.versions()
-    new, new_last, new_closing = after.versions()
-    fresh = after.order[to_numpy(changes.column(NEW))[after.order]]
+    closed, and the new versions follow. A batch of such keys only (no late change) finds
+    that version among ``after``'s, as the felt one its stored changes open (the stored
+    changes open the same versions with or without the new ones after them), without
+    making the stored runs. A key with a late change keeps whatever its versions before
+    and after have alike in every column (``_same_versions``)."""
+    is_new = to_numpy(changes.column(NEW))
+    fresh = after.order[is_new[after.order]]
     never = np.iinfo(np.int64).max
     first_new = np.full(int(key.max(initial=-1)) + 1, never, np.int64)
     np.minimum.at(first_new, key[fresh], ranks[fresh])
     last_old = np.full(len(first_new), -1, np.int64)
-    np.maximum.at(last_old, key[before.order], ranks[before.order])
+    np.maximum.at(last_old, key[~is_new], ranks[~is_new])
     late = first_new <= last_old  # (a new change at a stored one's rank is that one again)
 
     def felt(last: np.ndarray, closing: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -164,10 +168,16 @@ def _changed_versions(
         end = np.where(closing >= 0, ranks[np.maximum(closing, 0)], never)
         return (first_new[owner] != never) & (end >= first_new[owner]), late[owner]
 
-    old_felt, old_late = felt(old_last, old_closing)
+    new, new_last, new_closing, new_heads = after.versions()
     new_felt, new_late = felt(new_last, new_closing)
-    replaced = old.take(from_numpy(np.flatnonzero(old_felt & ~old_late)))
     rows = new.take(from_numpy(np.flatnonzero(new_felt & ~new_late)))
+    if not late.any():
+        current = new_felt & ~is_new[new_heads]  # opened by a stored change: the current one
+        replaced = new.select([*spec.keys, START_AT]).filter(from_numpy(current))
+        return replaced, rows
+    old, old_last, old_closing, _ = stored().versions()
+    old_felt, old_late = felt(old_last, old_closing)
+    replaced = old.take(from_numpy(np.flatnonzero(old_felt & ~old_late)))
     if old_late.any() or new_late.any():
         gone, added = _same_versions(
             spec,
@@ -432,9 +442,10 @@ class _Runs:
         table[ALIVE] = from_numpy(self.alive[changed])
         return pa.table(table)
 
-    def versions(self) -> tuple[pa.Table, np.ndarray, np.ndarray]:
+    def versions(self) -> tuple[pa.Table, np.ndarray, np.ndarray, np.ndarray]:
         """Type 2: every version of every key, with the row of ``changes`` each ends with
-        (its last upsert) and the row that closes it (-1: it is current). An upsert opens
+        (its last upsert), the row that closes it (-1: it is current) and the row that
+        opens it. An upsert opens
         a version when it starts a run or changes a tracked column; the version ends at
         the key's next change after its last upsert (NULL: it is current)."""
         count = len(self.order)
@@ -456,7 +467,7 @@ class _Runs:
         table[START_AT] = self._sequence(heads)
         table[END_AT] = self._sequence(ends)
         closing = np.where(ends >= 0, self.order[np.maximum(ends, 0)], -1) if count else ends
-        return pa.table(table), self.order[tails], closing
+        return pa.table(table), self.order[tails], closing, self.order[heads]
 
     def _sequence(self, positions: np.ndarray) -> pa.Array:
         """The sequence at ``positions`` (-1: NULL), a struct of its parts when several."""
