@@ -445,9 +445,9 @@ class _Runs:
     def versions(self) -> tuple[pa.Table, np.ndarray, np.ndarray, np.ndarray]:
         """Type 2: every version of every key, with the row of ``changes`` each ends with
         (its last upsert), the row that closes it (-1: it is current) and the row that
-        opens it. An upsert opens
-        a version when it starts a run or changes a tracked column; the version ends at
-        the key's next change after its last upsert (NULL: it is current)."""
+        opens it. An upsert opens a version when it starts a run or changes a tracked
+        column; the version ends at the key's next change after its last upsert (NULL: it
+        is current)."""
         count = len(self.order)
         same = np.zeros(count, bool)
         if count > 1:

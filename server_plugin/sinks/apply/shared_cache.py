@@ -78,6 +78,10 @@ class SharedFiles(Generic[T]):
     def __getstate__(self) -> dict[str, object]:
         return {"name": self.name, "budget": self.budget, "codec": self.codec, "root": self.root}
 
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
+        self._round_started = 0.0
+
     def folder(self) -> str | None:
         """Where the values are kept (made private to this user), None: not shared."""
         root = self.root()
@@ -89,10 +93,6 @@ class SharedFiles(Generic[T]):
         except OSError:
             return None
         return folder
-
-    def __setstate__(self, state: dict[str, object]) -> None:
-        self.__dict__.update(state)
-        self._round_started = 0.0
 
     def next_round(self) -> None:
         # A second early: a file's time is the kernel's coarse clock, a little behind.
