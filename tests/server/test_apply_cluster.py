@@ -32,7 +32,7 @@ from tests.support.harness import TEST_SERVER_CONF
 from tests.support.iceberg_tables import catalog_properties, sql_catalog
 from tests.support.standalone import executor_logs, standalone_cluster
 
-KEYS = 20_000
+KEYS = 4_000
 CLUSTER_CONF = {
     **TEST_SERVER_CONF,
     "spark.executor.cores": "1",
