@@ -198,6 +198,15 @@ def _ours_stream(bench: Bench, source: str, run: Path, scd_type: int) -> Callabl
     return start
 
 
+def _hand_stream(bench: Bench, source: str, run: Path, scd_type: int) -> Callable[[], Any]:
+    """What starts the hand-written ``foreachBatch`` MERGE of ``source``'s files into the
+    copy at ``run``."""
+    writer = file_stream(bench, source).writeStream
+    writer = writer.foreachBatch(hand_written(str(run / "target"), scd_type))
+    writer = writer.option("checkpointLocation", str(run / "checkpoint"))
+    return lambda: writer.trigger(availableNow=True).start()
+
+
 _RUNS = iter(range(1 << 62))
 
 
@@ -292,17 +301,15 @@ def micro_batch_rates(count: int, start: Callable[[], Any], firsts: list[float])
     return count * (len(durations) - 1) / sum(durations[1:])
 
 
-def start_up_seconds(bench: Bench, start: Callable[[Path], Callable[[], Any]]) -> float:
+def start_up_seconds(stream: Callable[[], Callable[[], Any]]) -> float:
     """What a stream pays once, inside its first trigger, beyond its work: Spark starting
     its Python processes (a data source writer's, for ours). The first trigger of a stream
     of ``MICRO_BATCHES`` tiny micro-batches less the median of its later ones, the median
-    of three fresh streams; ``start(run)`` starts one whose target and checkpoint are in
-    ``run``."""
+    of three fresh streams (``stream()``: what starts one, into a fresh target)."""
     samples = []
     for _ in range(3):
-        run = unused_folder(bench.work / "apply_runs" / "start-up")
         batches: list[list[float]] = []
-        stream_seconds(start(run), batches)
+        stream_seconds(stream(), batches)
         first, *later = batches[0]
         samples.append(first - statistics.median(later))
     return statistics.median(samples)
@@ -357,12 +364,8 @@ def _case(
 
     def hand() -> float:
         run = _fresh(hand_base, runs / "hand")
-        merge = hand_written(str(run / "target"), scd_type)
-        writer = file_stream(bench, source).writeStream.foreachBatch(merge)
-        writer = writer.option("checkpointLocation", str(run / "checkpoint"))
-        return micro_batch_rates(
-            count, lambda: writer.trigger(availableNow=True).start(), firsts["hand-written"]
-        )
+        start = _hand_stream(bench, source, run, scd_type)
+        return micro_batch_rates(count, start, firsts["hand-written"])
 
     def raw() -> float:
         checkpoint = runs / "raw-checkpoint"
@@ -450,23 +453,14 @@ def _start_ups(bench: Bench, scd_type: int) -> dict[str, float]:
             lambda batch, rng: rng.choice(rows, size=count, replace=False),
             (scd_type,),
         )
-        ours_base = _ours_base(bench, rows, scd_type)
-        hand_base = _hand_base(bench, rows, scd_type)
+        runs = bench.work / "apply_runs" / "start-up"
 
-        def ours(run: Path) -> Callable[[], Any]:
-            copied = _fresh(ours_base, run)
-            return _ours_stream(bench, source, copied, scd_type)
-
-        def hand(run: Path) -> Callable[[], Any]:
-            copied = _fresh(hand_base, run)
-            writer = file_stream(bench, source).writeStream
-            writer = writer.foreachBatch(hand_written(str(copied / "target"), scd_type))
-            writer = writer.option("checkpointLocation", str(copied / "checkpoint"))
-            return lambda: writer.trigger(availableNow=True).start()
+        def side(base: Path, stream: Callable[..., Callable[[], Any]]) -> Callable[[], Any]:
+            return lambda: stream(bench, source, _fresh(base, runs), scd_type)
 
         _START_UPS[scd_type] = {
-            "ours": start_up_seconds(bench, ours),
-            "hand-written": start_up_seconds(bench, hand),
+            "ours": start_up_seconds(side(_ours_base(bench, rows, scd_type), _ours_stream)),
+            "hand-written": start_up_seconds(side(_hand_base(bench, rows, scd_type), _hand_stream)),
         }
     return _START_UPS[scd_type]
 

@@ -107,15 +107,17 @@ class SharedFiles(Generic[T]):
     def get(self, folder: str, key: Hashable, make: Callable[[], T]) -> T:
         """The value of ``key``: mapped from its file, else made (and its file written)."""
         path = self.path(folder, key)
-        with contextlib.suppress(FileNotFoundError):
-            try:
-                tables = _mapped(path)
-            except (pa.ArrowException, ValueError, IndexError, struct.error):  # not whole
+        try:
+            tables = _mapped(path)
+        except FileNotFoundError:
+            pass
+        except (pa.ArrowException, ValueError, IndexError, struct.error):  # not whole
+            with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
-            else:
-                with contextlib.suppress(OSError):
-                    os.utime(path)  # recently used: the last to go
-                return self.codec.decode(tables)
+        else:
+            with contextlib.suppress(OSError):
+                os.utime(path)  # recently used: the last to go
+            return self.codec.decode(tables)
         made = make()
         try:
             _write(folder, path, self.codec.encode(made))
