@@ -147,7 +147,8 @@ def _staged(
     if target is not None and _commits_directly(target, new_rows):
         check_not_null(tables.table_schema(target), spec, new_rows)
         schema = tables.table_schema(target)
-        to_target = direct_commits.staged_rows(target, tables.aligned(new_rows, schema))
+        aligned = tables.aligned(new_rows, schema)
+        to_target = direct_commits.staged_rows(target, aligned, spec.keys)
         rows = rows.slice(0, 0)
     if state is not None and state_rows.num_rows and staging.stages(spec.state):
         schema, layout = tables.table_schema(state), Layout.of(state)

@@ -27,7 +27,7 @@ from urllib.parse import unquote
 
 import numpy as np
 import pyarrow as pa
-from spark_cdc.server_plugin.delta import committer
+from spark_cdc.server_plugin.delta import committer, data_files
 from spark_cdc.server_plugin.delta.current_adds import current_adds
 from spark_cdc.server_plugin.delta.deletion_vectors import (
     DeletionVector,
@@ -41,6 +41,7 @@ from spark_cdc.server_plugin.errors import error
 from spark_cdc.server_plugin.sinks.apply import staging, tables
 from spark_cdc.server_plugin.sinks.apply.file_lookup import (
     add_actions,
+    row_group_as_coded,
     row_group_rows,
     row_groups,
     rows_of_keys,
@@ -114,7 +115,7 @@ def replace_rows(
     log = DeltaLog(table.table_uri, dict(spec.storage_options) or None)
     root = committer.local_root(table.table_uri)
     assert root is not None
-    staged = (*staged, *staged_rows(table, rows))
+    staged = (*staged, *staged_rows(table, rows, spec.keys))
     wanted = BatchKeys.of(replaced, replaced.column_names, len(spec.keys))
     for _ in range(_ATTEMPTS):
         read_version = table.version()
@@ -152,13 +153,23 @@ def _of_batch(
         pending.info[OUTCOME_KEY] = outcome
 
 
-def staged_rows(table: Any, rows: pa.Table) -> tuple[dict[str, Any], ...]:
+def staged_rows(table: Any, rows: pa.Table, keys: tuple[str, ...]) -> tuple[dict[str, Any], ...]:
     """``rows`` staged into the target as its appends are written (its partition columns,
-    the statistics its properties ask for): the add actions of their files."""
+    the statistics its properties ask for; ``keys``, its key columns): the add actions of
+    their files, written by ``data_files`` where it can, else by delta-rs."""
     if not rows.num_rows:
         return ()
     partition_by = list(table.metadata().partition_columns)
-    return staging.staged_files(table.table_uri, rows, partition_by, _stats_properties(table))
+    properties = _stats_properties(table)
+    if partition_by or not data_files.writes(rows.schema, properties):
+        return staging.staged_files(table.table_uri, rows, partition_by, properties)
+    root = committer.local_root(table.table_uri)
+    assert root is not None
+    coded = data_files.new_file_dictionary(rows.schema, keys)
+    return tuple(
+        data_files.write(root, "", rows.slice(start, data_files.FILE_ROWS), {}, coded)
+        for start in range(0, rows.num_rows, data_files.FILE_ROWS)
+    )
 
 
 def _stats_properties(table: Any) -> dict[str, str]:
@@ -227,7 +238,10 @@ def _rewrite(
     partitions = list(table.metadata().partition_columns)
     schema = pa.schema([f for f in tables.table_schema(table) if f.name not in partitions])
     properties = _stats_properties(table)
-    values = _partition_values(table, partitions, set(marks))
+    ours = data_files.writes(schema, properties)  # else delta-rs writes them
+    values = {} if ours else _partition_values(table, partitions, set(marks))
+    root = committer.local_root(table.table_uri)
+    assert root is not None
     taken = {path: _taken_out(log, adds[path], hits) for path, hits in marks.items()}
     pieces = []
     for path in marks:
@@ -240,14 +254,25 @@ def _rewrite(
         local = hits[np.searchsorted(hits, start) : np.searchsorted(hits, stop)] - start
         if len(local) == stop - start:
             return ()
-        rows = row_group_rows(log, path, group, schema)
+        if ours:
+            rows, coded = row_group_as_coded(log, path, group, schema)
+        else:
+            rows = row_group_rows(log, path, group, schema)
         if len(local):
             keep = np.ones(rows.num_rows, bool)
             keep[local] = False
             rows = rows.filter(keep)
-        for name, value in values.get(path, {}).items():  # written into its partition's folder
-            rows = rows.append_column(name, pa.repeat(value, rows.num_rows))
-        files = staging.staged_files(table.table_uri, rows, partitions, properties)
+        if ours:  # beside the file it replaces, in its partition's folder
+            add = adds[path]
+            folder = add["path"].rpartition("/")[0]
+            partition = add.get("partitionValues") or {}
+            files: tuple[dict[str, Any], ...] = (
+                data_files.write(root, folder, rows, partition, coded),
+            )
+        else:
+            for name, value in values.get(path, {}).items():  # into its partition's folder
+                rows = rows.append_column(name, pa.repeat(value, rows.num_rows))
+            files = staging.staged_files(table.table_uri, rows, partitions, properties)
         if len(files) == 1:
             _FILE_KEYS.keys(_identity(log, files[0]), lambda: rows, wanted)
         return files

@@ -130,6 +130,21 @@ def row_group_rows(log: DeltaLog, path: str, group: int, schema: pa.Schema) -> p
         return _typed(parquet.read_row_group(group, columns=present), present, schema)
 
 
+def row_group_as_coded(
+    log: DeltaLog, path: str, group: int, schema: pa.Schema
+) -> tuple[pa.Table, set[str]]:
+    """One row group of the file as ``row_group_rows`` reads it, but its dictionary-coded
+    text left coded, and the columns it holds dictionary-coded: what a rewrite of it
+    writes back without decoding and coding them again (``delta.data_files``)."""
+    with log.open(path) as source:
+        parquet, present = _parquet(source, schema)
+        read = parquet.read_row_group(group, columns=present)
+        chunks = parquet.metadata.row_group(group)
+        where = {chunks.column(i).path_in_schema: i for i in range(chunks.num_columns)}
+        coded = {n for n in present if n in where and _indices_only(chunks.column(where[n]))}
+        return _typed(read, present, schema, coded=True), coded
+
+
 def _parquet(source: Any, schema: pa.Schema) -> tuple[pq.ParquetFile, list[str]]:
     """The open file as Parquet, its dictionary-coded text read as dictionaries
     (``_dictionary_coded``), and which of ``schema``'s columns it has."""
@@ -141,13 +156,21 @@ def _parquet(source: Any, schema: pa.Schema) -> tuple[pq.ParquetFile, list[str]]
     return parquet, present
 
 
-def _typed(read: pa.Table, present: list[str], schema: pa.Schema) -> pa.Table:
-    """``read`` as ``schema`` types it, a column the file lacks NULL."""
-    columns = [
-        read.column(f.name).cast(f.type) if f.name in present else pa.nulls(read.num_rows, f.type)
-        for f in schema
-    ]
-    return pa.table(columns, schema=schema)
+def _typed(read: pa.Table, present: list[str], schema: pa.Schema, coded: bool = False) -> pa.Table:
+    """``read`` as ``schema`` types it, a column the file lacks NULL (``coded``: a
+    dictionary of the column's type kept as it is)."""
+    columns, fields = [], []
+    for field in schema:
+        if field.name not in present:
+            column: pa.ChunkedArray | pa.Array = pa.nulls(read.num_rows, field.type)
+        else:
+            column = read.column(field.name)
+            kind = column.type
+            if not (coded and pa.types.is_dictionary(kind) and kind.value_type == field.type):
+                column = column.cast(field.type)
+        columns.append(column)
+        fields.append(field.with_type(column.type))
+    return pa.table(columns, schema=pa.schema(fields, schema.metadata))
 
 
 # Bytes per value under which a column chunk's data pages can only be dictionary indices:
