@@ -23,7 +23,7 @@ from spark_cdc.server_plugin.sinks.apply.key_index import (
     key_values,
 )
 
-VALUES = st.one_of(st.none(), st.integers(0, 6))
+VALUES = st.one_of(st.none(), st.integers(-3, 6))
 NAMES = st.sampled_from([["id"], ["id", "part"], ["day"], ["nested"]])
 
 
@@ -65,14 +65,24 @@ ROWS = st.lists(st.tuples(VALUES, st.one_of(st.none(), st.sampled_from(["a", "b"
     cut=st.integers(0, 40),
     collide=st.booleans(),
     sizes=st.lists(st.integers(1, 12), max_size=6),
+    dense=st.booleans(),
 )
 def test_an_index_finds_exactly_the_rows_of_the_batchs_keys(
-    rows: list, batch: list, names: list[str], cut: int, collide: bool, sizes: list[int]
+    rows: list,
+    batch: list,
+    names: list[str],
+    cut: int,
+    collide: bool,
+    sizes: list[int],
+    dense: bool,
 ) -> None:
+    """``dense``: the batch's keys looked up by their table of membership where they
+    have one (here: integer keys), else by binary search."""
     table, keys = _table(rows, names), _table(batch, names)
     wanted = BatchKeys.of(keys, names)
     if collide:
         wanted = dataclasses.replace(wanted, collide=True)
+    _looked_up(wanted, dense)
     whole = index_of(table, names)
     cut = min(cut, len(rows))
     parts = index_of(table.slice(0, cut), names).merged(index_of(table.slice(cut), names, cut))
@@ -93,16 +103,26 @@ def test_an_index_finds_exactly_the_rows_of_the_batchs_keys(
     assert runs.find(wanted).tolist() == np.flatnonzero(alike).tolist()
 
 
+def _looked_up(wanted: BatchKeys, dense: bool) -> None:
+    """``wanted`` looked up by binary search unless ``dense`` (its table of membership
+    where it has one)."""
+    if not dense:
+        vars(wanted)["members"] = None  # what ``members`` gives keys spanning too many values
+    elif wanted.exact_index:  # one integer or temporal key: its values span few here
+        assert wanted.members is not None or not len(wanted.values)
+
+
 @settings(max_examples=200, deadline=None)
-@given(rows=ROWS, batch=ROWS)
+@given(rows=ROWS, batch=ROWS, dense=st.booleans())
 def test_an_index_of_the_first_key_column_finds_exactly_the_rows_of_both(
-    rows: list, batch: list
+    rows: list, batch: list, dense: bool
 ) -> None:
     """Type 2's versions: indexed by their key, confirmed by ``__START_AT`` (here
     ``part``): a batch naming several versions of one key finds each, and only them."""
     names = ["id", "part"]
     table, keys = _table(rows, names), _table(batch, names)
     wanted = BatchKeys.of(keys, names, indexed=1)
+    _looked_up(wanted, dense)
     expected = _plain(table, keys, indexed=1).tolist()
     assert FileKeys(table, index_of(table, names[:1])).positions(wanted).tolist() == expected
     assert FileKeys.of(table, wanted).positions(wanted).tolist() == expected

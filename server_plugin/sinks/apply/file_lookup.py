@@ -46,13 +46,18 @@ def rows_of_keys(
     cache.next_round()
     files = add_actions(table) if files is None else files
     partitions = set(table.metadata().partition_columns)
+    wanted = wanted or BatchKeys.of(keys, names, indexed)
     candidates = np.ones(files.num_rows, bool)
     for name in names:
-        candidates &= _may_hold(files, name, keys.column(name), name in partitions)
+        column = keys.column(name)
+        ordered = None  # the batch's values of the column, sorted, when at hand
+        if wanted.exact_index and name == wanted.names[0] and pa.types.is_integer(column.type):
+            ordered = wanted.values
+        ranged = name in wanted.confirmed and wanted.exact_index  # a version's start
+        candidates &= _may_hold(files, name, column, name in partitions, ordered, ranged)
     paths = files.column("path").to_pylist()
     columns = [n for n in names if n not in partitions]
     values = {n: files.column(f"partition.{n}") for n in names if n in partitions}
-    wanted = wanted or BatchKeys.of(keys, names, indexed)
     identities = file_identities(log, files)
 
     def positions(row: int) -> tuple[str, np.ndarray]:
@@ -207,9 +212,18 @@ def _indices_only(chunk: Any) -> bool:
     return data < _INDEX_BYTES * max(chunk.num_values, 1)
 
 
-def _may_hold(files: pa.Table, name: str, keys: pa.ChunkedArray, partition: bool) -> np.ndarray:
+def _may_hold(
+    files: pa.Table,
+    name: str,
+    keys: pa.ChunkedArray,
+    partition: bool,
+    ordered: np.ndarray | None = None,
+    ranged: bool = False,
+) -> np.ndarray:
     """Per file: whether its statistics (or partition value) allow a row with one of
-    ``keys``; a file without them may hold any."""
+    ``keys`` (``ordered``: their values sorted, when the caller has them; ``ranged``:
+    whether its range overlaps theirs, without sorting them: a type 2 version's start,
+    whose values span every file's); a file without them may hold any."""
     if partition:
         column = files.column(f"partition.{name}")
         return to_numpy(pc.fill_null(pc.is_in(column, value_set=keys.cast(column.type)), False))
@@ -217,16 +231,23 @@ def _may_hold(files: pa.Table, name: str, keys: pa.ChunkedArray, partition: bool
     if f"min.{name}" not in names or f"max.{name}" not in names:
         return np.ones(files.num_rows, bool)
     low, high = files.column(f"min.{name}"), files.column(f"max.{name}")
+    known = to_numpy(pc.and_(pc.is_valid(low), pc.is_valid(high)))
     try:
-        ordered = pc.sort_indices(keys)
-        sorted_keys = keys.take(ordered).cast(low.type)
+        if ranged:
+            bounds = pc.min_max(keys)
+            first, last = (bounds[n].cast(low.type) for n in ("min", "max"))
+            if not first.is_valid:
+                return ~known
+            below = to_numpy(pc.fill_null(pc.less(high, first), False))
+            above = to_numpy(pc.fill_null(pc.greater(low, last), False))
+            return ~known | ~(below | above)
+        if ordered is None:
+            ordered = keys.take(pc.sort_indices(keys)).cast(low.type).to_numpy(zero_copy_only=False)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return np.ones(files.num_rows, bool)
-    known = to_numpy(pc.and_(pc.is_valid(low), pc.is_valid(high)))
-    values = sorted_keys.to_numpy(zero_copy_only=False)
-    first = np.searchsorted(values, low.to_numpy(zero_copy_only=False), side="left")
-    last = np.searchsorted(values, high.to_numpy(zero_copy_only=False), side="right")
-    return ~known | (last > first)
+    first_at = np.searchsorted(ordered, low.to_numpy(zero_copy_only=False), side="left")
+    last_at = np.searchsorted(ordered, high.to_numpy(zero_copy_only=False), side="right")
+    return ~known | (last_at > first_at)
 
 
 def may_hold_nulls(files: pa.Table, name: str) -> np.ndarray:

@@ -26,6 +26,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Generic, TypeVar
 
 import numpy as np
@@ -37,6 +38,9 @@ from spark_cdc.server_plugin.row_level.hashing import rows_hash
 from spark_cdc.server_plugin.sinks.apply.shared_cache import Codec, SharedFiles
 
 T = TypeVar("T")
+# A batch's keys spanning fewer values than this, or than this many times their count,
+# are looked up by a table of membership (``BatchKeys.members``).
+_DENSE_SPAN, _DENSE_RATIO = 1 << 16, 16
 
 
 def key_values(keys: pa.Table, names: list[str]) -> np.ndarray:
@@ -135,6 +139,22 @@ class BatchKeys:
             ordered[first], order[first], keys, names, collide, ordered, order, indexed, exact
         )
 
+    @cached_property
+    def members(self) -> tuple[int, np.ndarray] | None:
+        """The batch's values as a table of membership (``first``, and per value from
+        it whether it is one of them), when they span few values for their count (a
+        million keys among ten million: 11 MB): an index then finds them by one look per
+        row of a range, not two binary searches per key (a tenth of the time measured).
+        None: they span too many (hashes; few keys across a wide range)."""
+        if not len(self.values):
+            return None
+        low, high = int(self.values[0]), int(self.values[-1])
+        if high - low >= max(_DENSE_SPAN, _DENSE_RATIO * len(self.values)):
+            return None
+        table = np.zeros(high - low + 1, bool)
+        table[self.values - low] = True
+        return low, table
+
     @property
     def confirmed(self) -> tuple[str, ...]:
         """The columns a match found by the index is compared on: those the index does
@@ -214,6 +234,16 @@ class KeyIndex:
     def find(self, wanted: BatchKeys) -> tuple[np.ndarray, np.ndarray]:
         """The rows whose key value is one of ``wanted``'s (every row of those keys, and
         any other key's row that hashes alike), sorted, and their values."""
+        if wanted.members is not None:
+            low, table = wanted.members
+            start = int(np.searchsorted(self.values, low, "left"))
+            stop = int(np.searchsorted(self.values, low + len(table) - 1, "right"))
+            slots = start + np.flatnonzero(table[self.values[start:stop] - low])
+            rows = self.positions(slots)
+            if self.rows is None:  # in row order already
+                return rows, self.values[slots]
+            order = np.argsort(rows)
+            return rows[order], self.values[slots][order]
         starts = np.searchsorted(self.values, wanted.values, "left")
         counts = np.searchsorted(self.values, wanted.values, "right") - starts
         hit = counts > 0
