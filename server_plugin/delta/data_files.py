@@ -1,5 +1,6 @@
 """Data files written with pyarrow, carrying the statistics delta-rs gives its own: the
-target's rewritten and new files, where delta-rs' writer is most of what a batch costs.
+files apply writes into a target and its state (rewritten and new), where delta-rs'
+writer was most of what a batch cost.
 
 delta-rs decodes every column it is handed and tries a dictionary for each; here a column
 read dictionary-coded is written from its dictionary as read, and a dictionary is tried

@@ -168,3 +168,29 @@ def test_the_types_it_takes() -> None:
     schema = pa.schema([(n, kind) for n, (kind, _) in _TYPES.items()])
     coded = pa.schema([("s", pa.dictionary(pa.int32(), pa.string()))])
     assert data_files.writes(schema, {}) and data_files.writes(coded, {})
+
+
+def test_rows_staged_by_an_integer_partition_open_as_delta_rs_wrote_them() -> None:
+    """``staging.staged_files`` of a table partitioned by an integer column (the state's
+    bucket) writes a file per partition in its folder; a table naming them reads back the
+    rows, as one whose files delta-rs wrote."""
+    from deltalake.transaction import AddAction
+    from spark_cdc.server_plugin.sinks.apply import staging
+
+    rows = pa.table({"id": [1, 2, 3, 4], "v": ["a", "b", "a", None], "bucket": [0, 1, 0, 7]})
+    with tempfile.TemporaryDirectory() as ours, tempfile.TemporaryDirectory() as theirs:
+        write_deltalake(ours, rows.slice(0, 0), partition_by=["bucket"])
+        adds = staging.staged_files(ours, rows, ["bucket"], keys=("id",))
+        assert sorted(a["path"].split("/")[0] for a in adds) == ["bucket=0", "bucket=1", "bucket=7"]
+        assert all(a["partitionValues"] == {"bucket": a["path"][7]} for a in adds)
+        actions = [
+            AddAction(
+                a["path"], a["size"], a["partitionValues"], a["modificationTime"], True, a["stats"]
+            )
+            for a in adds
+        ]
+        DeltaTable(ours).create_write_transaction(actions, "append", rows.schema)
+        write_deltalake(theirs, rows, partition_by=["bucket"])
+        read = [DeltaTable(t).to_pyarrow_table().sort_by("id") for t in (ours, theirs)]
+        assert read[0].equals(read[1])
+        assert polars.read_delta(ours).sort("id").equals(polars.read_delta(theirs).sort("id"))

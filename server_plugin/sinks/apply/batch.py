@@ -155,7 +155,8 @@ def _staged(
         laid = layout.rows(state_rows)
         if set(laid.column_names) <= set(schema.names):
             aligned = tables.aligned(laid, schema)
-            to_state = staging.staged_files(spec.state, aligned, layout.partition_by)
+            keyed = (*spec.keys, KEY_HASH, HASH)  # a value per key or row: no dictionary
+            to_state = staging.staged_files(spec.state, aligned, layout.partition_by, keys=keyed)
             state_rows = state_rows.slice(0, 0)
     count = new_rows.num_rows if to_target else 0  # else the rows travel: the commit counts
     resolved = dataclasses.replace(resolution, rows=rows, state=state_rows)

@@ -156,20 +156,12 @@ def _of_batch(
 def staged_rows(table: Any, rows: pa.Table, keys: tuple[str, ...]) -> tuple[dict[str, Any], ...]:
     """``rows`` staged into the target as its appends are written (its partition columns,
     the statistics its properties ask for; ``keys``, its key columns): the add actions of
-    their files, written by ``data_files`` where it can, else by delta-rs."""
+    their files."""
     if not rows.num_rows:
         return ()
     partition_by = list(table.metadata().partition_columns)
     properties = _stats_properties(table)
-    if partition_by or not data_files.writes(rows.schema, properties):
-        return staging.staged_files(table.table_uri, rows, partition_by, properties)
-    root = committer.local_root(table.table_uri)
-    assert root is not None
-    coded = data_files.new_file_dictionary(rows.schema, keys)
-    return tuple(
-        data_files.write(root, "", rows.slice(start, data_files.FILE_ROWS), {}, coded)
-        for start in range(0, rows.num_rows, data_files.FILE_ROWS)
-    )
+    return staging.staged_files(table.table_uri, rows, partition_by, properties, keys)
 
 
 def _stats_properties(table: Any) -> dict[str, str]:

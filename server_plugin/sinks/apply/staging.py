@@ -3,10 +3,12 @@ write the rows they resolved, in parallel, so that only the files' add actions t
 the driver, whose commit names them with the batch's marker (Spark's own writers split
 the work alike: the tasks write files, the driver commits them).
 
-delta-rs writes the rows (their Parquet, partition folders and statistics, as for any
-append) as a staging table inside the table's folder, and the files are moved from it into
-the table. Files can be moved only on a local filesystem (``committer.can_commit``);
-elsewhere the rows travel and the driver writes them. A staged file that no commit names
+``delta.data_files`` writes the rows straight into the table's folder where it writes
+their columns and partitions (none, or one integer column: the state's bucket); else
+delta-rs writes them (their Parquet, partition folders and statistics, as for any append)
+as a staging table inside the table's folder, and the files are moved from it into the
+table. Files are staged only on a local filesystem (``committer.can_commit``); elsewhere
+the rows travel and the driver writes them. A staged file that no commit names
 (the batch was refused, or found applied already) is deleted by whoever knows of it; one a
 failed task left is an orphan, which VACUUM removes.
 """
@@ -23,7 +25,8 @@ from typing import Any
 from urllib.parse import unquote
 
 import pyarrow as pa
-from spark_cdc.server_plugin.delta import committer
+import pyarrow.compute as pc
+from spark_cdc.server_plugin.delta import committer, data_files
 from spark_cdc.server_plugin.delta.log import LOG_DIR
 
 
@@ -75,12 +78,53 @@ def staged_files(
     rows: pa.Table,
     partition_by: list[str] | None = None,
     configuration: dict[str, str] | None = None,
+    keys: tuple[str, ...] = (),
 ) -> tuple[dict[str, Any], ...]:
-    """``rows`` staged into the table at ``uri`` (local): the add actions of their files."""
+    """``rows`` staged into the table at ``uri`` (local): the add actions of their files,
+    written by ``data_files`` where it writes their columns and partitions (``keys``:
+    the table's key columns, which get no dictionary), else by delta-rs."""
     root = committer.local_root(uri)
     assert root is not None
-    actions = stage(root, rows, partition_by or [], configuration or {})
+    partition_by = partition_by or []
+    data = pa.schema([f for f in rows.schema if f.name not in partition_by])
+    if _plain_partitions(rows, partition_by) and data_files.writes(data, configuration or {}):
+        return _written(root, rows, partition_by, data_files.new_file_dictionary(data, keys))
+    actions = stage(root, rows, partition_by, configuration or {})
     return tuple(a["add"] for a in actions if "add" in a)
+
+
+def _plain_partitions(rows: pa.Table, partition_by: list[str]) -> bool:
+    """Whether ``rows``' partitions are folders any writer names alike: none, or one
+    integer column without NULLs (the state's bucket)."""
+    if not partition_by:
+        return True
+    column = rows.column(partition_by[0])
+    return len(partition_by) == 1 and pa.types.is_integer(column.type) and not column.null_count
+
+
+def _written(
+    root: str, rows: pa.Table, partition_by: list[str], coded: set[str]
+) -> tuple[dict[str, Any], ...]:
+    """``rows`` written by ``data_files`` into their partitions' folders, a file of at
+    most ``FILE_ROWS`` rows each."""
+    if partition_by:
+        name = partition_by[0]
+        column = rows.column(name)
+        parts = [
+            (f"{name}={value}", {name: str(value)}, rows.filter(pc.equal(column, value)))
+            for value in pc.unique(column).to_pylist()
+        ]
+    else:
+        parts = [("", {}, rows)]
+    return tuple(
+        data_files.write(
+            root, folder, part.drop_columns(partition_by).slice(start, size), values, coded
+        )
+        for folder, values, part in parts
+        for start, size in [
+            (s, data_files.FILE_ROWS) for s in range(0, part.num_rows, data_files.FILE_ROWS)
+        ]
+    )
 
 
 def stages(uri: str) -> bool:
