@@ -58,8 +58,9 @@ def write(
     ``dictionary`` the columns dictionary-coded."""
     name = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
     relative = f"{folder}/{name}" if folder else name
-    os.makedirs(os.path.join(root, unquote(folder)), exist_ok=True)
-    location = os.path.join(root, unquote(folder), name)
+    directory = os.path.join(root, unquote(folder))
+    os.makedirs(directory, exist_ok=True)
+    location = os.path.join(directory, name)
     footers: list[pq.FileMetaData] = []
     pq.write_table(
         rows,
@@ -106,8 +107,8 @@ def statistics(footer: pq.FileMetaData, schema: pa.Schema) -> str:
         nulls[field.name] = sum(s.null_count for s in groups)
         valued = [s for s in groups if s.num_values]  # an all-NULL row group bounds nothing
         if valued and all(s.has_min_max for s in valued):
-            low = min(_raw(s.min_raw) for s in valued)
-            high = max(_raw(s.max_raw) for s in valued)
+            low = min(s.min_raw for s in valued)  # text as its bytes, which order as UTF-8
+            high = max(s.max_raw for s in valued)
             if _finite(low) and _finite(high):
                 lows[field.name] = _lower(low, kind)
                 highs[field.name] = _upper(high, kind)
@@ -134,13 +135,6 @@ def _supported(kind: pa.DataType) -> bool:
 
 def _value_type(kind: pa.DataType) -> pa.DataType:
     return kind.value_type if pa.types.is_dictionary(kind) else kind
-
-
-def _raw(value: Any) -> Any:
-    """A statistic as its physical value orders (text as its bytes)."""
-    if isinstance(value, str):
-        return value.encode()
-    return value
 
 
 def _finite(value: Any) -> bool:
