@@ -122,9 +122,9 @@ def apply_changes(
     target_name = target if format == DELTA and names_a_table(target) else None
     if target_name is not None:
         target = table_location(feed.sparkSession, target_name)
-    # A Delta target's feed is split by key among the server's tasks (and its state laid out
-    # in as many buckets); an Iceberg target's batch is resolved whole (``iceberg_batch``).
-    tasks = server_parallelism(feed.sparkSession) if format == DELTA else 0
+    # The feed is split by key among the server's tasks, and its state laid out in as many
+    # buckets (``buckets``).
+    tasks = server_parallelism(feed.sparkSession)
     plan = plan_apply(
         feed,
         scd_type,

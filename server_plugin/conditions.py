@@ -130,6 +130,12 @@ CONDITIONS: dict[str, Condition] = {
         "full_refresh=True (spark-cdc apply --full-refresh) to rebuild the target and its "
         "state."
     ),
+    "APPLY_CHANGES.STATE_LAYOUT_CHANGED": Condition(
+        "The state '<state>' was changed by hand (<problem>), so the changes of a batch's "
+        "keys cannot be found in it; nothing was written: restore the state, or apply the "
+        "feed from its start with full_refresh=True (spark-cdc apply --full-refresh) to "
+        "rebuild the target and its state."
+    ),
     "APPLY_CHANGES.TARGET_MISSING": Condition(
         "The target '<target>' is gone, but its state '<state>' holds the changes applied "
         "to it, so this batch alone would make a partial target; nothing was written: apply "

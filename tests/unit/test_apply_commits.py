@@ -10,6 +10,7 @@ import json
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -219,6 +220,37 @@ def test_shares_resolved_before_another_writers_state_commit_are_refused_whole()
         assert sorted_rows(read_table(spec.target)) == [{"id": 1, "a": 9, "b": "y"}]
         assert len(files - _data_files(folder)) == 2  # the task's two files, deleted
     assert refused.value.condition == "APPLY_CHANGES.CONCURRENT_WRITE"
+
+
+def test_a_batch_that_fails_after_its_target_commit_keeps_the_targets_files(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The state's commit fails after the target's (storage gone): the files the tasks
+    staged into the target are the target's now and stay (the target reads whole); the
+    state's, which no commit names, are deleted; the batch run again completes it."""
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(folder, 2)
+        apply_batch(spec, prepared(FIRST), 0)
+        later = [Change((1,), (7,), "upsert", {"a": 7, "b": "z"})]
+        share = resolve_share(spec, prepared(later))
+        assert share.staged.target and share.staged.state
+
+        def unwritable(*_: Any, **__: Any) -> None:
+            raise OSError("the state's storage is gone")
+
+        monkeypatch.setattr(tables, "append_staged", unwritable)
+        with pytest.raises(OSError):
+            apply_shares(spec, [share], 1)
+        monkeypatch.undo()
+        rows = sorted_rows(read_table(spec.target))  # every file it names is there
+        assert [r["a"] for r in rows] == [1, 7]
+        state_files = {
+            Path(folder, "target__apply_changes_state", a["path"]) for a in share.staged.state
+        }
+        assert not any(p.exists() for p in state_files)
+        apply_shares(spec, [resolve_share(spec, prepared(later))], 1)
+        assert sorted_rows(read_table(spec.target)) == rows
+        assert DeltaTable(spec.state).transaction_version(spec.app_id) == 1
 
 
 @pytest.mark.parametrize("compact", [1, 64])

@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from spark_cdc.server_plugin.errors import ChangelogSourceError
 from spark_cdc.server_plugin.iceberg.table import catalog_from
-from spark_cdc.server_plugin.sinks.apply import iceberg_tables
+from spark_cdc.server_plugin.sinks.apply import iceberg_rewrites, iceberg_tables
 from spark_cdc.server_plugin.sinks.apply.iceberg_batch import apply_batch
 from spark_cdc.server_plugin.sinks.apply.spec import (
     END_AT,
@@ -198,7 +198,7 @@ def test_another_writers_commit_between_the_read_and_the_commit(
         spec = spec_for(folder, 1, iceberg=True)
         apply_batch(spec, prepared([Change((k,), (1,), "upsert", {"a": k}) for k in (1, 2, 3)]), 0)
         other = _table(spec)  # the other writer's own handle
-        planned = iceberg_tables._candidates
+        planned = iceberg_rewrites._candidates
 
         def interleaved(table: Any, declared: Any) -> list[Any]:
             found = planned(table, declared)
@@ -207,7 +207,7 @@ def test_another_writers_commit_between_the_read_and_the_commit(
             other.append(row.cast(other.schema().as_arrow()))
             return found
 
-        monkeypatch.setattr(iceberg_tables, "_candidates", interleaved)
+        monkeypatch.setattr(iceberg_rewrites, "_candidates", interleaved)
         batch = prepared([Change((2,), (2,), "upsert", {"a": 20, "b": "x"})])
         theirs = {"id": 2 if same_key else 100, "a": -1, "b": "other"}
         if not same_key:

@@ -172,9 +172,11 @@ def apply_shares(spec: ApplySpec, shares: list[Share], version: int) -> Outcome:
         outcome = _shares_committed(spec, shares, version)
         return outcome
     finally:
-        if outcome is None or outcome.skipped:  # refused, or applied already: no commit
-            for share in shares:  # names the files the tasks staged
-                share.staged.discarded(spec.target, spec.state)
+        # Applied before (the files are in no commit), or failed (in none but the target's,
+        # when it failed after the target's commit): the tasks' files no table holds go.
+        if outcome is None or outcome.skipped:
+            for share in shares:
+                share.staged.discarded(spec, held=outcome is None)
 
 
 def _shares_committed(spec: ApplySpec, shares: list[Share], version: int) -> Outcome:

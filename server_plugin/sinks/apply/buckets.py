@@ -49,7 +49,8 @@ class Layout:
         fields = {f.name: f for f in table.schema().fields}
         buckets = None
         if BUCKET in table.metadata().partition_columns:
-            buckets = int(fields[BUCKET].metadata[COUNT_KEY])
+            counted = fields[BUCKET].metadata.get(COUNT_KEY)
+            buckets = count_of(counted, table.table_uri, f"column {BUCKET}'s {COUNT_KEY}")
         return cls(KEY_HASH in fields, buckets)
 
     @classmethod
@@ -98,6 +99,19 @@ class Layout:
         if not self.buckets or KEY_HASH not in rows.column_names:
             return None
         return np.unique(of(to_numpy(rows.column(KEY_HASH)), self.buckets))
+
+
+def count_of(recorded: str | None, state: str, where: str) -> int:
+    """The bucket count a bucketed state records (``where``), refused by name when a hand
+    removed or changed it: its rows could not be found by bucket."""
+    try:
+        count = int(str(recorded))
+    except ValueError:
+        count = 0
+    if count < 1:
+        problem = f"{where} is {recorded!r}, not the count of buckets its rows are laid out in"
+        raise error("APPLY_CHANGES.STATE_LAYOUT_CHANGED", state=state, problem=problem)
+    return count
 
 
 def of(hashes: np.ndarray, buckets: int) -> np.ndarray:

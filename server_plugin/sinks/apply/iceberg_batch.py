@@ -1,8 +1,9 @@
 """Applying one batch to an Iceberg target: the rules and the order of a Delta target's
 (``batch``: the batch checked, resolved with the state's changes of its keys by ``history``,
 the target committed first and the state second, each commit marked with the batch's
-number), through ``iceberg_tables``. The batch is resolved whole in the commit (the driver's
-Python process): the tasks hand their rows back, as for a feed with truncates.
+number), through ``iceberg_tables``. A batch is resolved whole here (``apply_batch``: a feed
+with truncates, a full refresh's first batch), or by the tasks, each its keys
+(``iceberg_shares``), whose files ``committed`` adds.
 
 Why the order is safe is ``batch``'s argument: a batch found in the target but not in the
 state is written to the state alone, from the state the first run read.
@@ -11,13 +12,15 @@ state is written to the state alone, from the state the first run read.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from spark_cdc.server_plugin.errors import error
-from spark_cdc.server_plugin.sinks.apply import binding
+from spark_cdc.server_plugin.sinks.apply import binding, iceberg_state, staging
+from spark_cdc.server_plugin.sinks.apply import iceberg_rewrites as rewrites
 from spark_cdc.server_plugin.sinks.apply import iceberg_tables as tables
 from spark_cdc.server_plugin.sinks.apply.batch import (
     Outcome,
@@ -34,27 +37,35 @@ from spark_cdc.server_plugin.sinks.apply.batch import (
 )
 from spark_cdc.server_plugin.sinks.apply.binding import Bound
 from spark_cdc.server_plugin.sinks.apply.history import Resolution, resolve
-from spark_cdc.server_plugin.sinks.apply.spec import KEY_HASH, OP, TRUNCATE, ApplySpec
+from spark_cdc.server_plugin.sinks.apply.spec import OP, TRUNCATE, ApplySpec
+from spark_cdc.server_plugin.sinks.apply.staging import Staged
 
 # How many of a target's newest snapshots are searched for batches apply_changes applied,
 # when its state is gone (as ``batch._APPLIED_SEARCH``).
 _APPLIED_SEARCH = 100
 
 
-def apply_batch(spec: ApplySpec, batch: pa.Table, version: int) -> Outcome:
-    """Apply ``batch`` (the client's prepared feed) as this writer's ``version``. Every
-    refusal comes before the first write; a missing table is made by its first commit."""
-    spec, batch = prepared(spec, batch)
-    if KEY_HASH in batch.column_names:  # the state is not laid out by key bucket here
-        batch = batch.drop_columns([KEY_HASH])
-    wanted_target = target_schema(spec, batch.schema)
-    wanted_state = state_schema(spec, batch.schema)
-    wanted = {"target": wanted_target, "state": wanted_state}
+@dataclass(frozen=True)
+class Opened:
+    """The catalog, target and state a batch (of ``schema``, prepared) goes to (None: not
+    made yet), the columns each is written with, whether the batch is already applied, and
+    which tables it rebuilds (a full refresh's first batch)."""
 
-    def load(catalog: Any, name: str, role: str) -> Any | None:
-        return tables.existing(catalog, name, wanted[role], spec, role)
+    schema: pa.Schema
+    found: Any
+    target: Any
+    state: Any
+    target_schema: pa.Schema
+    state_schema: pa.Schema
+    skipped: bool
+    rebuilds_target: bool
+    rebuilds_state: bool
 
-    found, target, state = tables.located(spec, load)
+
+def opened(spec: ApplySpec, schema: pa.Schema, version: int) -> Opened:
+    """The tables for a batch of ``schema``, checked: every refusal of the tables comes
+    here, before anything is written."""
+    found, target, state = checked_tables(spec, schema)
     marked = [None if t is None else tables.last_batch(t, spec.app_id) for t in (target, state)]
     last = max((m for m in marked if m is not None), default=None)
     rebuilds_target, rebuilds_state = (binding.rebuilds(spec, version, m, last) for m in marked)
@@ -63,39 +74,101 @@ def apply_batch(spec: ApplySpec, batch: pa.Table, version: int) -> Outcome:
     if last is not None and version < last:
         # Spark runs a stream's last batch again after a restart, never an older one.
         raise error("APPLY_CHANGES.CHECKPOINT_REPLACED", path=spec.target, last=last, batch=version)
-    if state is not None and tables.applied(state, spec, version):
+    skipped = state is not None and tables.applied(state, spec, version)  # written last
+    return Opened(
+        schema,
+        found,
+        target,
+        state,
+        target_schema(spec, schema),
+        state_schema(spec, schema),
+        skipped,
+        rebuilds_target,
+        rebuilds_state,
+    )
+
+
+def checked_tables(spec: ApplySpec, schema: pa.Schema) -> tuple[Any, Any | None, Any | None]:
+    """The catalog, and the target and the state for a batch of ``schema`` (None: not
+    made yet), each checked against it."""
+    wanted = {"target": target_schema(spec, schema), "state": state_schema(spec, schema)}
+
+    def load(catalog: Any, name: str, role: str) -> Any | None:
+        return tables.existing(catalog, name, wanted[role], spec, role)
+
+    found, target, state = tables.located(spec, load)
+    if state is not None:
+        iceberg_state.check_layout(state, spec, schema)
+    return found, target, state
+
+
+def apply_batch(spec: ApplySpec, batch: pa.Table, version: int) -> Outcome:
+    """Apply ``batch`` (the client's prepared feed) as this writer's ``version``, resolved
+    here. Every refusal comes before the first write; a missing table is made by its first
+    commit."""
+    spec, batch = prepared(spec, batch)
+    tables_for = opened(spec, batch.schema, version)
+    if tables_for.skipped:
         return Outcome(batch.num_rows, 0, 0, skipped=True)
     truncating = bool(pc.any(pc.equal(batch.column(OP), TRUNCATE)).as_py())
-    if state is None or rebuilds_state:  # a full refresh starts from no state
-        old = wanted_state.empty_table()
+    state = tables_for.state
+    if state is None or tables_for.rebuilds_state:  # a full refresh starts from no state
+        old = tables_for.state_schema.empty_table()
     else:
-        old = _state_rows(state, spec, None if truncating else batch.select(list(spec.keys)))
+        keys = None if truncating else batch.select(list(spec.keys))
+        old = iceberg_state.rows_of(state, spec, keys)
     resolution = resolve(changes_of(spec, batch, old), spec, now())
-    outcome = Outcome(batch.num_rows, resolution.keys, written_rows(resolution), False)
-    marker = described(spec, version, outcome, 0)
+    return committed(spec, version, tables_for, resolution, batch.num_rows, 0)
+
+
+def committed(
+    spec: ApplySpec,
+    version: int,
+    tables_for: Opened,
+    resolution: Resolution,
+    changes: int,
+    tasks: int,
+    staged: Staged = staging.NOTHING,
+) -> Outcome:
+    """``resolution`` written, with the files the tasks ``staged``: the target first, then
+    the state (``batch``'s order), each snapshot marked as this writer's ``version``, with
+    what the batch did and how many tasks resolved it (0: the commit did)."""
+    outcome = Outcome(changes, resolution.keys, written_rows(resolution) + staged.rows, False)
+    marker = described(spec, version, outcome, tasks)
+    found, target, state = tables_for.found, tables_for.target, tables_for.state
     if target is None:
         rows = inserted(spec, resolution)
         properties = dict(spec.table_properties)
         tables.created(
-            found, spec.target, wanted_target, spec, version, rows, marker, "target", properties
+            found,
+            spec.target,
+            tables_for.target_schema,
+            spec,
+            version,
+            rows,
+            marker,
+            "target",
+            properties,
         )
-    elif rebuilds_target:  # one snapshot replacing every row: older ones stay readable
+    elif tables_for.rebuilds_target:  # one snapshot replacing every row: older ones stay readable
         rows = inserted(spec, resolution)
         check_not_null(tables.table_schema(target), spec, rows)
-        tables.overwrite_rows(target, spec, version, rows, marker)
-    elif _changes_target(resolution) and not tables.applied(target, spec, version):
-        _write_target(target, spec, version, resolution, marker)
+        rewrites.overwrite_rows(target, spec, version, rows, marker, staged.target)
+    elif _changes_target(resolution, staged) and not tables.applied(target, spec, version):
+        _write_target(target, spec, version, resolution, marker, staged)
+    else:
+        iceberg_state.discard(spec, staged.target)  # the target has the batch already
     marker = Bound(*tables.identity(found.load_table(spec.target))).within(marker)
     if state is None:
-        tables.created(
-            found, spec.state, wanted_state, spec, version, resolution.state, marker, "state"
+        iceberg_state.create(
+            found, spec, tables_for.state_schema, version, resolution.state, marker
         )
-    elif resolution.truncated or rebuilds_state:
-        tables.overwrite_rows(state, spec, version, resolution.state, marker)
+    elif resolution.truncated or tables_for.rebuilds_state:
+        iceberg_state.overwrite(state, spec, version, resolution.state, marker)
     else:
-        tables.append_rows(state, spec, version, resolution.state, marker)
+        iceberg_state.append(state, spec, version, resolution.state, marker, staged.state)
         if tables.data_file_count(state) > spec.compact_after_files:  # as committed
-            _compact(state, spec, batch.schema)
+            _compact(state, spec, tables_for.schema)
     return outcome
 
 
@@ -111,40 +184,31 @@ def _check_binding(spec: ApplySpec, target: Any, state: Any, version: int) -> No
     binding.check(spec, version, found, outcomes, applied)
 
 
-def _state_rows(state: Any, spec: ApplySpec, keys: pa.Table | None) -> pa.Table:
-    """The state's changes of ``keys`` (by the first key: a superset, and a change of
-    another key resolves to no change) and its truncate (a NULL key); all of it when
-    ``keys`` is None."""
-    from pyiceberg.expressions import AlwaysTrue, Or
-
-    first = spec.keys[0]
-    if keys is None:
-        return tables.scanned(state, AlwaysTrue())
-    declared = tables.declared(keys, keys.slice(0, 0), spec.keys)
-    rows = tables.scanned(state, Or(declared, tables.expression("IsNull", first)))
-    values = keys.column(first).cast(rows.schema.field(first).type)
-    wanted = pc.or_(
-        pc.is_in(rows.column(first), value_set=values), pc.equal(rows.column(OP), TRUNCATE)
-    )
-    return rows.filter(pc.fill_null(wanted, False))
-
-
-def _changes_target(resolution: Resolution) -> bool:
+def _changes_target(resolution: Resolution, staged: Staged) -> bool:
     """Whether the batch changes the target: one that does not commits nothing to it (the
     state's commit alone records the batch)."""
-    written = resolution.rows.num_rows or resolution.replaced.num_rows
+    written = resolution.rows.num_rows or resolution.replaced.num_rows or staged.target
     return resolution.truncated or bool(written)
 
 
 def _write_target(
-    target: Any, spec: ApplySpec, version: int, resolution: Resolution, outcome: str
+    target: Any,
+    spec: ApplySpec,
+    version: int,
+    resolution: Resolution,
+    outcome: str,
+    staged: Staged,
 ) -> None:
     """The batch's target snapshot: type 1 replaces its changed keys' rows by those alive
-    after it, type 2 the versions it changed; a truncate keeps only ``kept``'s keys."""
+    after it, type 2 the versions it changed; a truncate keeps only ``kept``'s keys. The
+    tasks' ``staged`` files hold new rows too."""
     rows = inserted(spec, resolution)
     check_not_null(tables.table_schema(target), spec, rows)
     kept = resolution.kept if resolution.truncated else None
-    tables.replace_rows(target, spec, version, resolution.replaced, rows, kept, outcome)
+    replaced = resolution.replaced
+    rewrites.replace_rows(
+        target, spec, version, replaced, rows, kept, outcome, staged.target, staged.keys
+    )
 
 
 def _compact(state: Any, spec: ApplySpec, schema: pa.Schema) -> None:
@@ -152,7 +216,7 @@ def _compact(state: Any, spec: ApplySpec, schema: pa.Schema) -> None:
     snapshot without a marker: type 1's reduced to the changes that still decide a key
     (``compacted_state``), type 2's whole (a late change replays its key's history), so
     that reading it does not slow with a stream's age."""
-    stored = _state_rows(state, spec, None)
+    stored = iceberg_state.rows_of(state, spec, None)
     if spec.scd_type == 1:
         stored = compacted_state(spec, schema, stored)
-    tables.overwrite_rows(state, spec, None, stored)
+    iceberg_state.overwrite(state, spec, None, stored)

@@ -2,17 +2,8 @@
 when missing (one catalog commit that creates the table with the batch's rows), checked
 before anything is written, and changed by one snapshot per batch that carries the writer's
 id and the batch's number in its summary (as Flink's Iceberg sink keeps its job id and
-checkpoint id), so a batch applied again is found and skipped.
-
-A batch's target snapshot is a copy-on-write rewrite: the data files that may hold the
-batch's keys (their column bounds say so) are read, each rewritten without the rows the
-batch replaces when it has any, and the batch's new rows are added, in one ``overwrite``
-snapshot. pyiceberg writes no delete files, and reads no equality deletes: a table that has
-them is refused by name.
-
-Another writer's commit in between is pyiceberg's to settle: it retries on the new head when
-nothing the snapshot declares (the batch's keys, the files it rewrites) was touched, and
-fails validation otherwise, which is refused as ``APPLY_CHANGES.CONCURRENT_WRITE``.
+checkpoint id), so a batch applied again is found and skipped. A batch's target snapshot
+is ``iceberg_rewrites``'.
 
 Three of pyiceberg 0.12's private names are used (the ``server`` extra pins 0.12): Arrow
 rows written as data files (``_dataframe_to_data_files``, what its own writers use), an
@@ -28,11 +19,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from spark_cdc.server_plugin.errors import error
-from spark_cdc.server_plugin.sinks.apply.spec import START_AT, ApplySpec
+from spark_cdc.server_plugin.sinks.apply.spec import BUCKET, KEY_HASH, START_AT, ApplySpec
 from spark_cdc.server_plugin.sinks.apply.tables import aligned, check_columns
 
 # The snapshot summary entries a batch's commits carry: the writer, its batch, and what the
@@ -40,9 +29,6 @@ from spark_cdc.server_plugin.sinks.apply.tables import aligned, check_columns
 WRITER_KEY = "spark-cdc.writer-id"
 BATCH_KEY = "spark-cdc.batch"
 OUTCOME_KEY = "spark-cdc.outcome"
-# pyiceberg prunes files by an ``In`` of at most this many values (more: every file).
-_IN_LIMIT = 200
-_POSITION = "__spark_cdc_position"  # a row's place, carried through a join
 # pyiceberg 0.12's catalogs whose ``commit_table`` is not implemented: a batch would fail
 # only after writing its files.
 _READ_ONLY_CATALOGS = ("dynamodb", "bigquery")
@@ -64,7 +50,7 @@ def catalogs(spec: ApplySpec) -> Iterator[Any]:
             yield catalog_from({**dict(spec.storage_options), **dict(spec.catalog)}, name)
         except Exception as problem:  # pyiceberg raises any kind for a bad catalog setting
             raise error(
-                "APPLY_CHANGES.CATALOG_FAILED", table=spec.target, problem=_first_line(problem)
+                "APPLY_CHANGES.CATALOG_FAILED", table=spec.target, problem=first_line(problem)
             ) from problem
 
 
@@ -83,7 +69,7 @@ def located(
     return first, None, None
 
 
-def _first_line(problem: Exception) -> str:
+def first_line(problem: Exception) -> str:
     text = str(problem).strip()
     return text.splitlines()[0] if text else type(problem).__name__
 
@@ -101,19 +87,17 @@ def refusing_conflicts(name: str) -> Iterator[None]:
     try:
         yield
     except (ValidationException, CommitFailedException) as lost:
-        raise error(
-            "APPLY_CHANGES.CONCURRENT_WRITE", path=name, problem=_first_line(lost)
-        ) from lost
+        raise error("APPLY_CHANGES.CONCURRENT_WRITE", path=name, problem=first_line(lost)) from lost
     except CommitStateUnknownException as unknown:
         raise error(
-            "APPLY_CHANGES.TARGET_WRITE_FAILED", path=name, problem=_first_line(unknown)
+            "APPLY_CHANGES.TARGET_WRITE_FAILED", path=name, problem=first_line(unknown)
         ) from unknown
 
 
 def existing(found: Any, name: str, schema: pa.Schema, spec: ApplySpec, role: str) -> Any | None:
     """The table ``name`` of the catalog ``found``, checked against ``schema``; None when
     there is none yet (the batch's first commit makes it, so a refused batch makes none)."""
-    table = _loaded(found, name)
+    table = loaded(found, name)
     if table is None:
         return None
     _check_schema(table, name, schema, spec, role)
@@ -124,10 +108,10 @@ def existing(found: Any, name: str, schema: pa.Schema, spec: ApplySpec, role: st
 
 def existing_state(spec: ApplySpec) -> Any | None:
     """The state table as it is, unchecked (None: none yet): what its commits recorded."""
-    return located(spec, lambda found, name, role: _loaded(found, name))[2]
+    return located(spec, lambda found, name, role: loaded(found, name))[2]
 
 
-def _loaded(found: Any, name: str) -> Any | None:
+def loaded(found: Any, name: str) -> Any | None:
     from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
 
     try:
@@ -148,6 +132,9 @@ def _check_schema(table: Any, name: str, schema: pa.Schema, spec: ApplySpec, rol
     each is required aside)."""
     have = {f.name: _Type.of(f.field_type) for f in table.schema().fields}
     want = {f.name: _Type.of(f.field_type) for f in _iceberg_schema(schema).fields}
+    if role == "state":  # how the state is laid out is its own (``iceberg_state``)
+        have = {n: t for n, t in have.items() if n not in (KEY_HASH, BUCKET)}
+        want = {n: t for n, t in want.items() if n not in (KEY_HASH, BUCKET)}
     check_columns(name, have, want, spec, role)
 
 
@@ -231,9 +218,11 @@ def created(
     outcome: str,
     role: str,
     properties: Mapping[str, str] | None = None,
+    partition_by: tuple[str, ...] | None = None,
 ) -> None:
     """The table ``name`` made by one catalog commit that also holds ``rows`` and the
-    batch's marker. Another writer that made it first is a lost race."""
+    batch's marker, partitioned (identity) by ``partition_by`` (None: a target's
+    ``partition_cols``). Another writer that made it first is a lost race."""
     from pyiceberg.exceptions import TableAlreadyExistsError
     from pyiceberg.schema import Schema
 
@@ -246,11 +235,11 @@ def created(
         raise error(
             "APPLY_CHANGES.INVALID_PARAMETER",
             parameter="keys",
-            problem=f"cannot identify an Iceberg table's rows ({_first_line(refused)})",
+            problem=f"cannot identify an Iceberg table's rows ({first_line(refused)})",
             fix="key the target by columns of other types (not float, double or nested), "
             "or apply the changes to a Delta target",
         ) from refused
-    partitions = spec.partition_cols if role == "target" else ()
+    partitions = spec.partition_cols if partition_by is None else partition_by
     _namespace_made(found, name)
     try:
         with refusing_conflicts(name):
@@ -291,7 +280,7 @@ def _partition_spec(schema: Any, columns: tuple[str, ...]) -> Any:
     return PartitionSpec(*fields)
 
 
-def _marker(spec: ApplySpec, version: int | None, outcome: str | None) -> dict[str, str]:
+def marker(spec: ApplySpec, version: int | None, outcome: str | None) -> dict[str, str]:
     if version is None:
         return {}
     marker = {WRITER_KEY: spec.app_id, BATCH_KEY: str(version)}
@@ -350,37 +339,51 @@ def table_schema(table: Any) -> pa.Schema:
     return pa.schema(table.schema().as_arrow())
 
 
-def _written(table_schema_: pa.Schema, rows: pa.Table) -> pa.Table:
+def written(table_schema_: pa.Schema, rows: pa.Table) -> pa.Table:
     """``rows`` as the table takes them: its column types, order and nullability."""
     return aligned(rows, table_schema_).select(table_schema_.names).cast(table_schema_)
 
 
 def append_rows(
-    table: Any, spec: ApplySpec, version: int, rows: pa.Table, outcome: str | None = None
+    table: Any,
+    spec: ApplySpec,
+    version: int,
+    rows: pa.Table,
+    outcome: str | None = None,
+    staged: tuple[Any, ...] = (),
 ) -> None:
-    """One snapshot (even of no rows: it carries the marker)."""
-    with refusing_conflicts(table.name()), _evolved(table, spec, rows) as transaction:
-        _append(transaction, table.io, spec, version, rows, outcome)
+    """One snapshot of ``rows`` and the data files tasks ``staged`` (even of none: it
+    carries the marker)."""
+    with refusing_conflicts(table.name()), evolved(table, spec, rows) as transaction:
+        _append(transaction, table.io, spec, version, rows, outcome, staged)
 
 
 def _append(
-    transaction: Any, io: Any, spec: ApplySpec, version: int, rows: pa.Table, outcome: str | None
+    transaction: Any,
+    io: Any,
+    spec: ApplySpec,
+    version: int,
+    rows: pa.Table,
+    outcome: str | None,
+    staged: tuple[Any, ...] = (),
 ) -> None:
     from pyiceberg.io.pyarrow import _dataframe_to_data_files
 
     metadata = transaction.table_metadata
-    rows = _written(pa.schema(metadata.schema().as_arrow()), rows)
-    properties = _marker(spec, version, outcome)
+    rows = written(pa.schema(metadata.schema().as_arrow()), rows)
+    properties = marker(spec, version, outcome)
     with transaction.update_snapshot(snapshot_properties=properties).fast_append() as append:
         if rows.num_rows:
             for data_file in _dataframe_to_data_files(
                 table_metadata=metadata, df=rows, io=io, write_uuid=append.commit_uuid
             ):
                 append.append_data_file(data_file)
+        for data_file in staged:
+            append.append_data_file(data_file)
 
 
 @contextmanager
-def _evolved(table: Any, spec: ApplySpec, rows: pa.Table) -> Iterator[Any]:
+def evolved(table: Any, spec: ApplySpec, rows: pa.Table) -> Iterator[Any]:
     """A transaction on ``table`` that first adds the columns of ``rows`` it lacks (with
     ``schema_evolution``; the checks refused them otherwise), committed on leaving."""
     transaction = table.transaction()
@@ -392,159 +395,11 @@ def _evolved(table: Any, spec: ApplySpec, rows: pa.Table) -> Iterator[Any]:
     transaction.commit_transaction()
 
 
-def replace_rows(
-    table: Any,
-    spec: ApplySpec,
-    version: int | None,
-    replaced: pa.Table,
-    rows: pa.Table,
-    kept: pa.Table | None = None,
-    outcome: str | None = None,
-) -> None:
-    """One ``overwrite`` snapshot: every row matching one of ``replaced`` in all its
-    columns (the keys; type 2's keys and ``__START_AT``) deleted, ``rows`` inserted and,
-    when ``kept`` is given (a truncate), every row of a key not in ``kept`` deleted too.
-    Each data file that may hold a replaced row is read and, when it does, rewritten
-    without it."""
-    from pyiceberg.expressions import AlwaysTrue
-    from pyiceberg.io.pyarrow import ArrowScan, _dataframe_to_data_files
-
-    name = table.name()
-    whole = kept is not None
-    changed = AlwaysTrue() if whole else declared(replaced, rows, spec.keys)
-    with refusing_conflicts(name), _evolved(table, spec, rows) as transaction:
-        metadata = transaction.table_metadata
-        schema = metadata.schema()
-        written = pa.schema(schema.as_arrow())
-        properties = _marker(spec, version, outcome)
-        with transaction.update_snapshot(snapshot_properties=properties).overwrite() as rewrite:
-            rewrite.delete_by_predicate(changed)
-            survivors = []
-            for task in _candidates(table, changed):
-                held = ArrowScan(metadata, table.io, schema, AlwaysTrue()).to_table([task])
-                left = _without(held, replaced, kept, spec.keys)
-                if left.num_rows == task.file.record_count and not task.delete_files:
-                    continue  # holds none of them: the file stays
-                rewrite.delete_data_file(task.file)
-                if left.num_rows:
-                    survivors.append(_written(written, left))
-            new = pa.concat_tables([*survivors, _written(written, rows)])
-            if new.num_rows:
-                for data_file in _dataframe_to_data_files(
-                    table_metadata=metadata, df=new, io=table.io, write_uuid=rewrite.commit_uuid
-                ):
-                    rewrite.append_data_file(data_file)
-
-
-def declared(replaced: pa.Table, rows: pa.Table, keys: tuple[str, ...]) -> Any:
-    """What the batch's snapshot declares it changes, for pyiceberg's check of other
-    writers' commits (and to find the files to read): the first key's values among the
-    replaced and inserted rows, as a set when small enough to prune by, else as a range."""
-    from pyiceberg.expressions import AlwaysFalse, And
-
-    key = keys[0]
-    parts = [t.column(key) for t in (replaced, rows) if not pa.types.is_null(t.column(key).type)]
-    if not parts:
-        return AlwaysFalse()
-    kind = parts[0].type
-    values = pc.unique(pa.chunked_array([c for p in parts for c in p.cast(kind).chunks], kind))
-    values = values.drop_null()
-    if not len(values):
-        return AlwaysFalse()
-    if len(values) <= _IN_LIMIT:
-        return expression("In", key, values.to_pylist())
-    low, high = pc.min_max(values).values()
-    at_least = expression("GreaterThanOrEqual", key, low.as_py())
-    return And(at_least, expression("LessThanOrEqual", key, high.as_py()))
-
-
-def expression(kind: str, *arguments: Any) -> Any:
-    """pyiceberg's predicate class ``kind`` of ``arguments`` (a column's name, then its
-    values): the classes take them by position, which their pydantic signatures, all that
-    mypy reads, do not declare."""
-    from pyiceberg import expressions
-
-    return getattr(expressions, kind)(*arguments)
-
-
-def _candidates(table: Any, declared: Any) -> list[Any]:
-    """The data files that may hold rows matching ``declared`` (their bounds say so)."""
-    from pyiceberg.expressions import AlwaysFalse
-
-    if declared == AlwaysFalse() or table.current_snapshot() is None:
-        return []
-    with _refusing_equality_deletes(table):
-        return list(table.scan(row_filter=declared).plan_files())
-
-
-@contextmanager
-def _refusing_equality_deletes(table: Any) -> Iterator[None]:
-    try:
-        yield
-    except ValueError as refused:  # pyiceberg reads no equality deletes
-        if "equality deletes" not in str(refused):
-            raise
-        raise error(
-            "APPLY_CHANGES.UNSUPPORTED_TARGET_FEATURE",
-            path=table.name(),
-            features=f"equality deletes ({_first_line(refused)})",
-        ) from refused
-
-
-def _without(
-    held: pa.Table, replaced: pa.Table, kept: pa.Table | None, keys: tuple[str, ...]
-) -> pa.Table:
-    """``held`` without the rows matching one of ``replaced`` (all its columns) and, with
-    ``kept``, without those of keys not in ``kept``."""
-    left = held if not replaced.num_rows else _joined(held, replaced, "left anti")
-    if kept is not None:
-        left = _joined(left, kept.select(list(keys)), "left semi")
-    return left
-
-
-def _joined(held: pa.Table, by: pa.Table, kind: str) -> pa.Table:
-    """``held``'s rows that match one of ``by``'s in all its columns (``left semi``), or
-    that match none (``left anti``), in their order. Arrow joins on the key columns alone
-    (it carries no struct), a struct's fields compared one by one, and the rows are taken
-    by position."""
-    if not held.num_rows:
-        return held
-    mine: dict[str, Any] = {}
-    theirs: dict[str, Any] = {}
-    for name in by.column_names:
-        column = by.column(name)
-        parts = list(column.type) if pa.types.is_struct(column.type) else [None]
-        for i, part in enumerate(parts):
-            if part is None:
-                mine[name], theirs[name] = held.column(name), column
-            else:
-                flat = f"{name}.{part.name}"
-                mine[flat] = pc.struct_field(held.column(name), [i])
-                theirs[flat] = pc.struct_field(column, [i])
-    keys = pa.table(mine)
-    names = keys.column_names
-    distinct = pa.table(theirs).cast(keys.schema).group_by(names).aggregate([])
-    keys = keys.append_column(_POSITION, pa.array(np.arange(held.num_rows)))
-    found = keys.join(distinct, names, join_type=kind).column(_POSITION).to_numpy()
-    return held.take(pa.array(np.sort(found)))
-
-
-def overwrite_rows(
-    table: Any, spec: ApplySpec, version: int | None, rows: pa.Table, outcome: str | None = None
-) -> None:
-    """One snapshot in which ``rows`` replace every row of the table (a truncate, a
-    compaction of the state)."""
-    empty = rows.select(list(spec.keys)).slice(0, 0)
-    replace_rows(table, spec, version, empty, rows, empty, outcome)
-
-
-def scanned(table: Any, row_filter: Any) -> pa.Table:
-    """The table's rows that ``row_filter`` may match (the files its bounds allow, rows
-    filtered by pyiceberg)."""
+def file_paths(table: Any) -> set[str]:
+    """The data files the table's current snapshot holds."""
     if table.current_snapshot() is None:
-        return table_schema(table).empty_table()
-    with _refusing_equality_deletes(table):
-        return table.scan(row_filter=row_filter).to_arrow()
+        return set()
+    return {task.file.file_path for task in table.scan().plan_files()}
 
 
 def data_file_count(table: Any) -> int:

@@ -255,7 +255,7 @@ def _discarded(spec: ApplySpec, messages: list[Any]) -> None:
     (a task that failed after staging leaves orphans, which VACUUM removes)."""
     for message in messages:
         if isinstance(message, ResolvedChanges):
-            message.staged.discarded(spec.target, spec.state)
+            message.staged.discarded(spec)
 
 
 def _unstaged(messages: list[Any]) -> pa.Table | None:

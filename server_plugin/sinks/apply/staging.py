@@ -28,21 +28,32 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from spark_cdc.server_plugin.delta import committer, data_files
 from spark_cdc.server_plugin.delta.log import LOG_DIR
+from spark_cdc.server_plugin.sinks.apply.file_lookup import add_actions
+from spark_cdc.server_plugin.sinks.apply.spec import ICEBERG, ApplySpec
 
 
 @dataclass(frozen=True)
 class Staged:
-    """What a task wrote for the driver to commit: the add actions of the target's new
-    rows (``rows`` of them, the count the batch reports) and of the state's rows."""
+    """What a task wrote for the driver to commit: the target's new files (``rows`` rows,
+    the count the batch reports; ``keys``: their first keys, which an Iceberg snapshot
+    declares it changes) and the state's. A Delta table's are add actions, an Iceberg
+    table's pyiceberg data files."""
 
-    target: tuple[dict[str, Any], ...] = ()
-    state: tuple[dict[str, Any], ...] = ()
+    target: tuple[Any, ...] = ()
+    state: tuple[Any, ...] = ()
     rows: int = 0
+    keys: pa.Array | None = None
 
-    def discarded(self, target: str, state: str) -> None:
-        """Every file staged, deleted (no commit will name them)."""
-        discard(target, self.target)
-        discard(state, self.state)
+    def discarded(self, spec: ApplySpec, held: bool = False) -> None:
+        """The files staged, deleted: all of them, or with ``held`` those no table holds
+        (a batch that failed after its target's commit keeps the target's files)."""
+        if spec.target_format == ICEBERG:
+            from spark_cdc.server_plugin.sinks.apply import iceberg_state
+
+            iceberg_state.discard(spec, self.target + self.state, held)
+            return
+        for uri, adds in ((spec.target, self.target), (spec.state, self.state)):
+            discard(uri, _unheld(uri, adds) if held else adds)
 
 
 NOTHING = Staged()
@@ -130,6 +141,24 @@ def _written(
 def stages(uri: str) -> bool:
     """Whether files can be staged into the table at ``uri``."""
     return committer.can_commit(uri)
+
+
+def _unheld(uri: str, adds: tuple[dict[str, Any], ...]) -> tuple[dict[str, Any], ...]:
+    """The staged files the table at ``uri`` does not hold (none when it cannot be read:
+    orphans at worst, never a committed file deleted)."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import DeltaError
+
+    if not adds:
+        return adds
+    try:
+        if not DeltaTable.is_deltatable(uri):
+            return adds
+        paths = add_actions(DeltaTable(uri), flatten=False).column("path").to_pylist()
+        holding = {unquote(path) for path in paths}
+    except (OSError, DeltaError):
+        return ()
+    return tuple(add for add in adds if unquote(add["path"]) not in holding)
 
 
 def discard(uri: str, adds: tuple[dict[str, Any], ...] | list[dict[str, Any]]) -> None:

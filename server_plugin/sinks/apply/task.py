@@ -29,17 +29,20 @@ def applied(
     memory: StateMemory | None = None,
     shares: list[Share] | None = None,
 ) -> Outcome:
-    """The writer's batch ``version`` applied: its rows (``table``, ``apply_batch``; an
-    Iceberg target's ``iceberg_batch.apply_batch``) or the tasks' resolved ``shares``
-    (``apply_shares``)."""
+    """The writer's batch ``version`` applied: its rows (``table``, ``apply_batch``) or the
+    tasks' resolved ``shares`` (``apply_shares``); an Iceberg target's by ``iceberg_batch``
+    and ``iceberg_shares``."""
     with named_errors(spec):
+        if spec.target_format == ICEBERG:
+            from spark_cdc.server_plugin.sinks.apply import iceberg_batch, iceberg_shares
+
+            if shares is not None:
+                return iceberg_shares.apply_shares(spec, shares, version)
+            assert table is not None
+            return iceberg_batch.apply_batch(spec, table, version)
         if shares is not None:
             return apply_shares(spec, shares, version)
         assert table is not None
-        if spec.target_format == ICEBERG:
-            from spark_cdc.server_plugin.sinks.apply import iceberg_batch
-
-            return iceberg_batch.apply_batch(spec, table, version)
         return apply_batch(spec, table, version, memory)
 
 
@@ -47,6 +50,10 @@ def resolved(spec: ApplySpec, rows: pa.Table) -> Share | None:
     """A task's share of the batch resolved (``resolve_share``; None: the commit resolves
     the batch whole)."""
     with named_errors(spec):
+        if spec.target_format == ICEBERG:
+            from spark_cdc.server_plugin.sinks.apply import iceberg_shares
+
+            return iceberg_shares.resolve_share(spec, rows)
         return resolve_share(spec, rows)
 
 

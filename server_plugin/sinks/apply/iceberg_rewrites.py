@@ -1,0 +1,197 @@
+"""A batch's target snapshot as a copy-on-write rewrite, as pyiceberg writes one: the data
+files that may hold the batch's keys (their column bounds say so) are read, each rewritten
+without the rows the batch replaces when it has any, and the batch's new rows added (and
+the files its tasks wrote), in one ``overwrite`` snapshot. pyiceberg writes no delete files,
+and reads no equality deletes: a table that has them is refused by name.
+
+Another writer's commit in between is pyiceberg's to settle: it retries on the new head when
+nothing the snapshot declares (the batch's keys, the files it rewrites) was touched, and
+fails validation otherwise, which is refused as ``APPLY_CHANGES.CONCURRENT_WRITE``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from spark_cdc.server_plugin.errors import error
+from spark_cdc.server_plugin.sinks.apply import iceberg_tables as tables
+from spark_cdc.server_plugin.sinks.apply.spec import ApplySpec
+
+# pyiceberg prunes files by an ``In`` of at most this many values (more: every file).
+_IN_LIMIT = 200
+_POSITION = "__spark_cdc_position"  # a row's place, carried through a join
+
+
+def replace_rows(
+    table: Any,
+    spec: ApplySpec,
+    version: int | None,
+    replaced: pa.Table,
+    rows: pa.Table,
+    kept: pa.Table | None = None,
+    outcome: str | None = None,
+    staged: tuple[Any, ...] = (),
+    staged_keys: pa.Array | None = None,
+) -> None:
+    """One ``overwrite`` snapshot: every row matching one of ``replaced`` in all its
+    columns (the keys; type 2's keys and ``__START_AT``) deleted, ``rows`` and the data
+    files tasks ``staged`` (of rows whose first keys are ``staged_keys``) inserted and,
+    when ``kept`` is given (a truncate), every row of a key not in ``kept`` deleted too.
+    Each data file that may hold a replaced row is read and, when it does, rewritten
+    without it."""
+    from pyiceberg.expressions import AlwaysTrue
+    from pyiceberg.io.pyarrow import ArrowScan, _dataframe_to_data_files
+
+    name = table.name()
+    whole = kept is not None
+    changed = AlwaysTrue() if whole else declared(replaced, rows, spec.keys, staged_keys)
+    with tables.refusing_conflicts(name), tables.evolved(table, spec, rows) as transaction:
+        metadata = transaction.table_metadata
+        schema = metadata.schema()
+        columns = pa.schema(schema.as_arrow())
+        properties = tables.marker(spec, version, outcome)
+        with transaction.update_snapshot(snapshot_properties=properties).overwrite() as rewrite:
+            rewrite.delete_by_predicate(changed)
+            survivors = []
+            for task in _candidates(table, changed):
+                held = ArrowScan(metadata, table.io, schema, AlwaysTrue()).to_table([task])
+                left = _without(held, replaced, kept, spec.keys)
+                if left.num_rows == task.file.record_count and not task.delete_files:
+                    continue  # holds none of them: the file stays
+                rewrite.delete_data_file(task.file)
+                if left.num_rows:
+                    survivors.append(tables.written(columns, left))
+            new = pa.concat_tables([*survivors, tables.written(columns, rows)])
+            if new.num_rows:
+                for data_file in _dataframe_to_data_files(
+                    table_metadata=metadata, df=new, io=table.io, write_uuid=rewrite.commit_uuid
+                ):
+                    rewrite.append_data_file(data_file)
+            for data_file in staged:
+                rewrite.append_data_file(data_file)
+
+
+def declared(
+    replaced: pa.Table, rows: pa.Table, keys: tuple[str, ...], more: pa.Array | None = None
+) -> Any:
+    """What the batch's snapshot declares it changes, for pyiceberg's check of other
+    writers' commits (and to find the files to read): the first key's values among the
+    replaced and inserted rows (and ``more`` of them), as a set when small enough to prune
+    by, else as a range."""
+    from pyiceberg.expressions import AlwaysFalse, And
+
+    key = keys[0]
+    columns = [t.column(key) for t in (replaced, rows)]
+    columns += [] if more is None else [pa.chunked_array([more])]
+    parts = [c for c in columns if not pa.types.is_null(c.type)]
+    if not parts:
+        return AlwaysFalse()
+    kind = parts[0].type
+    values = pc.unique(pa.chunked_array([c for p in parts for c in p.cast(kind).chunks], kind))
+    values = values.drop_null()
+    if not len(values):
+        return AlwaysFalse()
+    if len(values) <= _IN_LIMIT:
+        return expression("In", key, values.to_pylist())
+    low, high = pc.min_max(values).values()
+    at_least = expression("GreaterThanOrEqual", key, low.as_py())
+    return And(at_least, expression("LessThanOrEqual", key, high.as_py()))
+
+
+def expression(kind: str, *arguments: Any) -> Any:
+    """pyiceberg's predicate class ``kind`` of ``arguments`` (a column's name, then its
+    values): the classes take them by position, which their pydantic signatures, all that
+    mypy reads, do not declare."""
+    from pyiceberg import expressions
+
+    return getattr(expressions, kind)(*arguments)
+
+
+def _candidates(table: Any, declared: Any) -> list[Any]:
+    """The data files that may hold rows matching ``declared`` (their bounds say so)."""
+    from pyiceberg.expressions import AlwaysFalse
+
+    if declared == AlwaysFalse() or table.current_snapshot() is None:
+        return []
+    with _refusing_equality_deletes(table):
+        return list(table.scan(row_filter=declared).plan_files())
+
+
+@contextmanager
+def _refusing_equality_deletes(table: Any) -> Iterator[None]:
+    try:
+        yield
+    except ValueError as refused:  # pyiceberg reads no equality deletes
+        if "equality deletes" not in str(refused):
+            raise
+        raise error(
+            "APPLY_CHANGES.UNSUPPORTED_TARGET_FEATURE",
+            path=table.name(),
+            features=f"equality deletes ({tables.first_line(refused)})",
+        ) from refused
+
+
+def _without(
+    held: pa.Table, replaced: pa.Table, kept: pa.Table | None, keys: tuple[str, ...]
+) -> pa.Table:
+    """``held`` without the rows matching one of ``replaced`` (all its columns) and, with
+    ``kept``, without those of keys not in ``kept``."""
+    left = held if not replaced.num_rows else _joined(held, replaced, "left anti")
+    if kept is not None:
+        left = _joined(left, kept.select(list(keys)), "left semi")
+    return left
+
+
+def _joined(held: pa.Table, by: pa.Table, kind: str) -> pa.Table:
+    """``held``'s rows that match one of ``by``'s in all its columns (``left semi``), or
+    that match none (``left anti``), in their order. Arrow joins on the key columns alone
+    (it carries no struct), a struct's fields compared one by one, and the rows are taken
+    by position."""
+    if not held.num_rows:
+        return held
+    mine: dict[str, Any] = {}
+    theirs: dict[str, Any] = {}
+    for name in by.column_names:
+        column = by.column(name)
+        parts = list(column.type) if pa.types.is_struct(column.type) else [None]
+        for i, part in enumerate(parts):
+            if part is None:
+                mine[name], theirs[name] = held.column(name), column
+            else:
+                flat = f"{name}.{part.name}"
+                mine[flat] = pc.struct_field(held.column(name), [i])
+                theirs[flat] = pc.struct_field(column, [i])
+    keys = pa.table(mine)
+    names = keys.column_names
+    distinct = pa.table(theirs).cast(keys.schema).group_by(names).aggregate([])
+    keys = keys.append_column(_POSITION, pa.array(np.arange(held.num_rows)))
+    found = keys.join(distinct, names, join_type=kind).column(_POSITION).to_numpy()
+    return held.take(pa.array(np.sort(found)))
+
+
+def overwrite_rows(
+    table: Any,
+    spec: ApplySpec,
+    version: int | None,
+    rows: pa.Table,
+    outcome: str | None = None,
+    staged: tuple[Any, ...] = (),
+) -> None:
+    """One snapshot in which ``rows`` and the data files tasks ``staged`` replace every
+    row of the table (a truncate, a refresh, a compaction of the state)."""
+    empty = rows.select(list(spec.keys)).slice(0, 0)
+    replace_rows(table, spec, version, empty, rows, empty, outcome, staged)
+
+
+def scanned(table: Any, row_filter: Any) -> pa.Table:
+    """The table's rows that ``row_filter`` may match (the files its bounds allow, rows
+    filtered by pyiceberg)."""
+    if table.current_snapshot() is None:
+        return tables.table_schema(table).empty_table()
+    with _refusing_equality_deletes(table):
+        return table.scan(row_filter=row_filter).to_arrow()

@@ -1,0 +1,141 @@
+"""An Iceberg target's batch resolved in the tasks, as a Delta target's is (``batch``): the
+client's plan splits the feed by key, each task reads its keys' changes from its buckets of
+the state (``iceberg_state``), resolves them and writes what they add as data files of the
+target and of the state; the driver's commit then makes one snapshot of each table, the
+target first, holding the tasks' files and the batch's marker (``iceberg_batch.committed``).
+
+The tasks read the state at one snapshot; a commit that finds the state at another (another
+writer committed in between) is refused whole, nothing written, as for a Delta target. The
+target's snapshot declares the keys it changes, so pyiceberg's check of another writer's
+commit in between covers the tasks' rows too (``iceberg_rewrites.replace_rows``). A failed
+batch deletes the files its tasks wrote that no table holds (a task that failed after
+writing leaves orphans, which Iceberg's orphan-file removal takes).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from spark_cdc.server_plugin.errors import error
+from spark_cdc.server_plugin.sinks.apply import binding, iceberg_state
+from spark_cdc.server_plugin.sinks.apply import iceberg_tables as tables
+from spark_cdc.server_plugin.sinks.apply.batch import (
+    Outcome,
+    Share,
+    changes_of,
+    check_not_null,
+    inserted,
+    now,
+    prepared,
+    state_schema,
+)
+from spark_cdc.server_plugin.sinks.apply.history import Resolution, resolve
+from spark_cdc.server_plugin.sinks.apply.iceberg_batch import checked_tables, committed, opened
+from spark_cdc.server_plugin.sinks.apply.spec import ApplySpec
+from spark_cdc.server_plugin.sinks.apply.staging import Staged
+
+
+def resolve_share(spec: ApplySpec, batch: pa.Table) -> Share | None:
+    """``batch`` (every change of its keys) resolved against the state's changes of its
+    keys, its rows written as data files of the tables where they exist (``_staged``);
+    nothing is committed. None: the batch rebuilds the state (a full refresh), which its
+    commit resolves whole."""
+    given = batch.schema
+    spec, batch = prepared(spec, batch)
+    _, target, state = checked_tables(spec, batch.schema)  # refused as the commit would
+    if binding.refreshing(spec) and (
+        state is None or tables.last_batch(state, spec.app_id) is None
+    ):
+        return None
+    if state is None:
+        old, read = state_schema(spec, batch.schema).empty_table(), None
+    else:
+        buckets = iceberg_state.layout(state).buckets_of(batch)
+        old = iceberg_state.rows_of(state, spec, batch.select(list(spec.keys)), buckets)
+        read = _snapshot(state)
+    resolution = resolve(changes_of(spec, batch, old), spec, now())
+    return Share(read, given, batch.num_rows, *_staged(spec, target, state, resolution))
+
+
+def _snapshot(table: Any) -> tuple[str, int]:
+    """The table's id and its current snapshot's (what a task read)."""
+    return str(table.metadata.table_uuid), int(table.metadata.current_snapshot_id or -1)
+
+
+def _staged(
+    spec: ApplySpec, target: Any, state: Any, resolution: Resolution
+) -> tuple[Resolution, Staged]:
+    """A task's rows written as data files of the tables (which exist: a table's first
+    commit makes it), for the commit to add: the target's new rows when they bring no new
+    column (a schema change is the commit's), the state's rows. What is written no longer
+    travels: its table is left empty in the resolution."""
+    rows, state_rows = resolution.rows, resolution.state
+    new_rows = inserted(spec, resolution)
+    to_target: tuple[Any, ...] = ()
+    keys = None
+    if target is not None and not set(new_rows.column_names) - set(
+        tables.table_schema(target).names
+    ):
+        check_not_null(tables.table_schema(target), spec, new_rows)
+        to_target = iceberg_state.data_files(target, spec, new_rows)
+        keys = pc.unique(new_rows.column(spec.keys[0]).combine_chunks())
+        rows = rows.slice(0, 0)
+    to_state: tuple[Any, ...] = ()
+    if state is not None and state_rows.num_rows:
+        laid = iceberg_state.layout(state).rows(state_rows)
+        to_state = iceberg_state.data_files(state, spec, laid)
+        state_rows = state_rows.slice(0, 0)
+    count = new_rows.num_rows if to_target else 0  # else the rows travel: the commit counts
+    resolved = dataclasses.replace(resolution, rows=rows, state=state_rows)
+    return resolved, Staged(to_target, to_state, count, keys)
+
+
+def apply_shares(spec: ApplySpec, shares: list[Share], version: int) -> Outcome:
+    """Every task's ``Share`` of a batch committed as this writer's ``version``: the tasks
+    resolved disjoint keys against the state as it is now (else another writer committed
+    since: refused whole, nothing written)."""
+    outcome = None
+    try:
+        outcome = _shares_committed(spec, shares, version)
+        return outcome
+    finally:
+        if outcome is None or outcome.skipped:  # as ``batch.apply_shares``
+            for share in shares:
+                share.staged.discarded(spec, held=outcome is None)
+
+
+def _shares_committed(spec: ApplySpec, shares: list[Share], version: int) -> Outcome:
+    spec, empty = prepared(spec, shares[0].schema.empty_table())
+    changes = sum(s.changes for s in shares)
+    tables_for = opened(spec, empty.schema, version)
+    if tables_for.skipped:
+        return Outcome(changes, 0, 0, skipped=True)
+    state = tables_for.state
+    now_read = None if state is None else _snapshot(state)
+    if tables_for.rebuilds_state or any(s.state != now_read for s in shares):
+        raise error(
+            "APPLY_CHANGES.CONCURRENT_WRITE",
+            path=spec.state,
+            problem="another writer committed to the state while the batch was resolved",
+        )
+    parts = [s.resolution for s in shares]
+    resolution = Resolution(
+        replaced=pa.concat_tables([p.replaced for p in parts]),
+        rows=pa.concat_tables([p.rows for p in parts]),
+        state=pa.concat_tables([p.state for p in parts]),
+        truncated=False,
+        kept=pa.concat_tables([p.kept for p in parts]),
+        keys=sum(p.keys for p in parts),
+    )
+    staged = [s.staged for s in shares]
+    keys = [k for s in staged if (k := s.keys) is not None and len(k)]
+    together = Staged(
+        tuple(f for s in staged for f in s.target),
+        tuple(f for s in staged for f in s.state),
+        sum(s.rows for s in staged),
+        pa.concat_arrays([k.cast(keys[0].type) for k in keys]) if keys else None,
+    )
+    return committed(spec, version, tables_for, resolution, changes, len(shares), together)

@@ -1,0 +1,144 @@
+"""An Iceberg target's state as an Iceberg table, laid out by key bucket as a Delta
+target's is (``buckets``): a state the first batch makes of a feed the client's plan split
+by key keeps each row's ``KEY_HASH`` and is partitioned (identity) by ``BUCKET``, the count
+of buckets in the table's ``BUCKETS_PROPERTY``. A task then scans only its buckets'
+partitions (pyiceberg prunes them by the partition values its manifests keep), and the
+tasks write the state's new rows as data files of their buckets (``data_files``), which the
+driver's commit appends. A state made before this layout has neither column: every read
+scans all of it, its rows written as before.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from spark_cdc.server_plugin.errors import error
+from spark_cdc.server_plugin.sinks.apply import iceberg_rewrites as rewrites
+from spark_cdc.server_plugin.sinks.apply import iceberg_tables as tables
+from spark_cdc.server_plugin.sinks.apply.buckets import Layout, count_of
+from spark_cdc.server_plugin.sinks.apply.spec import BUCKET, KEY_HASH, OP, TRUNCATE, ApplySpec
+from spark_cdc.server_plugin.sinks.apply.tables import by_key
+
+# The table property that says in how many key buckets the state is laid out.
+BUCKETS_PROPERTY = "spark-cdc.key-buckets"
+
+
+def layout(table: Any) -> Layout:
+    """How the state ``table`` is laid out (``buckets.Layout``)."""
+    names = table.schema().column_names
+    partitioned = {table.schema().find_column_name(f.source_id) for f in table.spec().fields}
+    buckets = None
+    if BUCKET in partitioned:
+        recorded = table.properties.get(BUCKETS_PROPERTY)
+        buckets = count_of(recorded, table.name(), f"the table property {BUCKETS_PROPERTY}")
+    return Layout(KEY_HASH in names, buckets)
+
+
+def check_layout(table: Any, spec: ApplySpec, schema: pa.Schema) -> None:
+    """A state that keeps key hashes takes only batches that carry them (the client's
+    plan adds them: a batch without them is a bug of ours)."""
+    if layout(table).keeps_hash and KEY_HASH not in schema.names:
+        problem = "the batch has no key hashes, which its state keeps (``buckets``)"
+        raise error("APPLY_CHANGES.INTERNAL_ERROR", path=spec.state, problem=problem)
+
+
+def create(
+    found: Any, spec: ApplySpec, schema: pa.Schema, version: int, rows: pa.Table, outcome: str
+) -> None:
+    """The state made by one catalog commit holding ``rows``, laid out by key bucket when
+    the batch was planned by the client."""
+    laid = Layout.new(schema, spec.key_buckets)
+    properties = {BUCKETS_PROPERTY: str(laid.buckets)} if laid.buckets else {}
+    tables.created(
+        found,
+        spec.state,
+        laid.schema(schema),
+        spec,
+        version,
+        laid.rows(rows),
+        outcome,
+        "state",
+        properties,
+        partition_by=tuple(laid.partition_by),
+    )
+
+
+def rows_of(
+    state: Any, spec: ApplySpec, keys: pa.Table | None, buckets: np.ndarray | None = None
+) -> pa.Table:
+    """The state's changes of ``keys`` (by the first key: a superset, and a change of
+    another key resolves to no change) and its truncates (a NULL key), as its files hold
+    them; all of it when ``keys`` is None. ``buckets``: the only buckets ``keys`` are in
+    (a task's share of a bucketed state), the only partitions scanned."""
+    from pyiceberg.expressions import AlwaysTrue, And, Or
+
+    if keys is None:
+        return layout(state).file_rows(rewrites.scanned(state, AlwaysTrue()))
+    first = spec.keys[0]
+    where = rewrites.declared(keys, keys.slice(0, 0), spec.keys)
+    if buckets is not None:
+        where = And(rewrites.expression("In", BUCKET, buckets.tolist()), where)
+    rows = rewrites.scanned(state, Or(where, rewrites.expression("IsNull", first)))
+    values = keys.column(first).cast(rows.schema.field(first).type)
+    wanted = pc.or_(
+        pc.is_in(rows.column(first), value_set=values), pc.equal(rows.column(OP), TRUNCATE)
+    )
+    return layout(state).file_rows(rows.filter(pc.fill_null(wanted, False)))
+
+
+def append(
+    state: Any,
+    spec: ApplySpec,
+    version: int,
+    rows: pa.Table,
+    outcome: str,
+    staged: tuple[Any, ...] = (),
+) -> None:
+    """One snapshot of ``rows`` and the data files the tasks ``staged``, marked."""
+    tables.append_rows(state, spec, version, layout(state).rows(rows), outcome, staged)
+
+
+def overwrite(
+    state: Any, spec: ApplySpec, version: int | None, rows: pa.Table, outcome: str | None = None
+) -> None:
+    """The state replaced by ``rows`` (a truncate, a refresh, a compaction)."""
+    rewrites.overwrite_rows(state, spec, version, layout(state).rows(rows), outcome)
+
+
+def data_files(table: Any, spec: ApplySpec, rows: pa.Table) -> tuple[Any, ...]:
+    """``rows`` written as data files of ``table`` (into its data folder, its partitions'
+    paths), in key order, for a commit to add: pyiceberg's data files, which hold their
+    paths, partitions and column statistics."""
+    from pyiceberg.io.pyarrow import _dataframe_to_data_files
+
+    if not rows.num_rows:
+        return ()
+    metadata = table.metadata
+    written = tables.written(tables.table_schema(table), by_key(rows, spec.keys))
+    return tuple(
+        _dataframe_to_data_files(
+            table_metadata=metadata, df=written, io=table.io, write_uuid=uuid.uuid4()
+        )
+    )
+
+
+def discard(spec: ApplySpec, files: tuple[Any, ...], held: bool = False) -> None:
+    """The tasks' data ``files`` deleted: all of them, or with ``held`` those no table
+    holds (none when the tables cannot be read: orphans at worst, never a committed file
+    deleted)."""
+    from pyiceberg.io import load_file_io
+
+    if held and files:
+        try:
+            _, *both = tables.located(spec, lambda c, name, role: tables.loaded(c, name))
+            holding = {p for t in both if t is not None for p in tables.file_paths(t)}
+        except Exception:  # pyiceberg raises any kind for a catalog or storage it cannot read
+            return
+        files = tuple(f for f in files if f.file_path not in holding)
+    properties = {**dict(spec.storage_options), **dict(spec.catalog)}
+    for data_file in files:
+        load_file_io(properties, data_file.file_path).delete(data_file.file_path)

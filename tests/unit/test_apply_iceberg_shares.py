@@ -1,0 +1,218 @@
+"""An Iceberg target's batches resolved by tasks, each the changes of its keys
+(``iceberg_shares``), on real tables of a SQL catalog: the target is the model's of the
+whole feed in every split of tasks, the state is laid out by key bucket (each data file
+holds one bucket's rows), the tasks' files are the ones the commit adds, and what goes
+wrong between the tasks and the commit is refused or cleaned up by name."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from spark_cdc.server_plugin.errors import ChangelogSourceError
+from spark_cdc.server_plugin.iceberg.table import catalog_from
+from spark_cdc.server_plugin.sinks.apply import iceberg_state, iceberg_tables
+from spark_cdc.server_plugin.sinks.apply.batch import Share
+from spark_cdc.server_plugin.sinks.apply.iceberg_batch import apply_batch
+from spark_cdc.server_plugin.sinks.apply.iceberg_shares import apply_shares, resolve_share
+from spark_cdc.server_plugin.sinks.apply.spec import BUCKET, KEY_HASH, ApplySpec
+
+from tests.support.apply_feeds import MODEL, batches, expected, feeds, target_schema
+from tests.support.apply_model import Change
+from tests.support.apply_targets import (
+    VALUES,
+    key_hash,
+    prepared,
+    read_iceberg,
+    sorted_rows,
+    spec_for,
+)
+
+
+def _shares(spec: ApplySpec, changes: list[Change], tasks: int) -> list[Share]:
+    """``changes`` split among ``tasks`` by their keys' hash, as Spark's ``repartition``
+    places them, each share resolved as its task resolves it."""
+    split = [[c for c in changes if key_hash(c.key[0]) % tasks == t] for t in range(tasks)]
+    resolved = [resolve_share(spec, prepared(s, hashed=True)) for s in split if s]
+    return [s for s in resolved if s is not None]
+
+
+def _table(spec: ApplySpec, name: str) -> Any:
+    return catalog_from(dict(spec.catalog)).load_table(name)
+
+
+def _rows(spec: ApplySpec) -> list[dict[str, Any]]:
+    return sorted_rows(read_iceberg(dict(spec.catalog), spec.target))
+
+
+def _files(folder: str) -> set[str]:
+    """Every Parquet file under ``folder`` (data files: committed or not)."""
+    return {str(p) for p in Path(folder).rglob("*.parquet")}
+
+
+def _assert_laid_out(spec: ApplySpec, count: int) -> None:
+    """Every data file of the state holds only rows whose key hashes to its bucket."""
+    state = _table(spec, spec.state)
+    assert iceberg_state.layout(state).buckets == count
+    for task in state.scan().plan_files():
+        bucket = task.file.partition[0]
+        path = task.file.file_path.removeprefix("file://")
+        hashes = pq.read_table(path, columns=[KEY_HASH]).column(KEY_HASH).to_numpy()
+        assert set(np.mod(hashes.astype(np.int64), count)) == {bucket}
+
+
+@MODEL
+@given(
+    data=st.data(),
+    scd_type=st.sampled_from([1, 2]),
+    tasks=st.sampled_from([1, 2, 3]),
+    ignore_nulls=st.booleans(),
+)
+def test_tasks_each_resolving_their_keys_make_the_models_target(
+    data: st.DataObject, scd_type: int, tasks: int, ignore_nulls: bool
+) -> None:
+    """Random feeds (late changes, deletes, duplicates, NULL updates) in random batches,
+    each split among the tasks; type 1's state compacted after every batch, or never."""
+    changes = data.draw(feeds(truncates=False))
+    parts = data.draw(batches(changes))
+    compact = data.draw(st.sampled_from([1, 64]))
+    tracked = data.draw(st.sampled_from([VALUES, ("a",)]))
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(
+            folder,
+            scd_type,
+            iceberg=True,
+            ignore_null_updates=ignore_nulls,
+            tracked=tracked,
+            compact_after_files=compact,
+            key_buckets=tasks,
+        )
+        for version, part in enumerate(parts):
+            apply_shares(spec, _shares(spec, part, tasks), version)
+        table = read_iceberg(dict(spec.catalog), spec.target)
+        assert [(f.name, f.type) for f in table.schema] == target_schema(spec)
+        assert sorted_rows(table) == expected(changes, spec)
+        if tasks > 1:
+            _assert_laid_out(spec, tasks)
+
+
+def _first(spec: ApplySpec) -> None:
+    rows = [Change((k,), (1,), "upsert", {"a": k, "b": "x"}) for k in range(20)]
+    apply_shares(spec, _shares(spec, rows, 2), 0)
+
+
+LATER = [Change((k,), (2,), "upsert", {"a": -k, "b": "y"}) for k in (3, 7, 30)]
+
+
+def test_the_tasks_write_the_files_the_commit_adds() -> None:
+    """A later batch's new rows are written by the tasks, as data files of the target and
+    of the state that the commit's snapshots add, nothing else left behind."""
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(folder, 2, iceberg=True, key_buckets=2)
+        _first(spec)
+        before = _files(folder)
+        shares = _shares(spec, LATER, 2)
+        staged = {f.file_path.removeprefix("file://") for s in shares for f in s.staged.target}
+        staged |= {f.file_path.removeprefix("file://") for s in shares for f in s.staged.state}
+        assert all(s.staged.target and s.staged.state for s in shares)
+        assert all(not s.resolution.rows.num_rows for s in shares)  # they do not travel
+        done = apply_shares(spec, shares, 1)
+        assert (done.changes, done.keys, done.rows) == (3, 3, 5)
+        summary = _table(spec, spec.target).current_snapshot().summary.additional_properties
+        assert summary[iceberg_tables.BATCH_KEY] == "1"
+        assert '"tasks": 2' in summary[iceberg_tables.OUTCOME_KEY]
+        held = {
+            p.removeprefix("file://")
+            for name in (spec.target, spec.state)
+            for p in iceberg_tables.file_paths(_table(spec, name))
+        }
+        assert staged <= held
+        assert _files(folder) - before <= staged | held
+
+
+def test_shares_resolved_before_another_writers_state_commit_are_refused_whole() -> None:
+    """Another writer committed to the state after the tasks read it: the shares may miss
+    its changes, so nothing of the batch is written and the tasks' files are deleted."""
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(folder, 1, iceberg=True, key_buckets=2)
+        _first(spec)
+        shares = _shares(spec, LATER, 2)
+        other = spec_for(folder, 1, iceberg=True, key_buckets=2, app_id="another-writer")
+        apply_shares(other, _shares(other, [Change((3,), (9,), "upsert", {"a": 9})], 2), 0)
+        before, rows = _files(folder), _rows(spec)
+        with pytest.raises(ChangelogSourceError) as refused:
+            apply_shares(spec, shares, 1)
+        assert refused.value.condition == "APPLY_CHANGES.CONCURRENT_WRITE"
+        assert _rows(spec) == rows
+        staged = {f.file_path.removeprefix("file://") for s in shares for f in s.staged.target}
+        assert staged and not staged & _files(folder)
+        assert _files(folder) < before
+
+
+def test_a_batch_applied_again_deletes_its_tasks_files() -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(folder, 2, iceberg=True, key_buckets=2)
+        _first(spec)
+        apply_shares(spec, _shares(spec, LATER, 2), 1)
+        before, rows = _files(folder), _rows(spec)
+        assert apply_shares(spec, _shares(spec, LATER, 2), 1).skipped
+        assert _files(folder) == before and _rows(spec) == rows
+
+
+def test_a_batch_that_fails_after_its_target_snapshot_keeps_the_targets_files(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The state's snapshot fails after the target's: the target's new files are its own
+    now and stay; the state's go; the batch run again completes it."""
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(folder, 2, iceberg=True, key_buckets=2)
+        _first(spec)
+        shares = _shares(spec, LATER, 2)
+
+        def unwritable(*_: Any, **__: Any) -> None:
+            raise OSError("the state's storage is gone")
+
+        monkeypatch.setattr(iceberg_state, "append", unwritable)
+        with pytest.raises(OSError):
+            apply_shares(spec, shares, 1)
+        monkeypatch.undo()
+        rows = _rows(spec)  # reads every file its snapshot names
+        assert len(rows) == 23
+        state_files = {f.file_path.removeprefix("file://") for s in shares for f in s.staged.state}
+        assert not state_files & _files(folder)
+        apply_shares(spec, _shares(spec, LATER, 2), 1)
+        assert _rows(spec) == rows
+        assert iceberg_tables.last_batch(_table(spec, spec.state), spec.app_id) == 1
+
+
+def test_a_state_made_before_the_layout_goes_on_unbucketed() -> None:
+    """A state without key hashes (made before the layout) is read whole by each task and
+    written as it is: the target is still the model's."""
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(folder, 1, iceberg=True, key_buckets=2)
+        apply_batch(spec, prepared([Change((1,), (1,), "upsert", {"a": 1})]), 0)  # no hashes
+        state = _table(spec, spec.state)
+        assert iceberg_state.layout(state).buckets is None
+        assert KEY_HASH not in state.schema().column_names
+        later = [Change((1,), (2,), "upsert", {"a": 2}), Change((5,), (2,), "upsert", {"a": 5})]
+        apply_shares(spec, _shares(spec, later, 2), 1)
+        assert _rows(spec) == [{"id": 1, "a": 2, "b": None}, {"id": 5, "a": 5, "b": None}]
+        assert BUCKET not in _table(spec, spec.state).schema().column_names
+
+
+def test_a_state_whose_bucket_count_was_removed_by_hand_is_refused_by_name() -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(folder, 1, iceberg=True, key_buckets=2)
+        _first(spec)
+        with _table(spec, spec.state).transaction() as edit:
+            edit.remove_properties(iceberg_state.BUCKETS_PROPERTY)
+        with pytest.raises(ChangelogSourceError) as refused:
+            _shares(spec, LATER, 2)
+        assert refused.value.condition == "APPLY_CHANGES.STATE_LAYOUT_CHANGED"
+        assert iceberg_state.BUCKETS_PROPERTY in str(refused.value)
