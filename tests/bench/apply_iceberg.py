@@ -1,20 +1,24 @@
-"""``apply_changes`` into an Iceberg target beside pyiceberg's own ``upsert`` of the same
-micro-batches (type 1), on the same changes as the Delta cases (``apply``: 90% updates of
-random existing keys, 5% deletes, 5% new keys, a Parquet file a micro-batch).
+"""``apply_changes`` into an Iceberg target beside what an Iceberg user writes without this
+package, on the same changes as the Delta cases (``apply``: 90% updates of random existing
+keys, 5% deletes, 5% new keys, a Parquet file a micro-batch), into 10M rows (100k with
+``--quick``), 10k / 100k / 1M changes a micro-batch:
 
 - ours: ``apply_changes(format="iceberg")`` into a table of a SQL catalog (SQLite), built by
-  ``apply_changes`` from the base rows (not timed);
-- pyiceberg's upsert: the ``foreachBatch`` function an Iceberg user writes without this
-  package: each key's last change kept, the deletes deleted (``Table.delete`` of their ids)
-  and the rest upserted (``Table.upsert`` on the identifier field), into a table pyiceberg
-  built from the same base rows. It remembers no deletes and compares no sequence: a stale
-  change wins (less correct than ours).
+  ``apply_changes`` from the base rows (not timed); type 1 and type 2;
+- type 1, pyiceberg's upsert: the ``foreachBatch`` function that keeps each key's last
+  change, deletes the deletes (``Table.delete`` of their ids) and upserts the rest
+  (``Table.upsert`` on the identifier field). It remembers no deletes and compares no
+  sequence: a stale change wins (less correct than ours);
+- type 2, pyiceberg's overwrite-by-filter: the ``foreachBatch`` function that reads the
+  current versions of the batch's keys, closes them at the change's sequence, opens a
+  version for each upsert, and writes both with ``Table.overwrite`` filtered to those
+  current versions. Changes arriving out of order are appended, not placed (less correct
+  than ours).
 
-Each run builds its own tables in a folder no earlier run used. The figure is ours ÷ upsert in
-changes per second over the micro-batches after the first, medians of interleaved
+Each run builds its own tables in a folder no earlier run used. The figure is ours ÷ theirs
+in changes per second over the micro-batches after the first, medians of interleaved
 repetitions. Both rewrite the data files that hold a micro-batch's keys (pyiceberg writes no
-delete files): with keys spread over the table, nearly all of it. The target is smaller than
-the Delta cases' (``TARGET_ROWS``), so a run stays within minutes.
+delete files): with keys spread over the table, nearly all of it.
 """
 
 from __future__ import annotations
@@ -29,13 +33,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark import cloudpickle
 from spark_cdc import apply_changes
+from spark_cdc.server_plugin.sinks.apply.spec import END_AT, START_AT
 
 from tests.bench import apply
 from tests.bench.common import Bench, Figure, interleaved, medians, paired_spread
 
 BENCHMARK = "apply_iceberg"
-TARGET_ROWS, QUICK_TARGET_ROWS = 1_000_000, 100_000
-BATCHES, QUICK_BATCHES = (10_000, 100_000), (1_000,)
+TARGET_ROWS, QUICK_TARGET_ROWS = 10_000_000, 100_000
+BATCHES, QUICK_BATCHES = (10_000, 100_000, 1_000_000), (1_000,)
 VALUES = ["status", "amount", "region", "note"]
 TABLE = "db.target"
 
@@ -61,8 +66,9 @@ def _base_rows(bench: Bench, target_rows: int) -> Path:
     return path
 
 
-def _upsert_table(run: Path, base: Path) -> None:
-    """pyiceberg's table of the base rows, ``id`` its identifier field."""
+def _hand_table(run: Path, base: Path, scd_type: int) -> None:
+    """pyiceberg's table of the base rows: type 1's keyed by ``id`` (its identifier
+    field), type 2's versions opened at sequence 0."""
     from pyiceberg.catalog.sql import SqlCatalog
     from pyiceberg.schema import Schema
     from pyiceberg.types import DoubleType, LongType, NestedField, StringType
@@ -74,9 +80,19 @@ def _upsert_table(run: Path, base: Path) -> None:
     types = {"status": StringType(), "amount": DoubleType(), "region": StringType()}
     for i, name in enumerate(VALUES, start=2):
         fields.append(NestedField(i, name, types.get(name, StringType()), required=False))
-    table = catalog.create_table(TABLE, Schema(*fields, identifier_field_ids=[1]))
     rows = pq.read_table(base).select(["id", *VALUES])
-    table.append(rows.cast(table.schema().as_arrow()))
+    if scd_type == 1:
+        table = catalog.create_table(TABLE, Schema(*fields, identifier_field_ids=[1]))
+    else:
+        fields += [
+            NestedField(len(fields) + 1, START_AT, LongType(), required=False),
+            NestedField(len(fields) + 2, END_AT, LongType(), required=False),
+        ]
+        table = catalog.create_table(TABLE, Schema(*fields))
+        rows = rows.append_column(START_AT, pa.repeat(pa.scalar(0, pa.int64()), rows.num_rows))
+        rows = rows.append_column(END_AT, pa.nulls(rows.num_rows, pa.int64()))
+    for start in range(0, rows.num_rows, 1_000_000):  # within pyiceberg's memory
+        table.append(rows.slice(start, 1_000_000).cast(table.schema().as_arrow()))
 
 
 def pyiceberg_upsert(catalog: dict[str, str]) -> Any:
@@ -102,24 +118,56 @@ def pyiceberg_upsert(catalog: dict[str, str]) -> Any:
     return upsert_batch
 
 
+def pyiceberg_history(catalog: dict[str, str]) -> Any:
+    """The type 2 ``foreachBatch`` function of an Iceberg user (see the module docstring)."""
+
+    def history_batch(batch: Any, batch_id: int) -> None:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        from pyiceberg.catalog.sql import SqlCatalog
+        from pyiceberg.expressions import And, In, IsNull
+
+        changes = apply.last_changes(batch.toArrow())
+        table = SqlCatalog("bench", uri=catalog["uri"], warehouse=catalog["warehouse"]).load_table(
+            TABLE
+        )
+        current = And(IsNull(END_AT), In("id", changes.column("id").to_pylist()))
+        held = table.scan(row_filter=current).to_arrow()
+        ends = changes.select(["id", "seq"]).rename_columns(["id", "__end"])
+        closed = (
+            held.join(ends, "id")
+            .drop_columns([END_AT])
+            .rename_columns([*held.schema.names[:-1], END_AT])
+        )
+        upserts = changes.filter(pc.not_equal(changes.column("op"), "D"))
+        opened = upserts.select(["id", *VALUES]).append_column(START_AT, upserts.column("seq"))
+        opened = opened.append_column(END_AT, pa.nulls(opened.num_rows, pa.int64()))
+        schema = table.schema().as_arrow()
+        written = pa.concat_tables([closed.cast(schema), opened.cast(schema)])
+        table.overwrite(written, overwrite_filter=current)
+
+    return history_batch
+
+
 def run(bench: Bench) -> list[Figure]:
     target_rows = QUICK_TARGET_ROWS if bench.quick else TARGET_ROWS
-    return [
-        _case(bench, count, target_rows) for count in (QUICK_BATCHES if bench.quick else BATCHES)
-    ]
+    counts = QUICK_BATCHES if bench.quick else BATCHES
+    return [_case(bench, t, count, target_rows) for t in (1, 2) for count in counts]
 
 
-def _case(bench: Bench, count: int, target_rows: int) -> Figure:
+def _case(bench: Bench, scd_type: int, count: int, target_rows: int) -> Figure:
     source = apply.random_changes(bench, target_rows, count)
     base = _base_rows(bench, target_rows)
     runs = bench.work / "apply_iceberg_runs"
-    firsts: dict[str, list[float]] = {"ours": [], "pyiceberg upsert": []}
+    theirs = "pyiceberg upsert" if scd_type == 1 else "pyiceberg overwrite-by-filter"
+    firsts: dict[str, list[float]] = {"ours": [], theirs: []}
 
     def ours() -> float:
         run = apply.unused_folder(runs / "ours")
         catalog = _catalog(run)
+        applying = {**apply.APPLIED, "stored_as_scd_type": scd_type}
         built = bench.spark.read.schema(apply.SCHEMA).parquet(str(base))
-        apply_changes(built, TABLE, format="iceberg", catalog=catalog, **apply.APPLIED)
+        apply_changes(built, TABLE, format="iceberg", catalog=catalog, **applying)
 
         def start() -> Any:
             return apply_changes(
@@ -129,36 +177,35 @@ def _case(bench: Bench, count: int, target_rows: int) -> Figure:
                 trigger={"availableNow": True},
                 format="iceberg",
                 catalog=catalog,
-                **apply.APPLIED,
+                **applying,
             )
 
         return apply.micro_batch_rates(count, start, firsts["ours"])
 
-    def upsert() -> float:
-        run = apply.unused_folder(runs / "upsert")
-        _upsert_table(run, base)
-        writer = apply.file_stream(bench, source).writeStream.foreachBatch(
-            pyiceberg_upsert(_catalog(run))
-        )
+    def hand() -> float:
+        run = apply.unused_folder(runs / "hand")
+        _hand_table(run, base, scd_type)
+        function = pyiceberg_upsert if scd_type == 1 else pyiceberg_history
+        writer = apply.file_stream(bench, source).writeStream.foreachBatch(function(_catalog(run)))
         writer = writer.option("checkpointLocation", str(run / "checkpoint"))
         return apply.micro_batch_rates(
-            count, lambda: writer.trigger(availableNow=True).start(), firsts["pyiceberg upsert"]
+            count, lambda: writer.trigger(availableNow=True).start(), firsts[theirs]
         )
 
-    samples = interleaved({"ours": ours, "pyiceberg upsert": upsert}, bench.reps)
+    samples = interleaved({"ours": ours, theirs: hand}, bench.reps)
     shutil.rmtree(runs, ignore_errors=True)
     rates = medians(samples)
-    ratio = rates["ours"] / rates["pyiceberg upsert"]
+    ratio = rates["ours"] / rates[theirs]
     return Figure(
         BENCHMARK,
-        f"Iceberg, type 1, {count:,} changes a micro-batch into {target_rows:,} rows",
-        "ours/pyiceberg upsert (changes/s, micro-batches after the first)",
+        f"Iceberg, type {scd_type}, {count:,} changes a micro-batch into {target_rows:,} rows",
+        f"ours/{theirs} (changes/s, micro-batches after the first)",
         round(ratio, 3),
         medians={k: round(v) for k, v in rates.items()},
         samples={k: [round(x) for x in v] for k, v in samples.items()},
-        spread=paired_spread(samples["ours"], samples["pyiceberg upsert"]),
+        spread=paired_spread(samples["ours"], samples[theirs]),
         notes=(
-            f"changes/s after the first micro-batch: ours {rates['ours']:,.0f}, pyiceberg's "
-            f"upsert {rates['pyiceberg upsert']:,.0f}"
+            f"changes/s after the first micro-batch: ours {rates['ours']:,.0f}, {theirs} "
+            f"{rates[theirs]:,.0f}"
         ),
     )

@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import given
@@ -78,11 +80,14 @@ def test_tasks_each_resolving_their_keys_make_the_models_target(
     data: st.DataObject, scd_type: int, tasks: int, ignore_nulls: bool
 ) -> None:
     """Random feeds (late changes, deletes, duplicates, NULL updates) in random batches,
-    each split among the tasks; type 1's state compacted after every batch, or never."""
+    each split among the tasks; type 1's state compacted after every batch, or never; the
+    state's files searched by their key indexes, or scanned (a state with a second
+    schema)."""
     changes = data.draw(feeds(truncates=False))
     parts = data.draw(batches(changes))
     compact = data.draw(st.sampled_from([1, 64]))
     tracked = data.draw(st.sampled_from([VALUES, ("a",)]))
+    second_schema = data.draw(st.booleans())  # the state read by pyiceberg's scan instead
     with tempfile.TemporaryDirectory() as folder:
         spec = spec_for(
             folder,
@@ -95,6 +100,9 @@ def test_tasks_each_resolving_their_keys_make_the_models_target(
         )
         for version, part in enumerate(parts):
             apply_shares(spec, _shares(spec, part, tasks), version)
+            if second_schema and version == 0:
+                with _table(spec, spec.state).update_schema() as change:
+                    change.update_column("id", doc="a schema of its own")
         table = read_iceberg(dict(spec.catalog), spec.target)
         assert [(f.name, f.type) for f in table.schema] == target_schema(spec)
         assert sorted_rows(table) == expected(changes, spec)
@@ -134,6 +142,8 @@ def test_the_tasks_write_the_files_the_commit_adds() -> None:
         }
         assert staged <= held
         assert _files(folder) - before <= staged | held
+        state = _table(spec, spec.state)  # searched by its files' key indexes
+        assert iceberg_state._described(state, spec, list(state.scan().plan_files())) is not None
 
 
 def test_shares_resolved_before_another_writers_state_commit_are_refused_whole() -> None:
@@ -216,3 +226,53 @@ def test_a_state_whose_bucket_count_was_removed_by_hand_is_refused_by_name() -> 
             _shares(spec, LATER, 2)
         assert refused.value.condition == "APPLY_CHANGES.STATE_LAYOUT_CHANGED"
         assert iceberg_state.BUCKETS_PROPERTY in str(refused.value)
+
+
+def test_a_states_files_are_described_by_their_iceberg_bounds() -> None:
+    """What the key lookup prunes files by: each file's bounds of the keys and of the
+    sequence (text, dates, timestamps), decoded from Iceberg's, hold its values (text cut
+    short below and above them), and its NULL counts are its own."""
+    rng = np.random.default_rng(7)
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(folder, 1, iceberg=True)
+        spec = ApplySpec(**{**spec.__dict__, "keys": ("k", "day"), "columns": ("k", "day")})
+        catalog = catalog_from(dict(spec.catalog))
+        catalog.create_namespace("db")
+        schema = pa.schema(
+            [
+                ("k", pa.string()),
+                ("day", pa.date32()),
+                (spec.sequence[0], pa.timestamp("us", "UTC")),
+            ]
+        )
+        table = catalog.create_table(spec.state, schema=schema)
+        files = []
+        for _ in range(4):
+            size = 50
+            words = [
+                f"key-{'x' * int(n)}-{n}" if n % 5 else None for n in rng.integers(0, 30, size)
+            ]
+            rows = pa.table(
+                {
+                    "k": pa.array(words, pa.string()),
+                    "day": pa.array(rng.integers(0, 20_000, size), pa.int32()).cast(pa.date32()),
+                    spec.sequence[0]: pa.array(rng.integers(0, 2**50, size), pa.int64()).cast(
+                        pa.timestamp("us", "UTC")
+                    ),
+                }
+            )
+            table.append(rows)
+            files.append(rows)
+        table = catalog.load_table(spec.state)
+        tasks = list(table.scan().plan_files())
+        described = iceberg_state._described(table, spec, tasks)
+        assert described is not None and described.num_rows == 4
+        by_path = {t.file.file_path: t for t in tasks}
+        for row in described.to_pylist():
+            held = pq.read_table(by_path[row["path"]].file.file_path.removeprefix("file://"))
+            for name in ("k", "day", spec.sequence[0]):
+                low, high = pc.min_max(held.column(name)).values()
+                assert row[f"min.{name}"] <= low.as_py() and row[f"max.{name}"] >= high.as_py()
+                if name != "k":  # exact
+                    assert (row[f"min.{name}"], row[f"max.{name}"]) == (low.as_py(), high.as_py())
+                assert row[f"null_count.{name}"] == held.column(name).null_count

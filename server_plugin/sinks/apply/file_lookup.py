@@ -1,23 +1,33 @@
-"""Where a batch's keys are in a Delta table's files: the files whose statistics (or
-partition values) allow one of the keys have their key columns read and indexed once per
-process and file (``key_index.FileKeysCache``: a data file never changes), and each is
-searched by its index. What the target's deletion vectors mark and what a task reads of
-the state are found this way, so a stream's later batches read no file to find their keys.
+"""Where a batch's keys are in a table's files: the files whose statistics (or partition
+values) allow one of the keys have their key columns read and indexed once per process and
+file (``key_index.FileKeysCache``: a data file never changes), and each is searched by its
+index. What a Delta target's deletion vectors mark and what a task reads of the state (a
+Delta table, or an Iceberg one: ``iceberg_state``) are found this way, so a stream's later
+batches read no file to find their keys. The files are described as delta-rs lists a
+snapshot's add actions (``add_actions``), and opened by a ``Files``.
 """
 
 from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from spark_cdc.server_plugin.arrow_types import from_numpy, to_numpy
-from spark_cdc.server_plugin.delta.log import DeltaLog
 from spark_cdc.server_plugin.sinks.apply.key_index import BatchKeys, BudgetCache, FileKeysCache
+
+
+class Files(Protocol):
+    """Opens a table's files by the paths its snapshot lists (``delta.log.DeltaLog``'s
+    way), and says where each lives (what the caches know a file by)."""
+
+    def location(self, path: str) -> str: ...
+
+    def open(self, path: str) -> Any: ...
 
 
 def add_actions(table: Any, flatten: bool = True) -> pa.Table:
@@ -28,7 +38,7 @@ def add_actions(table: Any, flatten: bool = True) -> pa.Table:
 
 def rows_of_keys(
     table: Any,
-    log: DeltaLog,
+    log: Files,
     keys: pa.Table,
     names: list[str],
     cache: FileKeysCache,
@@ -36,16 +46,17 @@ def rows_of_keys(
     indexed: int | None = None,
     wanted: BatchKeys | None = None,
 ) -> dict[str, np.ndarray]:
-    """Per file of the snapshot (of ``files``, its add actions, when given), the positions
-    of its rows whose key (``names``) is one of ``keys``', sorted; files with none left
-    out. A file's own deletion vector is not applied. The files are indexed by the first
+    """Per file of the Delta snapshot ``table`` (of ``files``, its add actions, when given;
+    ``table`` None: the files of a table without partition columns), the positions of its
+    rows whose key (``names``) is one of ``keys``', sorted; files with none left out. A
+    file's own deletion vector is not applied. The files are indexed by the first
     ``indexed`` names (all by default), the others compared on the rows found
     (``wanted``: the batch's keys so indexed, when the caller made them already)."""
     if not keys.num_rows:
         return {}
     cache.next_round()
     files = add_actions(table) if files is None else files
-    partitions = set(table.metadata().partition_columns)
+    partitions = set() if table is None else set(table.metadata().partition_columns)
     wanted = wanted or BatchKeys.of(keys, names, indexed)
     candidates = np.ones(files.num_rows, bool)
     for name in names:
@@ -75,7 +86,7 @@ def rows_of_keys(
     return {path: hits for path, hits in found.items() if len(hits)}
 
 
-def file_identities(log: DeltaLog, files: pa.Table) -> dict[str, tuple[str, int, int]]:
+def file_identities(log: Files, files: pa.Table) -> dict[str, tuple[str, int, int]]:
     """Each of ``files`` (by path) as the caches know it: its location, size and
     modification time (a table made again at one path may reuse a file name)."""
     paths = files.column("path").to_pylist()
@@ -85,7 +96,7 @@ def file_identities(log: DeltaLog, files: pa.Table) -> dict[str, tuple[str, int,
 
 
 def rows_at(
-    log: DeltaLog,
+    log: Files,
     path: str,
     positions: np.ndarray | None,
     schema: pa.Schema,
@@ -120,14 +131,14 @@ def rows_at(
     return _typed(read, present, schema)
 
 
-def row_groups(log: DeltaLog, path: str) -> list[int]:
+def row_groups(log: Files, path: str) -> list[int]:
     """The number of rows of each of the file's row groups."""
     with log.open(path) as source:
         metadata = pq.ParquetFile(source).metadata
         return [metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)]
 
 
-def row_group_rows(log: DeltaLog, path: str, group: int, schema: pa.Schema) -> pa.Table:
+def row_group_rows(log: Files, path: str, group: int, schema: pa.Schema) -> pa.Table:
     """One row group of the file, as ``schema`` types it (as ``rows_at``): the unit a
     file is rewritten by, in parallel."""
     with log.open(path) as source:
@@ -136,7 +147,7 @@ def row_group_rows(log: DeltaLog, path: str, group: int, schema: pa.Schema) -> p
 
 
 def row_group_as_coded(
-    log: DeltaLog, path: str, group: int, schema: pa.Schema
+    log: Files, path: str, group: int, schema: pa.Schema
 ) -> tuple[pa.Table, set[str]]:
     """One row group of the file as ``row_group_rows`` reads it, but its dictionary-coded
     text left coded, and the columns it holds dictionary-coded: what a rewrite of it

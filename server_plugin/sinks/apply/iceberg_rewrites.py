@@ -118,12 +118,12 @@ def _candidates(table: Any, declared: Any) -> list[Any]:
 
     if declared == AlwaysFalse() or table.current_snapshot() is None:
         return []
-    with _refusing_equality_deletes(table):
+    with refusing_equality_deletes(table):
         return list(table.scan(row_filter=declared).plan_files())
 
 
 @contextmanager
-def _refusing_equality_deletes(table: Any) -> Iterator[None]:
+def refusing_equality_deletes(table: Any) -> Iterator[None]:
     try:
         yield
     except ValueError as refused:  # pyiceberg reads no equality deletes
@@ -193,5 +193,5 @@ def scanned(table: Any, row_filter: Any) -> pa.Table:
     filtered by pyiceberg)."""
     if table.current_snapshot() is None:
         return tables.table_schema(table).empty_table()
-    with _refusing_equality_deletes(table):
+    with refusing_equality_deletes(table):
         return table.scan(row_filter=row_filter).to_arrow()

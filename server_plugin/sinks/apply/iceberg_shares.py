@@ -36,6 +36,7 @@ from spark_cdc.server_plugin.sinks.apply.history import Resolution, resolve
 from spark_cdc.server_plugin.sinks.apply.iceberg_batch import checked_tables, committed, opened
 from spark_cdc.server_plugin.sinks.apply.spec import ApplySpec
 from spark_cdc.server_plugin.sinks.apply.staging import Staged
+from spark_cdc.server_plugin.sinks.apply.state import supersedes
 
 
 def resolve_share(spec: ApplySpec, batch: pa.Table) -> Share | None:
@@ -53,8 +54,11 @@ def resolve_share(spec: ApplySpec, batch: pa.Table) -> Share | None:
     if state is None:
         old, read = state_schema(spec, batch.schema).empty_table(), None
     else:
+        first = batch.column(spec.sequence[0])
+        earliest = pc.min(first) if supersedes(spec, first.type) else None
         buckets = iceberg_state.layout(state).buckets_of(batch)
-        old = iceberg_state.rows_of(state, spec, batch.select(list(spec.keys)), buckets)
+        keys = batch.select(list(spec.keys))
+        old = iceberg_state.rows_of(state, spec, keys, buckets, earliest)
         read = _snapshot(state)
     resolution = resolve(changes_of(spec, batch, old), spec, now())
     return Share(read, given, batch.num_rows, *_staged(spec, target, state, resolution))

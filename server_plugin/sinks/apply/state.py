@@ -25,6 +25,7 @@ from spark_cdc.server_plugin.delta.log import DeltaLog
 from spark_cdc.server_plugin.sinks.apply import tables
 from spark_cdc.server_plugin.sinks.apply.buckets import Layout, stored
 from spark_cdc.server_plugin.sinks.apply.file_lookup import (
+    Files,
     add_actions,
     file_identities,
     may_hold_nulls,
@@ -214,10 +215,24 @@ def rows_of(
     ``buckets``: those the keys are in, of a state laid out by bucket (``buckets``): the
     keys are looked for in their files only."""
     log = DeltaLog(spec.state, tables.storage(spec))
-    files = add_actions(table)
+    schema = _stored_schema(table)
+    return rows_in_files(table, log, add_actions(table), schema, spec, keys, earliest, buckets)
+
+
+def rows_in_files(
+    table: Any,
+    log: Files,
+    files: pa.Table,
+    schema: pa.Schema,
+    spec: ApplySpec,
+    keys: pa.Table,
+    earliest: pa.Scalar | None,
+    buckets: np.ndarray | None,
+) -> pa.Table:
+    """``rows_of`` over a state's ``files`` (described as delta-rs lists add actions;
+    ``table``: the Delta table, None for another format's), whose rows ``schema`` types."""
     if earliest is not None:
         files = files.filter(pc.invert(_before(files, spec.sequence[0], earliest)))
-    schema = _stored_schema(table)
     in_buckets = files
     if buckets is not None:
         bucket = files.column(f"partition.{BUCKET}").cast(pa.int32())
