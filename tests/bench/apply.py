@@ -102,22 +102,23 @@ def random_changes(bench: Bench, target_rows: int, count: int) -> str:
     def updated(batch: int, rng: np.random.Generator) -> np.ndarray:
         return rng.choice(target_rows, size=int(count * 0.95), replace=False)
 
-    return _change_files(folder, target_rows, count, updated, (count,))
+    return change_files(folder, target_rows, count, updated, (count,))
 
 
-def _change_files(
+def change_files(
     folder: Path,
     target_rows: int,
     count: int,
     updated: Callable[[int, np.random.Generator], np.ndarray],
     seed: tuple[int, ...],
+    micro_batches: int = MICRO_BATCHES,
 ) -> str:
-    """``MICRO_BATCHES`` files of ``count`` changes (made once): each batch's ``updated``
+    """``micro_batches`` files of ``count`` changes (made once): each batch's ``updated``
     ids of the target, then new ids after its last, the first 5% deletes, the sequence
     the file's number."""
     if not (folder / "_complete").exists():
         folder.mkdir(parents=True, exist_ok=True)
-        for batch in range(MICRO_BATCHES):
+        for batch in range(micro_batches):
             rng = np.random.default_rng([*seed, batch])
             old = updated(batch, rng)
             first_new = target_rows + batch * count
@@ -136,7 +137,7 @@ def file_stream(bench: Bench, source: str) -> Any:
     return reader.parquet(str(Path(source) / "*.parquet"))
 
 
-def _ours_base(bench: Bench, target_rows: int, scd_type: int, dv: bool = False) -> Path:
+def ours_base(bench: Bench, target_rows: int, scd_type: int, dv: bool = False) -> Path:
     """The target ``apply_changes`` builds from ``target_rows`` inserts (and its state),
     with deletion vectors when ``dv``."""
     base = bench.work / f"apply_ours_{target_rows}_{scd_type}{'_dv' if dv else ''}"
@@ -165,7 +166,7 @@ def _ours_base(bench: Bench, target_rows: int, scd_type: int, dv: bool = False) 
     return base
 
 
-def _hand_base(bench: Bench, target_rows: int, scd_type: int) -> Path:
+def hand_base(bench: Bench, target_rows: int, scd_type: int) -> Path:
     base = bench.work / f"apply_hand_{target_rows}_{scd_type}"
     if not (base / "_bench_complete").exists():
         shutil.rmtree(base, ignore_errors=True)
@@ -181,7 +182,7 @@ def _hand_base(bench: Bench, target_rows: int, scd_type: int) -> Path:
     return base
 
 
-def _ours_stream(bench: Bench, source: str, run: Path, scd_type: int) -> Callable[[], Any]:
+def ours_stream(bench: Bench, source: str, run: Path, scd_type: int) -> Callable[[], Any]:
     """What starts ``apply_changes`` of ``source``'s files into the copy at ``run``."""
 
     def start() -> Any:
@@ -198,7 +199,7 @@ def _ours_stream(bench: Bench, source: str, run: Path, scd_type: int) -> Callabl
     return start
 
 
-def _hand_stream(bench: Bench, source: str, run: Path, scd_type: int) -> Callable[[], Any]:
+def hand_stream(bench: Bench, source: str, run: Path, scd_type: int) -> Callable[[], Any]:
     """What starts the hand-written ``foreachBatch`` MERGE of ``source``'s files into the
     copy at ``run``."""
     writer = file_stream(bench, source).writeStream
@@ -210,7 +211,7 @@ def _hand_stream(bench: Bench, source: str, run: Path, scd_type: int) -> Callabl
 _RUNS = iter(range(1 << 62))
 
 
-def _fresh(base: Path, run: Path) -> Path:
+def fresh(base: Path, run: Path) -> Path:
     """A copy of ``base`` in a folder no earlier run used: the server's processes keep
     what they read of a table's files by location, and a first micro-batch must read
     its state from storage, as after a restart."""
@@ -320,9 +321,9 @@ def run(bench: Bench) -> list[Figure]:
     figures: list[Figure] = []
     for scd_type in (1, 2):
         bases = (
-            _ours_base(bench, target_rows, scd_type),
-            _hand_base(bench, target_rows, scd_type),
-            _ours_base(bench, target_rows, scd_type, dv=True),
+            ours_base(bench, target_rows, scd_type),
+            hand_base(bench, target_rows, scd_type),
+            ours_base(bench, target_rows, scd_type, dv=True),
         )
         for count in QUICK_BATCHES if bench.quick else BATCHES:
             figures.extend(_case(bench, scd_type, count, target_rows, *bases, not figures))
@@ -349,8 +350,8 @@ def _case(
     firsts: dict[str, list[float]] = {k: [] for k in ("ours", "hand-written", "raw read", DV)}
 
     def ours() -> float:
-        run = _fresh(ours_base, runs / "ours")
-        start = _ours_stream(bench, source, run, scd_type)
+        run = fresh(ours_base, runs / "ours")
+        start = ours_stream(bench, source, run, scd_type)
         if bench.server_pid is None:
             return micro_batch_rates(count, start, firsts["ours"])
         with Sampler(bench.server_pid) as sampler:
@@ -359,12 +360,12 @@ def _case(
         return rate
 
     def ours_dv() -> float:
-        run = _fresh(dv_base, runs / "ours-dv")
-        return micro_batch_rates(count, _ours_stream(bench, source, run, scd_type), firsts[DV])
+        run = fresh(dv_base, runs / "ours-dv")
+        return micro_batch_rates(count, ours_stream(bench, source, run, scd_type), firsts[DV])
 
     def hand() -> float:
-        run = _fresh(hand_base, runs / "hand")
-        start = _hand_stream(bench, source, run, scd_type)
+        run = fresh(hand_base, runs / "hand")
+        start = hand_stream(bench, source, run, scd_type)
         return micro_batch_rates(count, start, firsts["hand-written"])
 
     def raw() -> float:
@@ -446,7 +447,7 @@ def _start_ups(bench: Bench, scd_type: int) -> dict[str, float]:
     a tiny target and tiny micro-batches: the same for every case of the type."""
     if scd_type not in _START_UPS:
         rows, count = 1_000, 10
-        source = _change_files(
+        source = change_files(
             bench.work / f"apply_start_up_{scd_type}",
             rows,
             count,
@@ -456,11 +457,11 @@ def _start_ups(bench: Bench, scd_type: int) -> dict[str, float]:
         runs = bench.work / "apply_runs" / "start-up"
 
         def side(base: Path, stream: Callable[..., Callable[[], Any]]) -> Callable[[], Any]:
-            return lambda: stream(bench, source, _fresh(base, runs), scd_type)
+            return lambda: stream(bench, source, fresh(base, runs), scd_type)
 
         _START_UPS[scd_type] = {
-            "ours": start_up_seconds(side(_ours_base(bench, rows, scd_type), _ours_stream)),
-            "hand-written": start_up_seconds(side(_hand_base(bench, rows, scd_type), _hand_stream)),
+            "ours": start_up_seconds(side(ours_base(bench, rows, scd_type), ours_stream)),
+            "hand-written": start_up_seconds(side(hand_base(bench, rows, scd_type), hand_stream)),
         }
     return _START_UPS[scd_type]
 
@@ -476,7 +477,7 @@ def _clustered_changes(bench: Bench, target_rows: int, count: int) -> str:
         first = target_rows // 2 + batch * updates
         return np.arange(first, first + updates)
 
-    return _change_files(folder, target_rows, count, updated, (target_rows, count))
+    return change_files(folder, target_rows, count, updated, (target_rows, count))
 
 
 def _growth(bench: Bench) -> Figure:
@@ -490,10 +491,10 @@ def _growth(bench: Bench) -> Figure:
 
     def side(rows: int) -> Callable[[], float]:
         def timed() -> float:
-            base = _ours_base(bench, rows, 1)
+            base = ours_base(bench, rows, 1)
             source = _clustered_changes(bench, rows, count)
-            run = _fresh(base, runs / f"growth_{rows}")
-            start = _ours_stream(bench, source, run, 1)
+            run = fresh(base, runs / f"growth_{rows}")
+            start = ours_stream(bench, source, run, 1)
             return count / micro_batch_rates(count, start, firsts)  # seconds per micro-batch
 
         return timed

@@ -1,0 +1,91 @@
+"""Scheduled ``apply_changes`` runs: what a job that runs every hour with
+``trigger(availableNow=True)`` (``spark-cdc apply --available-now``) costs, whole, beside the
+hand-written ``foreachBatch`` MERGE job (``apply``'s) doing the same. A scheduled run pays
+its stream's start-up every time: Spark starts the Python processes of a data source writer
+inside its first trigger, a ``foreachBatch`` function's process before it. So the figure is
+the whole run, from ``start()`` (``apply_changes(...)`` on our side, which plans the feed
+and starts the stream) to the stream's end, hand-written ÷ ours in seconds: above 1 when
+ours finishes first.
+
+Each run copies its side's base target to a folder no earlier run used (not timed), and
+reads its own changes files: ``MICRO_BATCHES`` of ``count`` changes each (as ``apply``'s:
+90% updates of random keys, 5% deletes, 5% new keys), medians of interleaved repetitions.
+"""
+
+from __future__ import annotations
+
+import shutil
+from typing import Any
+
+import numpy as np
+
+from tests.bench import apply
+from tests.bench.common import Bench, Figure, interleaved, medians, paired_spread, stream_seconds
+
+BENCHMARK = "apply_scheduled"
+# (target rows, changes a micro-batch, micro-batches): a small hourly job, a medium one, and
+# a backlog of five large micro-batches.
+CASES = ((1_000_000, 10_000, 1), (10_000_000, 100_000, 3), (10_000_000, 1_000_000, 5))
+QUICK_CASES = ((100_000, 1_000, 1), (100_000, 10_000, 3))
+
+
+def run(bench: Bench) -> list[Figure]:
+    return [
+        _case(bench, scd_type, *case)
+        for scd_type in (1, 2)
+        for case in (QUICK_CASES if bench.quick else CASES)
+    ]
+
+
+def _changes(bench: Bench, target_rows: int, count: int, micro_batches: int) -> str:
+    folder = bench.work / f"apply_scheduled_{target_rows}_{count}_x{micro_batches}"
+
+    def updated(batch: int, rng: np.random.Generator) -> np.ndarray:
+        return rng.choice(target_rows, size=int(count * 0.95), replace=False)
+
+    return apply.change_files(folder, target_rows, count, updated, (count, 7), micro_batches)
+
+
+def _case(bench: Bench, scd_type: int, target_rows: int, count: int, micro_batches: int) -> Figure:
+    source = _changes(bench, target_rows, count, micro_batches)
+    ours_base = apply.ours_base(bench, target_rows, scd_type)
+    hand_base = apply.hand_base(bench, target_rows, scd_type)
+    runs = bench.work / "apply_runs"
+
+    def whole(start: Any) -> float:
+        batches: list[list[float]] = []
+        seconds = stream_seconds(start, batches)
+        if len(batches[0]) != micro_batches:
+            raise RuntimeError(f"expected {micro_batches} micro-batches, the run had {batches}")
+        return seconds
+
+    def ours() -> float:
+        run = apply.fresh(ours_base, runs / "ours")
+        return whole(apply.ours_stream(bench, source, run, scd_type))
+
+    def hand() -> float:
+        run = apply.fresh(hand_base, runs / "hand")
+        return whole(apply.hand_stream(bench, source, run, scd_type))
+
+    samples = interleaved({"ours": ours, "hand-written": hand}, bench.reps)
+    shutil.rmtree(runs, ignore_errors=True)
+    seconds = medians(samples)
+    ratio = seconds["hand-written"] / seconds["ours"]
+    case = (
+        f"type {scd_type}, a scheduled run of {micro_batches} micro-batch"
+        f"{'es' if micro_batches > 1 else ''} of {count:,} changes into {target_rows:,} rows"
+    )
+    return Figure(
+        BENCHMARK,
+        case,
+        "hand-written/ours (seconds of the whole run, start-up included)",
+        round(ratio, 3),
+        target="≥ 1.0",
+        met=ratio >= 1.0,
+        medians={k: round(v, 2) for k, v in seconds.items()},
+        samples={k: [round(x, 2) for x in v] for k, v in samples.items()},
+        spread=paired_spread(samples["hand-written"], samples["ours"]),
+        notes=(
+            f"whole run: ours {seconds['ours']:.1f} s, hand-written {seconds['hand-written']:.1f} s"
+        ),
+    )
