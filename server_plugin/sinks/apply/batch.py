@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -163,13 +164,19 @@ def _staged(
     return resolved, Staged(to_target, to_state, count)
 
 
-def apply_shares(spec: ApplySpec, shares: list[Share], version: int) -> Outcome:
-    """Every task's ``Share`` of a batch committed as this writer's ``version``: the tasks
-    resolved disjoint keys against the state as it is now (else another writer committed
-    since: refused whole, nothing written)."""
+def apply_shares(
+    spec: ApplySpec,
+    shares: list[Share],
+    version: int,
+    commit: Callable[[ApplySpec, list[Share], int], Outcome] | None = None,
+) -> Outcome:
+    """Every task's ``Share`` of a batch committed as this writer's ``version`` (by
+    ``commit``: an Iceberg target's, ``iceberg_shares``): the tasks resolved disjoint keys
+    against the state as it is now (else another writer committed since: refused whole,
+    nothing written)."""
     outcome = None
     try:
-        outcome = _shares_committed(spec, shares, version)
+        outcome = (commit or _shares_committed)(spec, shares, version)
         return outcome
     finally:
         # Applied before (the files are in no commit), or failed (in none but the target's,
@@ -186,8 +193,19 @@ def _shares_committed(spec: ApplySpec, shares: list[Share], version: int) -> Out
     if opened.skipped:
         return Outcome(changes, 0, 0, skipped=True)
     state = opened.state
-    now = None if state is None else (state.metadata().id, state.version())
-    if opened.rebuilds_state or any(s.state != now for s in shares):
+    read = None if state is None else (state.metadata().id, state.version())
+    resolution, staged = joined(spec, shares, read, opened.rebuilds_state)
+    return _committed(spec, version, opened, resolution, changes, None, len(shares), staged)
+
+
+def joined(
+    spec: ApplySpec, shares: list[Share], read: tuple[str, int] | None, rebuilds_state: bool
+) -> tuple[Resolution, Staged]:
+    """The tasks' shares as one resolution, and the files they staged: the tasks resolved
+    disjoint keys against the state as the commit finds it (``read``: its id and version),
+    else another writer committed since and the batch is refused whole (as it is when the
+    commit rebuilds the state)."""
+    if rebuilds_state or any(s.state != read for s in shares):
         raise error(
             "APPLY_CHANGES.CONCURRENT_WRITE",
             path=spec.state,
@@ -202,12 +220,7 @@ def _shares_committed(spec: ApplySpec, shares: list[Share], version: int) -> Out
         kept=pa.concat_tables([p.kept for p in parts]),
         keys=sum(p.keys for p in parts),
     )
-    staged = Staged(
-        tuple(a for s in shares for a in s.staged.target),
-        tuple(a for s in shares for a in s.staged.state),
-        sum(s.staged.rows for s in shares),
-    )
-    return _committed(spec, version, opened, resolution, changes, None, len(shares), staged)
+    return resolution, Staged.joined([s.staged for s in shares])
 
 
 def prepared(spec: ApplySpec, batch: pa.Table) -> tuple[ApplySpec, pa.Table]:
@@ -218,10 +231,10 @@ def prepared(spec: ApplySpec, batch: pa.Table) -> tuple[ApplySpec, pa.Table]:
 
 
 @dataclass(frozen=True)
-class _Opened:
+class Opened:
     """The target and state a batch (of ``schema``, prepared) goes to (None: not made
-    yet), their schemas, whether the batch is already applied, and which tables it
-    rebuilds (a full refresh's first batch)."""
+    yet), their schemas, whether the batch is already applied, which tables it rebuilds
+    (a full refresh's first batch), and an Iceberg target's catalog (``found``)."""
 
     schema: pa.Schema
     target: Any
@@ -231,9 +244,10 @@ class _Opened:
     skipped: bool
     rebuilds_target: bool
     rebuilds_state: bool
+    found: Any = None
 
 
-def _opened(spec: ApplySpec, schema: pa.Schema, version: int) -> _Opened:
+def _opened(spec: ApplySpec, schema: pa.Schema, version: int) -> Opened:
     """The tables for a batch of ``schema``, checked: every refusal of the tables comes
     here, before anything is written."""
     target, state = _tables(spec, schema)
@@ -248,7 +262,7 @@ def _opened(spec: ApplySpec, schema: pa.Schema, version: int) -> _Opened:
         raise error("APPLY_CHANGES.CHECKPOINT_REPLACED", path=spec.target, last=last, batch=version)
     skipped = state is not None and tables.applied(state, spec, version)  # written last
     target_columns, state_columns = target_schema(spec, schema), state_schema(spec, schema)
-    return _Opened(
+    return Opened(
         schema,
         target,
         state,
@@ -302,7 +316,7 @@ def now() -> pa.Scalar:
 def _committed(
     spec: ApplySpec,
     version: int,
-    opened: _Opened,
+    opened: Opened,
     resolution: Resolution,
     changes: int,
     memory: StateMemory | None,

@@ -12,7 +12,6 @@ state is written to the state alone, from the state the first run read.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
@@ -23,6 +22,7 @@ from spark_cdc.server_plugin.sinks.apply import binding, iceberg_state, staging
 from spark_cdc.server_plugin.sinks.apply import iceberg_rewrites as rewrites
 from spark_cdc.server_plugin.sinks.apply import iceberg_tables as tables
 from spark_cdc.server_plugin.sinks.apply.batch import (
+    Opened,
     Outcome,
     changes_of,
     check_not_null,
@@ -45,23 +45,6 @@ from spark_cdc.server_plugin.sinks.apply.staging import Staged
 _APPLIED_SEARCH = 100
 
 
-@dataclass(frozen=True)
-class Opened:
-    """The catalog, target and state a batch (of ``schema``, prepared) goes to (None: not
-    made yet), the columns each is written with, whether the batch is already applied, and
-    which tables it rebuilds (a full refresh's first batch)."""
-
-    schema: pa.Schema
-    found: Any
-    target: Any
-    state: Any
-    target_schema: pa.Schema
-    state_schema: pa.Schema
-    skipped: bool
-    rebuilds_target: bool
-    rebuilds_state: bool
-
-
 def opened(spec: ApplySpec, schema: pa.Schema, version: int) -> Opened:
     """The tables for a batch of ``schema``, checked: every refusal of the tables comes
     here, before anything is written."""
@@ -77,7 +60,6 @@ def opened(spec: ApplySpec, schema: pa.Schema, version: int) -> Opened:
     skipped = state is not None and tables.applied(state, spec, version)  # written last
     return Opened(
         schema,
-        found,
         target,
         state,
         target_schema(spec, schema),
@@ -85,6 +67,7 @@ def opened(spec: ApplySpec, schema: pa.Schema, version: int) -> Opened:
         skipped,
         rebuilds_target,
         rebuilds_state,
+        found,
     )
 
 

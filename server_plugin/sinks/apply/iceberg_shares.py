@@ -19,8 +19,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from spark_cdc.server_plugin.errors import error
-from spark_cdc.server_plugin.sinks.apply import binding, iceberg_state
+from spark_cdc.server_plugin.sinks.apply import batch, binding, iceberg_state
 from spark_cdc.server_plugin.sinks.apply import iceberg_tables as tables
 from spark_cdc.server_plugin.sinks.apply.batch import (
     Outcome,
@@ -28,6 +27,7 @@ from spark_cdc.server_plugin.sinks.apply.batch import (
     changes_of,
     check_not_null,
     inserted,
+    joined,
     now,
     prepared,
     state_schema,
@@ -98,17 +98,9 @@ def _staged(
 
 
 def apply_shares(spec: ApplySpec, shares: list[Share], version: int) -> Outcome:
-    """Every task's ``Share`` of a batch committed as this writer's ``version``: the tasks
-    resolved disjoint keys against the state as it is now (else another writer committed
-    since: refused whole, nothing written)."""
-    outcome = None
-    try:
-        outcome = _shares_committed(spec, shares, version)
-        return outcome
-    finally:
-        if outcome is None or outcome.skipped:  # as ``batch.apply_shares``
-            for share in shares:
-                share.staged.discarded(spec, held=outcome is None)
+    """Every task's ``Share`` of a batch committed as this writer's ``version``, as
+    ``batch.apply_shares`` commits a Delta target's."""
+    return batch.apply_shares(spec, shares, version, _shares_committed)
 
 
 def _shares_committed(spec: ApplySpec, shares: list[Share], version: int) -> Outcome:
@@ -118,28 +110,6 @@ def _shares_committed(spec: ApplySpec, shares: list[Share], version: int) -> Out
     if tables_for.skipped:
         return Outcome(changes, 0, 0, skipped=True)
     state = tables_for.state
-    now_read = None if state is None else _snapshot(state)
-    if tables_for.rebuilds_state or any(s.state != now_read for s in shares):
-        raise error(
-            "APPLY_CHANGES.CONCURRENT_WRITE",
-            path=spec.state,
-            problem="another writer committed to the state while the batch was resolved",
-        )
-    parts = [s.resolution for s in shares]
-    resolution = Resolution(
-        replaced=pa.concat_tables([p.replaced for p in parts]),
-        rows=pa.concat_tables([p.rows for p in parts]),
-        state=pa.concat_tables([p.state for p in parts]),
-        truncated=False,
-        kept=pa.concat_tables([p.kept for p in parts]),
-        keys=sum(p.keys for p in parts),
-    )
-    staged = [s.staged for s in shares]
-    keys = [k for s in staged if (k := s.keys) is not None and len(k)]
-    together = Staged(
-        tuple(f for s in staged for f in s.target),
-        tuple(f for s in staged for f in s.state),
-        sum(s.rows for s in staged),
-        pa.concat_arrays([k.cast(keys[0].type) for k in keys]) if keys else None,
-    )
-    return committed(spec, version, tables_for, resolution, changes, len(shares), together)
+    read = None if state is None else _snapshot(state)
+    resolution, staged = joined(spec, shares, read, tables_for.rebuilds_state)
+    return committed(spec, version, tables_for, resolution, changes, len(shares), staged)

@@ -44,6 +44,17 @@ class Staged:
     rows: int = 0
     keys: pa.Array | None = None
 
+    @classmethod
+    def joined(cls, parts: list[Staged]) -> Staged:
+        """Every task's ``parts`` as one batch's."""
+        keys = [k for p in parts if (k := p.keys) is not None and len(k)]
+        return cls(
+            tuple(f for p in parts for f in p.target),
+            tuple(f for p in parts for f in p.state),
+            sum(p.rows for p in parts),
+            pa.concat_arrays([k.cast(keys[0].type) for k in keys]) if keys else None,
+        )
+
     def discarded(self, spec: ApplySpec, held: bool = False) -> None:
         """The files staged, deleted: all of them, or with ``held`` those no table holds
         (a batch that failed after its target's commit keeps the target's files)."""
