@@ -276,3 +276,35 @@ def test_a_states_files_are_described_by_their_iceberg_bounds() -> None:
                 if name != "k":  # exact
                     assert (row[f"min.{name}"], row[f"max.{name}"]) == (low.as_py(), high.as_py())
                 assert row[f"null_count.{name}"] == held.column(name).null_count
+
+
+def test_tasks_that_find_a_new_sql_catalogs_tables_made_by_another_build_it_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A batch's tasks all open a SQL catalog no one used yet: each makes its tables, and
+    those that lose the race see ``already exists`` (SQLAlchemy's, through pyiceberg);
+    they build it again. A catalog that keeps failing is refused by name."""
+    from spark_cdc.server_plugin.iceberg import table as iceberg_table
+
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(folder, 1, iceberg=True)
+        real = iceberg_table.catalog_from
+        calls = []
+
+        def racing(properties: dict[str, str], name: str | None = None) -> Any:
+            calls.append(name)
+            if len(calls) == 1:
+                raise RuntimeError("(sqlite3.OperationalError) table iceberg_tables already exists")
+            return real(properties, name)
+
+        monkeypatch.setattr(iceberg_table, "catalog_from", racing)
+        assert next(iceberg_tables.catalogs(spec)).list_namespaces() == []
+        assert len(calls) == 2
+
+        def lost(properties: dict[str, str], name: str | None = None) -> Any:
+            raise RuntimeError("(sqlite3.OperationalError) table iceberg_tables already exists")
+
+        monkeypatch.setattr(iceberg_table, "catalog_from", lost)
+        with pytest.raises(ChangelogSourceError) as refused:
+            next(iceberg_tables.catalogs(spec))
+        assert refused.value.condition == "APPLY_CHANGES.CATALOG_FAILED"

@@ -32,6 +32,7 @@ OUTCOME_KEY = "spark-cdc.outcome"
 # pyiceberg 0.12's catalogs whose ``commit_table`` is not implemented: a batch would fail
 # only after writing its files.
 _READ_ONLY_CATALOGS = ("dynamodb", "bigquery")
+_CATALOG_ATTEMPTS = 3
 
 
 def catalogs(spec: ApplySpec) -> Iterator[Any]:
@@ -39,16 +40,31 @@ def catalogs(spec: ApplySpec) -> Iterator[Any]:
     reader builds one (``iceberg.table.catalog_from``). Without a ``name``, pyiceberg's
     default one's, then the one under the name this package gave catalogs before
     (``LEGACY_CATALOG_NAME``): a target made then goes on there (``located``)."""
-    from spark_cdc.server_plugin.iceberg.table import catalog_from, catalog_names
+    from spark_cdc.server_plugin.iceberg.table import catalog_names
 
     kind = dict(spec.catalog).get("type", "").strip().lower()
     if kind in _READ_ONLY_CATALOGS:
         problem = f"pyiceberg's {kind} catalog cannot commit to a table"
         raise error("APPLY_CHANGES.CATALOG_FAILED", table=spec.target, problem=problem)
+    properties = {**dict(spec.storage_options), **dict(spec.catalog)}
     for name in catalog_names(dict(spec.catalog)):
+        yield _built(spec, properties, name)
+
+
+def _built(spec: ApplySpec, properties: dict[str, str], name: str | None) -> Any:
+    """The catalog ``name`` of ``properties``. A SQL catalog's first use makes its own
+    tables, and a batch's tasks may all come first: those that find them made by another
+    (``already exists``) build it again."""
+    from spark_cdc.server_plugin.iceberg.table import catalog_from
+
+    attempt = 1
+    while True:
         try:
-            yield catalog_from({**dict(spec.storage_options), **dict(spec.catalog)}, name)
+            return catalog_from(properties, name)
         except Exception as problem:  # pyiceberg raises any kind for a bad catalog setting
+            if attempt < _CATALOG_ATTEMPTS and "already exists" in str(problem):
+                attempt += 1
+                continue
             raise error(
                 "APPLY_CHANGES.CATALOG_FAILED", table=spec.target, problem=first_line(problem)
             ) from problem
