@@ -200,14 +200,16 @@ def bench_apply() -> str:
     iceberg = [f for f in figures if f.benchmark == "apply_iceberg"]
     if iceberg:
         lines += [
-            "\n| Iceberg target | ours | pyiceberg's own job | ours ÷ theirs |",
-            "|---|---|---|---|",
+            "\n| Iceberg target | ours | pyiceberg's own job | ours ÷ theirs | peak memory "
+            "(ours) |",
+            "|---|---|---|---|---|",
         ]
     for f in iceberg:
-        theirs = next(k for k in f.medians if k != "ours")
+        theirs = next(k for k in f.medians if k not in ("ours", "peak MB (ours)"))
         m = f.medians
+        peak = f"{m['peak MB (ours)']:,.0f} MB" if "peak MB (ours)" in m else "not measured"
         lines.append(
-            f"| {f.case} | {m['ours']:,.0f}/s | {theirs}: {m[theirs]:,.0f}/s | {f.ratio} |"
+            f"| {f.case} | {m['ours']:,.0f}/s | {theirs}: {m[theirs]:,.0f}/s | {f.ratio} | {peak} |"
         )
     scheduled = [f for f in figures if f.benchmark == "apply_scheduled"]
     if scheduled:

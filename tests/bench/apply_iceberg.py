@@ -40,6 +40,7 @@ from spark_cdc.server_plugin.sinks.apply.spec import END_AT, START_AT
 
 from tests.bench import apply
 from tests.bench.common import Bench, Figure, interleaved, medians, paired_spread
+from tests.bench.worker_memory import Sampler
 
 BENCHMARK = "apply_iceberg"
 TARGET_ROWS, QUICK_TARGET_ROWS = 10_000_000, 100_000
@@ -216,6 +217,7 @@ def _case(bench: Bench, scd_type: int, count: int, target_rows: int) -> Figure:
     runs = bench.work / "apply_iceberg_runs"
     theirs = "pyiceberg upsert" if scd_type == 1 else "pyiceberg overwrite-by-filter"
     firsts: dict[str, list[float]] = {"ours": [], theirs: []}
+    peaks: list[float] = []
 
     applying = {**apply.APPLIED, "stored_as_scd_type": scd_type}
 
@@ -234,7 +236,12 @@ def _case(bench: Bench, scd_type: int, count: int, target_rows: int) -> Figure:
                 **applying,
             )
 
-        return apply.micro_batch_rates(count, start, firsts["ours"])
+        if bench.server_pid is None:
+            return apply.micro_batch_rates(count, start, firsts["ours"])
+        with Sampler(bench.server_pid) as sampler:
+            rate = apply.micro_batch_rates(count, start, firsts["ours"])
+        peaks.append(sampler.peak_kb / 1024)
+        return rate
 
     def hand() -> float:
         run = apply.unused_folder(runs / "hand")
@@ -255,11 +262,15 @@ def _case(bench: Bench, scd_type: int, count: int, target_rows: int) -> Figure:
         f"Iceberg, type {scd_type}, {count:,} changes a micro-batch into {target_rows:,} rows",
         f"ours/{theirs} (changes/s, micro-batches after the first)",
         round(ratio, 3),
-        medians={k: round(v) for k, v in rates.items()},
+        medians={
+            **{k: round(v) for k, v in rates.items()},
+            "peak MB (ours)": max(peaks, default=0),
+        },
         samples={k: [round(x) for x in v] for k, v in samples.items()},
         spread=paired_spread(samples["ours"], samples[theirs]),
         notes=(
             f"changes/s after the first micro-batch: ours {rates['ours']:,.0f}, {theirs} "
-            f"{rates[theirs]:,.0f}"
+            f"{rates[theirs]:,.0f}; peak memory of the server's largest Python process (ours) "
+            f"{max(peaks, default=0):,.0f} MB"
         ),
     )
