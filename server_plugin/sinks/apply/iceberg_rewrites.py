@@ -11,6 +11,7 @@ fails validation otherwise, which is refused as ``APPLY_CHANGES.CONCURRENT_WRITE
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -43,7 +44,7 @@ def replace_rows(
     files tasks ``staged`` (of rows whose first keys are ``staged_keys``) inserted and,
     when ``kept`` is given (a truncate), every row of a key not in ``kept`` deleted too.
     Each data file that may hold a replaced row is read and, when it does, rewritten
-    without it."""
+    without it, one file at a time (what the commit holds is a file, not the table)."""
     from pyiceberg.expressions import AlwaysTrue
     from pyiceberg.io.pyarrow import ArrowScan, _dataframe_to_data_files
 
@@ -57,21 +58,34 @@ def replace_rows(
         properties = tables.marker(spec, version, outcome)
         with transaction.update_snapshot(snapshot_properties=properties).overwrite() as rewrite:
             rewrite.delete_by_predicate(changed)
-            survivors = []
+            counter = itertools.count()
+
+            def add(new: pa.Table) -> None:
+                for data_file in _dataframe_to_data_files(
+                    table_metadata=metadata,
+                    df=tables.written(columns, new),
+                    io=table.io,
+                    write_uuid=rewrite.commit_uuid,
+                    counter=counter,
+                ):
+                    rewrite.append_data_file(data_file)
+
+            # One rewritten file held at a time; the last one's rows go out with the new
+            # rows, so a small batch into a small table still makes one file.
+            last = rows.slice(0, 0)
             for task in _candidates(table, changed):
                 held = ArrowScan(metadata, table.io, schema, AlwaysTrue()).to_table([task])
                 left = _without(held, replaced, kept, spec.keys)
                 if left.num_rows == task.file.record_count and not task.delete_files:
                     continue  # holds none of them: the file stays
                 rewrite.delete_data_file(task.file)
-                if left.num_rows:
-                    survivors.append(tables.written(columns, left))
-            new = pa.concat_tables([*survivors, tables.written(columns, rows)])
-            if new.num_rows:
-                for data_file in _dataframe_to_data_files(
-                    table_metadata=metadata, df=new, io=table.io, write_uuid=rewrite.commit_uuid
-                ):
-                    rewrite.append_data_file(data_file)
+                if last.num_rows:
+                    add(last)
+                last = left
+            if last.num_rows or rows.num_rows:
+                add(
+                    pa.concat_tables([tables.written(columns, last), tables.written(columns, rows)])
+                )
             for data_file in staged:
                 rewrite.append_data_file(data_file)
 
