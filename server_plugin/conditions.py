@@ -123,18 +123,18 @@ CONDITIONS: dict[str, Condition] = {
         "as type <asked>: pass stored_as_scd_type=<stored> to go on with it, or apply type "
         "<asked> to a new target (with its own state_location)."
     ),
+    "APPLY_CHANGES.STATE_LAYOUT_CHANGED": Condition(
+        "The state '<state>' was changed by hand (<problem>), so the changes of a batch's "
+        "keys cannot be found in it; nothing was written: restore the state, or apply the "
+        "feed from its start with full_refresh=True (spark-cdc apply --full-refresh) to "
+        "rebuild the target and its state."
+    ),
     "APPLY_CHANGES.STATE_MISSING": Condition(
         "'<target>' holds changes apply_changes applied (<evidence>), but its state "
         "'<state>' is gone, and without it late changes and deletes cannot be placed; "
         "nothing was written: restore the state, or apply the feed from its start with "
         "full_refresh=True (spark-cdc apply --full-refresh) to rebuild the target and its "
         "state."
-    ),
-    "APPLY_CHANGES.STATE_LAYOUT_CHANGED": Condition(
-        "The state '<state>' was changed by hand (<problem>), so the changes of a batch's "
-        "keys cannot be found in it; nothing was written: restore the state, or apply the "
-        "feed from its start with full_refresh=True (spark-cdc apply --full-refresh) to "
-        "rebuild the target and its state."
     ),
     "APPLY_CHANGES.TARGET_MISSING": Condition(
         "The target '<target>' is gone, but its state '<state>' holds the changes applied "
