@@ -308,3 +308,34 @@ def test_tasks_that_find_a_new_sql_catalogs_tables_made_by_another_build_it_agai
         with pytest.raises(ChangelogSourceError) as refused:
             next(iceberg_tables.catalogs(spec))
         assert refused.value.condition == "APPLY_CHANGES.CATALOG_FAILED"
+
+
+def test_a_type_2_states_small_files_are_merged_and_its_large_ones_kept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Past ``compact_after_files``, type 2's state has the small files later batches
+    appended merged (each bucket's apart, as its layout wants), and the large files the
+    first batch wrote are left as they are: the target is the same as without merging."""
+    monkeypatch.setattr(iceberg_state, "SMALL_FILE_BYTES", 10_000)
+    first = [Change((k,), (1,), "upsert", {"a": k, "b": "x" * 20}) for k in range(4_000)]
+    later = [
+        [Change((k,), (n,), "upsert", {"a": -k, "b": "y"}) for k in (n, n + 7, 5_000 + n)]
+        for n in range(2, 12)
+    ]
+    found = []
+    for compact in (2, 64):
+        with tempfile.TemporaryDirectory() as folder:
+            spec = spec_for(folder, 2, iceberg=True, key_buckets=2, compact_after_files=compact)
+            apply_shares(spec, _shares(spec, first, 2), 0)
+            state = _table(spec, spec.state)
+            large = iceberg_tables.file_paths(state)
+            assert all(t.file.file_size_in_bytes >= 10_000 for t in state.scan().plan_files())
+            for version, part in enumerate(later, start=1):
+                apply_shares(spec, _shares(spec, part, 2), version)
+            state = _table(spec, spec.state)
+            files = iceberg_tables.file_paths(state)
+            if compact == 2:
+                assert large <= files and len(files - large) <= 2 + 2  # a merged file a bucket
+                _assert_laid_out(spec, 2)
+            found.append(_rows(spec))
+    assert found[0] == found[1]

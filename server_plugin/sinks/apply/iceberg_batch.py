@@ -195,11 +195,13 @@ def _write_target(
 
 
 def _compact(state: Any, spec: ApplySpec, schema: pa.Schema) -> None:
-    """The state, grown by a file per batch past ``compact_after_files``, rewritten in one
-    snapshot without a marker: type 1's reduced to the changes that still decide a key
-    (``compacted_state``), type 2's whole (a late change replays its key's history), so
-    that reading it does not slow with a stream's age."""
+    """The state grows by files every batch; past ``compact_after_files``, so that reading
+    it does not slow with a stream's age, type 1's is rewritten in one snapshot without a
+    marker with the changes that still decide a key (``compacted_state``), and type 2's
+    (which keeps every change: a late one replays its key's history) has its small files
+    merged (``iceberg_state.merge_small_files``), its large ones left as they are."""
+    if spec.scd_type == 2:
+        iceberg_state.merge_small_files(state)
+        return
     stored = iceberg_state.rows_of(state, spec, None)
-    if spec.scd_type == 1:
-        stored = compacted_state(spec, schema, stored)
-    iceberg_state.overwrite(state, spec, None, stored)
+    iceberg_state.overwrite(state, spec, None, compacted_state(spec, schema, stored))

@@ -22,7 +22,7 @@ from spark_cdc.server_plugin.sinks.apply import iceberg_tables as tables
 from spark_cdc.server_plugin.sinks.apply.buckets import Layout, count_of, stored
 from spark_cdc.server_plugin.sinks.apply.spec import BUCKET, KEY_HASH, OP, TRUNCATE, ApplySpec
 from spark_cdc.server_plugin.sinks.apply.state import rows_in_files
-from spark_cdc.server_plugin.sinks.apply.tables import by_key
+from spark_cdc.server_plugin.sinks.apply.tables import SMALL_FILE_BYTES, by_key
 
 # The table property that says in how many key buckets the state is laid out.
 BUCKETS_PROPERTY = "spark-cdc.key-buckets"
@@ -236,3 +236,30 @@ def discard(spec: ApplySpec, files: tuple[Any, ...], held: bool = False) -> None
     properties = {**dict(spec.storage_options), **dict(spec.catalog)}
     for data_file in files:
         load_file_io(properties, data_file.file_path).delete(data_file.file_path)
+
+
+def merge_small_files(state: Any) -> None:
+    """The state's small data files (those batches appended: smaller than
+    ``tables.SMALL_FILE_BYTES``, without deletes) merged, each bucket's into its own
+    files, by one snapshot without a marker (merging twice keeps the same changes); only
+    they are held in memory, never the whole state."""
+    from pyiceberg.expressions import AlwaysTrue
+    from pyiceberg.io.pyarrow import ArrowScan, _dataframe_to_data_files
+
+    small = [
+        task
+        for task in state.scan().plan_files()
+        if task.file.file_size_in_bytes < SMALL_FILE_BYTES and not task.delete_files
+    ]
+    if len(small) < 2:
+        return
+    with tables.refusing_conflicts(state.name()), state.transaction() as transaction:
+        metadata = transaction.table_metadata
+        rows = ArrowScan(metadata, state.io, metadata.schema(), AlwaysTrue()).to_table(small)
+        with transaction.update_snapshot().overwrite() as merge:
+            for task in small:
+                merge.delete_data_file(task.file)
+            for data_file in _dataframe_to_data_files(
+                table_metadata=metadata, df=rows, io=state.io, write_uuid=merge.commit_uuid
+            ):
+                merge.append_data_file(data_file)
