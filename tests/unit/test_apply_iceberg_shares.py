@@ -339,3 +339,24 @@ def test_a_type_2_states_small_files_are_merged_and_its_large_ones_kept(
                 _assert_laid_out(spec, 2)
             found.append(_rows(spec))
     assert found[0] == found[1]
+
+
+def test_a_state_whose_partitioning_a_hand_changed_is_read_by_pyiceberg() -> None:
+    """Files of an earlier partition spec hold other partition values than the current
+    spec's: the state is then scanned by pyiceberg (which projects each spec), and the
+    target stays the model's."""
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(folder, 1, iceberg=True, key_buckets=2)
+        _first(spec)
+        with _table(spec, spec.state).update_spec() as change:
+            change.add_identity("__spark_cdc_op")
+        apply_shares(spec, _shares(spec, LATER, 2), 1)
+        state = _table(spec, spec.state)
+        assert iceberg_state._described(state, spec, list(state.scan().plan_files())) is None
+        later = [Change((3,), (3,), "upsert", {"a": 33}), Change((8,), (3,), "delete")]
+        apply_shares(spec, _shares(spec, later, 2), 2)
+        want = {k: {"id": k, "a": k, "b": "x"} for k in range(20)}
+        want.update({k: {"id": k, "a": -k, "b": "y"} for k in (3, 7, 30)})
+        want[3] = {"id": 3, "a": 33, "b": None}
+        del want[8]
+        assert _rows(spec) == sorted_rows(pa.Table.from_pylist(list(want.values())))

@@ -84,9 +84,9 @@ def rows_of(
     key index kept per process, only the row groups holding the keys read), when they can
     be read by their columns' names: no delete files, no schema but the first (a column
     renamed or dropped and added again would be another field under one name), names
-    Parquet takes as they are. Otherwise pyiceberg scans the files its bounds allow (a
-    superset of the keys' changes, by the first key: a change of another key resolves to
-    no change)."""
+    Parquet takes as they are, every file of the current partition spec. Otherwise
+    pyiceberg scans the files its bounds allow (a superset of the keys' changes, by the
+    first key: a change of another key resolves to no change)."""
     from pyiceberg.expressions import AlwaysTrue, And, Or
 
     if keys is None:
@@ -137,7 +137,8 @@ def _described(state: Any, spec: ApplySpec, tasks: list[Any]) -> pa.Table | None
     schema = state.schema()
     if len(state.metadata.schemas) > 1 or sanitize_column_names(schema) != schema:
         return None
-    if any(task.delete_files for task in tasks):
+    current = state.spec().spec_id  # a file of an earlier spec has other partition values
+    if any(task.delete_files or task.file.spec_id != current for task in tasks):
         return None
     data = [task.file for task in tasks]
     described: dict[str, Any] = {
