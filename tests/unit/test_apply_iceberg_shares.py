@@ -216,16 +216,25 @@ def test_a_state_made_before_the_layout_goes_on_unbucketed() -> None:
         assert BUCKET not in _table(spec, spec.state).schema().column_names
 
 
-def test_a_state_whose_bucket_count_was_removed_by_hand_is_refused_by_name() -> None:
+@pytest.mark.parametrize("edit", ["bucket count", "partitioning"])
+def test_a_state_whose_layout_was_removed_by_hand_is_refused_by_name(edit: str) -> None:
+    """Its bucket count (a table property) or its partitioning by bucket removed: its rows
+    can no longer be found, nor written, by bucket."""
     with tempfile.TemporaryDirectory() as folder:
         spec = spec_for(folder, 1, iceberg=True, key_buckets=2)
         _first(spec)
-        with _table(spec, spec.state).transaction() as edit:
-            edit.remove_properties(iceberg_state.BUCKETS_PROPERTY)
+        state = _table(spec, spec.state)
+        if edit == "bucket count":
+            with state.transaction() as change:
+                change.remove_properties(iceberg_state.BUCKETS_PROPERTY)
+        else:
+            with state.update_spec() as removal:
+                removal.remove_field(BUCKET)
         with pytest.raises(ChangelogSourceError) as refused:
             _shares(spec, LATER, 2)
         assert refused.value.condition == "APPLY_CHANGES.STATE_LAYOUT_CHANGED"
-        assert iceberg_state.BUCKETS_PROPERTY in str(refused.value)
+        named = iceberg_state.BUCKETS_PROPERTY if edit == "bucket count" else BUCKET
+        assert named in str(refused.value)
 
 
 def test_a_states_files_are_described_by_their_iceberg_bounds() -> None:

@@ -36,6 +36,9 @@ def layout(table: Any) -> Layout:
     if BUCKET in partitioned:
         recorded = table.properties.get(BUCKETS_PROPERTY)
         buckets = count_of(recorded, table.name(), f"the table property {BUCKETS_PROPERTY}")
+    elif BUCKET in names:
+        problem = f"its partitioning by {BUCKET} was removed"
+        raise error("APPLY_CHANGES.STATE_LAYOUT_CHANGED", state=table.name(), problem=problem)
     return Layout(KEY_HASH in names, buckets)
 
 
