@@ -303,9 +303,8 @@ def _tables(spec: ApplySpec, schema: pa.Schema) -> tuple[Any, Any]:
     if target is None and spec.target_name is not None:
         raise error("APPLY_CHANGES.TARGET_NOT_DELTA", table=spec.target_name, path=spec.target)
     state = tables.existing(spec.state, state_schema(spec, schema), spec, "state")
-    if state is not None and Layout.of(state).keeps_hash and KEY_HASH not in schema.names:
-        problem = "the batch has no key hashes, which its state keeps (``buckets``)"
-        raise error("APPLY_CHANGES.INTERNAL_ERROR", path=spec.state, problem=problem)
+    if state is not None:
+        Layout.of(state).check_batch(schema, spec.state)
     return target, state
 
 

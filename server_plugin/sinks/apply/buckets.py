@@ -94,6 +94,13 @@ class Layout:
             raise error("APPLY_CHANGES.INTERNAL_ERROR", path="?", problem=problem)
         return rows
 
+    def check_batch(self, schema: pa.Schema, state: str) -> None:
+        """A state that keeps key hashes takes only batches that carry them (the client's
+        plan adds them: a batch without them is a bug of ours)."""
+        if self.keeps_hash and KEY_HASH not in schema.names:
+            problem = "the batch has no key hashes, which its state keeps (``buckets``)"
+            raise error("APPLY_CHANGES.INTERNAL_ERROR", path=state, problem=problem)
+
     def buckets_of(self, rows: pa.Table) -> np.ndarray | None:
         """The buckets a task's share ``rows`` falls in (None: all of them)."""
         if not self.buckets or KEY_HASH not in rows.column_names:

@@ -81,7 +81,7 @@ def checked_tables(spec: ApplySpec, schema: pa.Schema) -> tuple[Any, Any | None,
 
     found, target, state = tables.located(spec, load)
     if state is not None:
-        iceberg_state.check_layout(state, spec, schema)
+        iceberg_state.layout(state).check_batch(schema, spec.state)
     return found, target, state
 
 

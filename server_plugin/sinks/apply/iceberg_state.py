@@ -1,8 +1,8 @@
 """An Iceberg target's state as an Iceberg table, laid out by key bucket as a Delta
 target's is (``buckets``): a state the first batch makes of a feed the client's plan split
 by key keeps each row's ``KEY_HASH`` and is partitioned (identity) by ``BUCKET``, the count
-of buckets in the table's ``BUCKETS_PROPERTY``. A task then scans only its buckets'
-partitions (pyiceberg prunes them by the partition values its manifests keep), and the
+of buckets in the table's ``BUCKETS_PROPERTY``. A task then reads only its buckets' files
+(by the partition values its manifests keep), and the
 tasks write the state's new rows as data files of their buckets (``data_files``), which the
 driver's commit appends. A state made before this layout has neither column: every read
 scans all of it, its rows written as before.
@@ -40,14 +40,6 @@ def layout(table: Any) -> Layout:
         problem = f"its partitioning by {BUCKET} was removed"
         raise error("APPLY_CHANGES.STATE_LAYOUT_CHANGED", state=table.name(), problem=problem)
     return Layout(KEY_HASH in names, buckets)
-
-
-def check_layout(table: Any, spec: ApplySpec, schema: pa.Schema) -> None:
-    """A state that keeps key hashes takes only batches that carry them (the client's
-    plan adds them: a batch without them is a bug of ours)."""
-    if layout(table).keeps_hash and KEY_HASH not in schema.names:
-        problem = "the batch has no key hashes, which its state keeps (``buckets``)"
-        raise error("APPLY_CHANGES.INTERNAL_ERROR", path=spec.state, problem=problem)
 
 
 def create(
