@@ -18,8 +18,11 @@ keys, 5% deletes, 5% new keys, a Parquet file a micro-batch), into 10M rows (100
 Each side's base tables are built once (not timed); each run registers them in a catalog of
 its own, in a folder no earlier run used, and its commits add files beside the base's. The
 figure is ours ÷ theirs in changes per second over the micro-batches after the first,
-medians of interleaved repetitions. Both rewrite the data files that hold a micro-batch's
-keys (pyiceberg writes no delete files): with keys spread over the table, nearly all of it.
+medians of interleaved repetitions. By default both rewrite the data files that hold a
+micro-batch's keys (pyiceberg writes no delete files): with keys spread over the table,
+nearly all of it. A third side applies to a target that asks for merge-on-read
+(``write.merge.mode``), each replaced row marked deleted by a position delete file: its
+figure is reported beside the default's, against the same pyiceberg runs.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ TARGET_ROWS, QUICK_TARGET_ROWS = 10_000_000, 100_000
 BATCHES, QUICK_BATCHES = (10_000, 100_000, 1_000_000), (1_000,)
 VALUES = ["status", "amount", "region", "note"]
 TABLE = "db.target"
+MOR = "ours, merge-on-read"  # the side applying to a target that asks for merge-on-read
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the foreachBatch function
 
@@ -208,40 +212,46 @@ def pyiceberg_history(catalog: dict[str, str]) -> Any:
 def run(bench: Bench) -> list[Figure]:
     target_rows = QUICK_TARGET_ROWS if bench.quick else TARGET_ROWS
     counts = QUICK_BATCHES if bench.quick else BATCHES
-    return [_case(bench, t, count, target_rows) for t in (1, 2) for count in counts]
+    return [f for t in (1, 2) for count in counts for f in _case(bench, t, count, target_rows)]
 
 
-def _case(bench: Bench, scd_type: int, count: int, target_rows: int) -> Figure:
+def _case(bench: Bench, scd_type: int, count: int, target_rows: int) -> list[Figure]:
+    """The default target (copy-on-write) and one asking for merge-on-read, each beside
+    pyiceberg's own job, their runs interleaved."""
     source = apply.random_changes(bench, target_rows, count)
     base = _base_rows(bench, target_rows)
     runs = bench.work / "apply_iceberg_runs"
     theirs = "pyiceberg upsert" if scd_type == 1 else "pyiceberg overwrite-by-filter"
-    firsts: dict[str, list[float]] = {"ours": [], theirs: []}
-    peaks: list[float] = []
-
+    firsts: dict[str, list[float]] = {"ours": [], MOR: [], theirs: []}
+    peaks: dict[str, list[float]] = {"ours": [], MOR: []}
     applying = {**apply.APPLIED, "stored_as_scd_type": scd_type}
 
-    def ours() -> float:
-        run = apply.unused_folder(runs / "ours")
-        catalog = _registered(run, _ours_base(bench, base, target_rows, scd_type))
+    def ours(side: str) -> Callable[[], float]:
+        def timed() -> float:
+            run = apply.unused_folder(runs / side.replace(", ", "-"))
+            catalog = _registered(run, _ours_base(bench, base, target_rows, scd_type))
+            if side == MOR:
+                _merging_on_read(catalog)
 
-        def start() -> Any:
-            return apply_changes(
-                apply.file_stream(bench, source),
-                TABLE,
-                checkpoint_location=str(run / "checkpoint"),
-                trigger={"availableNow": True},
-                format="iceberg",
-                catalog=catalog,
-                **applying,
-            )
+            def start() -> Any:
+                return apply_changes(
+                    apply.file_stream(bench, source),
+                    TABLE,
+                    checkpoint_location=str(run / "checkpoint"),
+                    trigger={"availableNow": True},
+                    format="iceberg",
+                    catalog=catalog,
+                    **applying,
+                )
 
-        if bench.server_pid is None:
-            return apply.micro_batch_rates(count, start, firsts["ours"])
-        with Sampler(bench.server_pid) as sampler:
-            rate = apply.micro_batch_rates(count, start, firsts["ours"])
-        peaks.append(sampler.peak_kb / 1024)
-        return rate
+            if bench.server_pid is None:
+                return apply.micro_batch_rates(count, start, firsts[side])
+            with Sampler(bench.server_pid) as sampler:
+                rate = apply.micro_batch_rates(count, start, firsts[side])
+            peaks[side].append(sampler.peak_kb / 1024)
+            return rate
+
+        return timed
 
     def hand() -> float:
         run = apply.unused_folder(runs / "hand")
@@ -253,24 +263,39 @@ def _case(bench: Bench, scd_type: int, count: int, target_rows: int) -> Figure:
             count, lambda: writer.trigger(availableNow=True).start(), firsts[theirs]
         )
 
-    samples = interleaved({"ours": ours, theirs: hand}, bench.reps)
+    sides = {"ours": ours("ours"), MOR: ours(MOR), theirs: hand}
+    samples = interleaved(sides, bench.reps)
     shutil.rmtree(runs, ignore_errors=True)
     rates = medians(samples)
-    ratio = rates["ours"] / rates[theirs]
-    return Figure(
-        BENCHMARK,
-        f"Iceberg, type {scd_type}, {count:,} changes a micro-batch into {target_rows:,} rows",
-        f"ours/{theirs} (changes/s, micro-batches after the first)",
-        round(ratio, 3),
-        medians={
-            **{k: round(v) for k, v in rates.items()},
-            "peak MB (ours)": max(peaks, default=0),
-        },
-        samples={k: [round(x) for x in v] for k, v in samples.items()},
-        spread=paired_spread(samples["ours"], samples[theirs]),
-        notes=(
-            f"changes/s after the first micro-batch: ours {rates['ours']:,.0f}, {theirs} "
-            f"{rates[theirs]:,.0f}; peak memory of the server's largest Python process (ours) "
-            f"{max(peaks, default=0):,.0f} MB"
-        ),
-    )
+    case = f"Iceberg, type {scd_type}, {count:,} changes a micro-batch into {target_rows:,} rows"
+    figures = []
+    for side, named in (("ours", case), (MOR, f"{case}, merge-on-read")):
+        ratio = rates[side] / rates[theirs]
+        peak = max(peaks[side], default=0)
+        figures.append(
+            Figure(
+                BENCHMARK,
+                named,
+                f"ours/{theirs} (changes/s, micro-batches after the first)",
+                round(ratio, 3),
+                medians={"ours": round(rates[side]), theirs: round(rates[theirs])}
+                | {"peak MB (ours)": peak},
+                samples={k: [round(x) for x in samples[k]] for k in (side, theirs)},
+                spread=paired_spread(samples[side], samples[theirs]),
+                notes=(
+                    f"changes/s after the first micro-batch: {side} {rates[side]:,.0f}, "
+                    f"{theirs} {rates[theirs]:,.0f}; peak memory of the server's largest "
+                    f"Python process ({side}) {peak:,.0f} MB"
+                ),
+            )
+        )
+    return figures
+
+
+def _merging_on_read(catalog: dict[str, str]) -> None:
+    """The run's target asks for merge-on-read (``write.merge.mode``), as a user sets it."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    found = SqlCatalog("bench", uri=catalog["uri"], warehouse=catalog["warehouse"])
+    with found.load_table(TABLE).transaction() as change:
+        change.set_properties({"write.merge.mode": "merge-on-read"})

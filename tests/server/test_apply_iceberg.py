@@ -77,12 +77,15 @@ def test_spark_auto_cdc_cases_into_iceberg(
     assert sorted_rows(table) == sorted_rows(pa.Table.from_pylist(expected))
 
 
+@pytest.mark.parametrize("mode", ["copy-on-write", "merge-on-read"])
 def test_a_stream_follows_a_delta_table_into_an_iceberg_history_across_a_restart(
-    spark: SparkSession, tmp_path: Path
+    spark: SparkSession, tmp_path: Path, mode: str
 ) -> None:
     """The target equals the model of the whole feed, and read back as an Iceberg change
     feed by its identifier fields (the keys and ``__START_AT``), it turns each of its
-    snapshots into the next. (Type 1 streams across restarts in test_apply_kills.)"""
+    snapshots into the next: its replaced rows rewritten, or marked deleted by position
+    delete files (``write.merge.mode``). (Type 1 streams across restarts in
+    test_apply_kills.)"""
     scd_type = 2
     source = str(tmp_path / "source")
     follow_across_a_restart(
@@ -93,9 +96,18 @@ def test_a_stream_follows_a_delta_table_into_an_iceberg_history_across_a_restart
         checkpoint_location=str(tmp_path / "checkpoint"),
         format="iceberg",
         catalog=catalog_properties(tmp_path),
+        table_properties={"write.merge.mode": mode},
     )
     assert sorted_rows(_read(tmp_path)) == model_rows(feed_changes(spark, source), scd_type)
+    if mode == "merge-on-read":  # later snapshots marked rows deleted, rewrote no file
+        summaries = [s.summary.additional_properties for s in _snapshots(tmp_path)]
+        assert int(summaries[-1]["total-position-deletes"]) > 0
+        assert all(s.get("deleted-data-files", "0") == "0" for s in summaries)
     _assert_its_change_feed_makes_each_snapshot(spark, tmp_path)
+
+
+def _snapshots(folder: Path) -> list[Any]:
+    return list(sql_catalog(folder).load_table(TARGET).metadata.snapshots)
 
 
 def _assert_its_change_feed_makes_each_snapshot(spark: SparkSession, folder: Path) -> None:

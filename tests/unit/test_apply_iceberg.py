@@ -54,12 +54,17 @@ def _table(spec: ApplySpec, name: str | None = None) -> Any:
     scd_type=st.sampled_from([1, 2]),
     ignore_nulls=st.booleans(),
     partition_cols=st.sampled_from([(), ("b",)]),
+    mode=st.sampled_from(["copy-on-write", "merge-on-read"]),
 )
 def test_target_equals_the_model_of_the_whole_feed(
-    data: st.DataObject, scd_type: int, ignore_nulls: bool, partition_cols: tuple[str, ...]
+    data: st.DataObject,
+    scd_type: int,
+    ignore_nulls: bool,
+    partition_cols: tuple[str, ...],
+    mode: str,
 ) -> None:
     """Type 1's state compacted after every batch, or never; the target partitioned or
-    not."""
+    not; its replaced rows rewritten or marked deleted (``write.merge.mode``)."""
     changes = data.draw(feeds(truncates=scd_type == 1))
     parts = data.draw(batches(changes))
     tracked = data.draw(st.sampled_from([VALUES, ("a",), ("b",)]))
@@ -73,6 +78,7 @@ def test_target_equals_the_model_of_the_whole_feed(
             tracked=tracked,
             compact_after_files=compact,
             partition_cols=partition_cols,
+            table_properties={"write.merge.mode": mode},
         )
         assert apply_all(spec, parts) == expected(changes, spec)
 

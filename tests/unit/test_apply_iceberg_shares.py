@@ -82,12 +82,13 @@ def test_tasks_each_resolving_their_keys_make_the_models_target(
     """Random feeds (late changes, deletes, duplicates, NULL updates) in random batches,
     each split among the tasks; type 1's state compacted after every batch, or never; the
     state's files searched by their key indexes, or scanned (a state with a second
-    schema)."""
+    schema); the target's replaced rows rewritten or marked deleted."""
     changes = data.draw(feeds(truncates=False))
     parts = data.draw(batches(changes))
     compact = data.draw(st.sampled_from([1, 64]))
     tracked = data.draw(st.sampled_from([VALUES, ("a",)]))
     second_schema = data.draw(st.booleans())  # the state read by pyiceberg's scan instead
+    mode = data.draw(st.sampled_from(["copy-on-write", "merge-on-read"]))
     with tempfile.TemporaryDirectory() as folder:
         spec = spec_for(
             folder,
@@ -97,6 +98,7 @@ def test_tasks_each_resolving_their_keys_make_the_models_target(
             tracked=tracked,
             compact_after_files=compact,
             key_buckets=tasks,
+            table_properties={"write.merge.mode": mode},
         )
         for version, part in enumerate(parts):
             apply_shares(spec, _shares(spec, part, tasks), version)

@@ -37,6 +37,7 @@ from spark_cdc.server_plugin.sinks.apply.batch import (
 )
 from spark_cdc.server_plugin.sinks.apply.binding import Bound
 from spark_cdc.server_plugin.sinks.apply.history import Resolution, resolve
+from spark_cdc.server_plugin.sinks.apply.iceberg_deletes import merges_on_read
 from spark_cdc.server_plugin.sinks.apply.spec import OP, TRUNCATE, ApplySpec
 from spark_cdc.server_plugin.sinks.apply.staging import Staged
 
@@ -80,6 +81,10 @@ def checked_tables(spec: ApplySpec, schema: pa.Schema) -> tuple[Any, Any | None,
         return tables.existing(catalog, name, wanted[role], spec, role)
 
     found, target, state = tables.located(spec, load)
+    if target is None:  # the first batch makes it with these properties
+        asked = dict(spec.table_properties)
+        version = asked.get("format-version", "2").strip()
+        merges_on_read(spec.target, asked, int(version) if version.isdigit() else 2)
     if state is not None:
         iceberg_state.layout(state).check_batch(schema, spec.state)
     return found, target, state

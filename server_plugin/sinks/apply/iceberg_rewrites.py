@@ -1,8 +1,10 @@
-"""A batch's target snapshot as a copy-on-write rewrite, as pyiceberg writes one: the data
-files that may hold the batch's keys (their column bounds say so) are read, each rewritten
-without the rows the batch replaces when it has any, and the batch's new rows added (and
-the files its tasks wrote), in one ``overwrite`` snapshot. pyiceberg writes no delete files,
-and reads no equality deletes: a table that has them is refused by name.
+"""A batch's target snapshot: the data files that may hold the batch's keys (their column
+bounds say so) are read, and the batch's new rows added (and the files its tasks wrote), in
+one ``overwrite`` snapshot. By default, as pyiceberg writes one, a copy-on-write rewrite:
+each file holding rows the batch replaces is rewritten without them, the delete files of
+its own removed with it. A target asking for merge-on-read has those rows marked deleted
+instead (``iceberg_deletes``), only the replaced rows' columns read. pyiceberg reads no
+equality deletes: a table that has them is refused by name.
 
 Another writer's commit in between is pyiceberg's to settle: it retries on the new head when
 nothing the snapshot declares (the batch's keys, the files it rewrites) was touched, and
@@ -12,7 +14,7 @@ fails validation otherwise, which is refused as ``APPLY_CHANGES.CONCURRENT_WRITE
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -20,6 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from spark_cdc.server_plugin.errors import error
+from spark_cdc.server_plugin.sinks.apply import iceberg_deletes as deletes
 from spark_cdc.server_plugin.sinks.apply import iceberg_tables as tables
 from spark_cdc.server_plugin.sinks.apply.spec import ApplySpec
 
@@ -51,12 +54,16 @@ def replace_rows(
     name = table.name()
     whole = kept is not None
     changed = AlwaysTrue() if whole else declared(replaced, rows, spec.keys, staged_keys)
+    metadata = table.metadata
+    merging = not whole and deletes.merges_on_read(
+        name, metadata.properties, metadata.format_version
+    )
     with tables.refusing_conflicts(name), tables.evolved(table, spec, rows) as transaction:
         metadata = transaction.table_metadata
         schema = metadata.schema()
         columns = pa.schema(schema.as_arrow())
         properties = tables.marker(spec, version, outcome)
-        with transaction.update_snapshot(snapshot_properties=properties).overwrite() as rewrite:
+        with deletes.row_delta(transaction, table.io, properties) as rewrite:
             rewrite.delete_by_predicate(changed)
             counter = itertools.count()
 
@@ -70,24 +77,50 @@ def replace_rows(
                 ):
                     rewrite.append_data_file(data_file)
 
-            # One rewritten file held at a time; the last one's rows go out with the new
-            # rows, so a small batch into a small table still makes one file.
-            last = rows.slice(0, 0)
-            for task in _candidates(table, changed):
-                held = ArrowScan(metadata, table.io, schema, AlwaysTrue()).to_table([task])
-                left = _without(held, replaced, kept, spec.keys)
-                if left.num_rows == task.file.record_count and not task.delete_files:
-                    continue  # holds none of them: the file stays
-                rewrite.delete_data_file(task.file)
-                if last.num_rows:
-                    add(last)
-                last = left
-            if last.num_rows or rows.num_rows:
-                add(
-                    pa.concat_tables([tables.written(columns, last), tables.written(columns, rows)])
+            candidates = _candidates(table, changed)
+            if merging:
+                found = _found_in(metadata, table.io, replaced)
+                rewrite.mark(deletes.marked(table, candidates, found, str(rewrite.commit_uuid)))
+                last = rows
+            else:
+                # One rewritten file held at a time; the last one's rows go out with the
+                # new rows, so a small batch into a small table still makes one file.
+                last = rows.slice(0, 0)
+                for task in candidates:
+                    held = ArrowScan(metadata, table.io, schema, AlwaysTrue()).to_table([task])
+                    left = _without(held, replaced, kept, spec.keys)
+                    if left.num_rows == task.file.record_count and not task.delete_files:
+                        continue  # holds none of them: the file stays
+                    rewrite.delete_data_file(task.file)
+                    rewrite.retire(d for d in task.delete_files if deletes.scoped_to(d, task.file))
+                    if last.num_rows:
+                        add(last)
+                    last = left
+                last = pa.concat_tables(
+                    [tables.written(columns, last), tables.written(columns, rows)]
                 )
+            if last.num_rows:
+                add(last)
             for data_file in staged:
                 rewrite.append_data_file(data_file)
+
+
+def _found_in(metadata: Any, io: Any, replaced: pa.Table) -> Callable[[Any], np.ndarray]:
+    """The positions in a task's data file of the rows matching one of ``replaced`` in
+    all its columns, deleted or not: only those columns are read."""
+    from pyiceberg.expressions import AlwaysTrue
+    from pyiceberg.io.pyarrow import ArrowScan
+    from pyiceberg.table import FileScanTask
+
+    projected = metadata.schema().select(*replaced.column_names)
+
+    def found(task: Any) -> np.ndarray:
+        if not replaced.num_rows:
+            return np.empty(0, np.int64)
+        held = ArrowScan(metadata, io, projected, AlwaysTrue()).to_table([FileScanTask(task.file)])
+        return _matching(held, replaced, "left semi")
+
+    return found
 
 
 def declared(
@@ -163,11 +196,16 @@ def _without(
 
 def _joined(held: pa.Table, by: pa.Table, kind: str) -> pa.Table:
     """``held``'s rows that match one of ``by``'s in all its columns (``left semi``), or
-    that match none (``left anti``), in their order. Arrow joins on the key columns alone
-    (it carries no struct), a struct's fields compared one by one, and the rows are taken
-    by position."""
+    that match none (``left anti``), in their order."""
+    return held if not held.num_rows else held.take(pa.array(_matching(held, by, kind)))
+
+
+def _matching(held: pa.Table, by: pa.Table, kind: str) -> np.ndarray:
+    """The positions, in order, of ``held``'s rows that match one of ``by``'s in all its
+    columns (``left semi``), or that match none (``left anti``). Arrow joins on the key
+    columns alone (it carries no struct), a struct's fields compared one by one."""
     if not held.num_rows:
-        return held
+        return np.empty(0, np.int64)
     mine: dict[str, Any] = {}
     theirs: dict[str, Any] = {}
     for name in by.column_names:
@@ -185,7 +223,7 @@ def _joined(held: pa.Table, by: pa.Table, kind: str) -> pa.Table:
     distinct = pa.table(theirs).cast(keys.schema).group_by(names).aggregate([])
     keys = keys.append_column(_POSITION, pa.array(np.arange(held.num_rows)))
     found = keys.join(distinct, names, join_type=kind).column(_POSITION).to_numpy()
-    return held.take(pa.array(np.sort(found)))
+    return np.sort(found)
 
 
 def overwrite_rows(

@@ -21,6 +21,7 @@ from typing import Any
 
 import pyarrow as pa
 from spark_cdc.server_plugin.errors import error
+from spark_cdc.server_plugin.sinks.apply.iceberg_deletes import merges_on_read
 from spark_cdc.server_plugin.sinks.apply.spec import BUCKET, KEY_HASH, START_AT, ApplySpec
 from spark_cdc.server_plugin.sinks.apply.tables import aligned, check_columns
 
@@ -119,6 +120,7 @@ def existing(found: Any, name: str, schema: pa.Schema, spec: ApplySpec, role: st
     _check_schema(table, name, schema, spec, role)
     if role == "target":
         _check_partitioning(table, name, spec)
+        merges_on_read(name, table.metadata.properties, table.metadata.format_version)
     return table
 
 

@@ -1,0 +1,35 @@
+"""DuckDB as another reader of the tables the tests write. Its extensions come from their
+PyPI wheels (``duckdb-extension-iceberg``, ``-avro``: the test extra pins them to DuckDB's
+version), loaded from the installed files: ``INSTALL`` would download them from DuckDB's
+own site, which CI machines need not reach."""
+
+from __future__ import annotations
+
+from importlib import import_module
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+
+def connection(*extensions: str) -> Any:
+    """A DuckDB connection with ``extensions`` loaded from their wheels."""
+    import duckdb
+
+    found = duckdb.connect()
+    for name in extensions:
+        package = Path(import_module(f"duckdb_extension_{name}").__path__[0])
+        (binary,) = package.glob(f"extensions/v{duckdb.__version__}/{name}.duckdb_extension")
+        found.execute(f"LOAD '{binary}'")
+    return found
+
+
+def iceberg_rows(metadata_location: str) -> pa.Table:
+    """The rows of the Iceberg table whose metadata file is ``metadata_location``, as
+    DuckDB's ``iceberg_scan`` reads them (position deletes applied)."""
+    path = metadata_location.removeprefix("file://")
+    return (
+        connection("avro", "iceberg")
+        .execute(f"SELECT * FROM iceberg_scan('{path}')")
+        .to_arrow_table()
+    )
