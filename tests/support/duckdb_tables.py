@@ -1,7 +1,7 @@
 """DuckDB as another reader of the tables the tests write. Its extensions come from their
-PyPI wheels (``duckdb-extension-iceberg``, ``-avro``: the test extra pins them to DuckDB's
-version), loaded from the installed files: ``INSTALL`` would download them from DuckDB's
-own site, which CI machines need not reach."""
+PyPI wheels (``duckdb-extension-iceberg``, ``-avro``, ``-delta``: the test extra pins them
+to DuckDB's version), loaded from the installed files: ``INSTALL`` would download them
+from DuckDB's own site, which CI machines need not reach."""
 
 from __future__ import annotations
 
@@ -33,3 +33,9 @@ def iceberg_rows(metadata_location: str) -> pa.Table:
         .execute(f"SELECT * FROM iceberg_scan('{path}')")
         .to_arrow_table()
     )
+
+
+def delta_rows(path: str) -> pa.Table:
+    """The rows of the Delta table at ``path``, as DuckDB's ``delta_scan`` (Delta Kernel)
+    reads them (deletion vectors applied)."""
+    return connection("delta").execute(f"SELECT * FROM delta_scan('{path}')").to_arrow_table()

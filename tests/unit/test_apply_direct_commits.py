@@ -22,6 +22,7 @@ from spark_cdc.server_plugin.sinks.apply import direct_commits, tables
 from spark_cdc.server_plugin.sinks.apply.batch import apply_batch
 from spark_cdc.server_plugin.sinks.apply.spec import END_AT, START_AT
 
+from tests.support import duckdb_tables
 from tests.support.apply_model import Change
 from tests.support.apply_targets import prepared, read_table, sorted_rows, spec_for
 
@@ -185,7 +186,8 @@ def test_a_default_target_rewrites_the_files_holding_its_keys_and_every_reader_o
 @pytest.mark.parametrize("properties", [{}, DELETION_VECTORS])
 def test_every_commit_is_valid_json_for_deltas_readers(properties: dict[str, str]) -> None:
     """A first commit made here (deletion vectors) or by delta-rs says no ``readVersion``
-    of -1, which delta-rs' ``history()`` cannot parse; polars reads either table."""
+    of -1, which delta-rs' ``history()`` cannot parse; polars and DuckDB read either
+    table."""
     with tempfile.TemporaryDirectory() as folder:
         spec = spec_for(folder, 1, table_properties=properties)
         apply_batch(spec, prepared(FIRST), 0)
@@ -194,6 +196,9 @@ def test_every_commit_is_valid_json_for_deltas_readers(properties: dict[str, str
         assert all(i.get("readVersion", 0) >= 0 for i in infos)
         assert len(DeltaTable(spec.target).history()) == 2
         assert polars.read_delta(spec.target).height == 3
+        theirs = duckdb_tables.delta_rows(spec.target)
+        ours = read_table(spec.target)
+        assert sorted_rows(theirs.cast(ours.schema)) == sorted_rows(ours)
 
 
 def test_a_file_of_several_row_groups_is_rewritten_a_file_per_row_group() -> None:
