@@ -19,7 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from spark_cdc.server_plugin.errors import ChangelogSourceError
 from spark_cdc.server_plugin.iceberg.table import catalog_from
-from spark_cdc.server_plugin.sinks.apply import iceberg_state, iceberg_tables
+from spark_cdc.server_plugin.sinks.apply import iceberg_files, iceberg_state, iceberg_tables
 from spark_cdc.server_plugin.sinks.apply.batch import Share
 from spark_cdc.server_plugin.sinks.apply.iceberg_batch import apply_batch
 from spark_cdc.server_plugin.sinks.apply.iceberg_shares import apply_shares, resolve_share
@@ -56,6 +56,12 @@ def _rows(spec: ApplySpec) -> list[dict[str, Any]]:
 def _files(folder: str) -> set[str]:
     """Every Parquet file under ``folder`` (data files: committed or not)."""
     return {str(p) for p in Path(folder).rglob("*.parquet")}
+
+
+def _described(state: Any, spec: ApplySpec) -> pa.Table | None:
+    """The state's files as its key lookup sees them (None: scanned by pyiceberg)."""
+    names = (*spec.keys, spec.sequence[0])
+    return iceberg_files.described(state, names, list(state.scan().plan_files()))
 
 
 def _assert_laid_out(spec: ApplySpec, count: int) -> None:
@@ -145,7 +151,7 @@ def test_the_tasks_write_the_files_the_commit_adds() -> None:
         assert staged <= held
         assert _files(folder) - before <= staged | held
         state = _table(spec, spec.state)  # searched by its files' key indexes
-        assert iceberg_state._described(state, spec, list(state.scan().plan_files())) is not None
+        assert _described(state, spec) is not None
 
 
 def test_shares_resolved_before_another_writers_state_commit_are_refused_whole() -> None:
@@ -276,7 +282,7 @@ def test_a_states_files_are_described_by_their_iceberg_bounds() -> None:
             files.append(rows)
         table = catalog.load_table(spec.state)
         tasks = list(table.scan().plan_files())
-        described = iceberg_state._described(table, spec, tasks)
+        described = _described(table, spec)
         assert described is not None and described.num_rows == 4
         by_path = {t.file.file_path: t for t in tasks}
         for row in described.to_pylist():
@@ -363,7 +369,7 @@ def test_a_state_whose_partitioning_a_hand_changed_is_read_by_pyiceberg() -> Non
             change.add_identity("__spark_cdc_op")
         apply_shares(spec, _shares(spec, LATER, 2), 1)
         state = _table(spec, spec.state)
-        assert iceberg_state._described(state, spec, list(state.scan().plan_files())) is None
+        assert _described(state, spec) is None
         later = [Change((3,), (3,), "upsert", {"a": 33}), Change((8,), (3,), "delete")]
         apply_shares(spec, _shares(spec, later, 2), 2)
         want = {k: {"id": k, "a": k, "b": "x"} for k in range(20)}

@@ -46,7 +46,11 @@ from spark_cdc.server_plugin.sinks.apply.file_lookup import (
     row_groups,
     rows_of_keys,
 )
-from spark_cdc.server_plugin.sinks.apply.key_index import BatchKeys, FileKeysCache
+from spark_cdc.server_plugin.sinks.apply.key_index import (
+    FILE_KEYS_BYTES,
+    BatchKeys,
+    FileKeysCache,
+)
 from spark_cdc.server_plugin.sinks.apply.spec import DELETION_VECTORS_PROPERTY, ApplySpec
 from spark_cdc.server_plugin.sinks.apply.tables import OUTCOME_KEY
 
@@ -63,9 +67,8 @@ _KEPT_FEATURES = frozenset(
     }
 )
 _ATTEMPTS = 3  # commits lost to other writers before the batch is refused
-# The target files' key indexes a process keeps between batches (a 10M-row file of one
-# long key: about 240 MB): a stream's later batches find their keys without reading them.
-FILE_KEYS_BYTES = 1 << 30
+# The target files' key indexes a process keeps between batches: a stream's later batches
+# find their keys without reading them.
 _FILE_KEYS = FileKeysCache(FILE_KEYS_BYTES)
 
 

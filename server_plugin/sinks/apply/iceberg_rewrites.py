@@ -23,12 +23,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from spark_cdc.server_plugin.errors import error
 from spark_cdc.server_plugin.sinks.apply import iceberg_deletes as deletes
+from spark_cdc.server_plugin.sinks.apply import iceberg_files
 from spark_cdc.server_plugin.sinks.apply import iceberg_tables as tables
+from spark_cdc.server_plugin.sinks.apply.file_lookup import rows_of_keys
+from spark_cdc.server_plugin.sinks.apply.key_index import FILE_KEYS_BYTES, FileKeysCache
 from spark_cdc.server_plugin.sinks.apply.spec import ApplySpec
 
 # pyiceberg prunes files by an ``In`` of at most this many values (more: every file).
 _IN_LIMIT = 200
 _POSITION = "__spark_cdc_position"  # a row's place, carried through a join
+# The target files' key indexes a process keeps between batches: a stream's later batches
+# find the rows they replace without reading the keys again.
+_FILE_KEYS = FileKeysCache(FILE_KEYS_BYTES)
 
 
 def replace_rows(
@@ -79,7 +85,7 @@ def replace_rows(
 
             candidates = _candidates(table, changed)
             if merging:
-                found = _found_in(metadata, table.io, replaced)
+                found = _found_in(table, candidates, replaced, spec.keys)
                 rewrite.mark(deletes.marked(table, candidates, found, str(rewrite.commit_uuid)))
                 last = rows
             else:
@@ -105,22 +111,33 @@ def replace_rows(
                 rewrite.append_data_file(data_file)
 
 
-def _found_in(metadata: Any, io: Any, replaced: pa.Table) -> Callable[[Any], np.ndarray]:
+def _found_in(
+    table: Any, candidates: list[Any], replaced: pa.Table, keys: tuple[str, ...]
+) -> Callable[[Any], np.ndarray]:
     """The positions in a task's data file of the rows matching one of ``replaced`` in
-    all its columns, deleted or not: only those columns are read."""
+    all its columns, deleted or not. The files are searched by their key indexes, kept per
+    process (``iceberg_files``: a stream's later batches read no key they read before),
+    or, when they cannot be read by their columns' names, by reading those columns."""
     from pyiceberg.expressions import AlwaysTrue
     from pyiceberg.io.pyarrow import ArrowScan
     from pyiceberg.table import FileScanTask
 
-    projected = metadata.schema().select(*replaced.column_names)
+    nothing = np.empty(0, np.int64)
+    names = list(replaced.column_names)
+    files = iceberg_files.described(table, names, candidates) if replaced.num_rows else None
+    if files is not None:
+        log = iceberg_files.TableFiles(table.io)
+        found = rows_of_keys(None, log, replaced, names, _FILE_KEYS, files, len(keys))
+        return lambda task: found.get(task.file.file_path, nothing)
+    projected = table.metadata.schema().select(*names)
 
-    def found(task: Any) -> np.ndarray:
+    def read(task: Any) -> np.ndarray:
         if not replaced.num_rows:
-            return np.empty(0, np.int64)
-        held = ArrowScan(metadata, io, projected, AlwaysTrue()).to_table([FileScanTask(task.file)])
-        return _matching(held, replaced, "left semi")
+            return nothing
+        scan = ArrowScan(table.metadata, table.io, projected, AlwaysTrue())
+        return _matching(scan.to_table([FileScanTask(task.file)]), replaced, "left semi")
 
-    return found
+    return read
 
 
 def declared(

@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from spark_cdc.server_plugin.errors import error
+from spark_cdc.server_plugin.sinks.apply import iceberg_files
 from spark_cdc.server_plugin.sinks.apply import iceberg_rewrites as rewrites
 from spark_cdc.server_plugin.sinks.apply import iceberg_tables as tables
 from spark_cdc.server_plugin.sinks.apply.buckets import Layout, count_of, stored
@@ -89,11 +90,14 @@ def rows_of(
     if state.current_snapshot() is None:
         return layout(state).file_rows(tables.table_schema(state).empty_table())
     with rewrites.refusing_equality_deletes(state):
-        files = _described(state, spec, list(state.scan().plan_files()))
+        tasks = list(state.scan().plan_files())
+    files = None
+    if not any(task.delete_files for task in tasks):
+        files = iceberg_files.described(state, (*spec.keys, spec.sequence[0]), tasks)
     if files is not None:
         schema = stored(tables.table_schema(state))
         found = rows_in_files(
-            None, _TableFiles(state.io), files, schema, spec, keys, earliest, buckets
+            None, iceberg_files.TableFiles(state.io), files, schema, spec, keys, earliest, buckets
         )
         return layout(state).file_rows(found)
     first = spec.keys[0]
@@ -106,78 +110,6 @@ def rows_of(
         pc.is_in(rows.column(first), value_set=values), pc.equal(rows.column(OP), TRUNCATE)
     )
     return layout(state).file_rows(rows.filter(pc.fill_null(wanted, False)))
-
-
-class _TableFiles:
-    """An Iceberg table's files opened through its FileIO (``file_lookup.Files``): their
-    paths are whole locations, each written once."""
-
-    def __init__(self, io: Any) -> None:
-        self.io = io
-
-    def location(self, path: str) -> str:
-        return path
-
-    def open(self, path: str) -> Any:
-        return self.io.new_input(path).open(seekable=True)
-
-
-def _described(state: Any, spec: ApplySpec, tasks: list[Any]) -> pa.Table | None:
-    """The state's data files (``tasks``, its current snapshot's) as delta-rs lists add
-    actions (``file_lookup``): path, size, their keys' and first sequence's bounds and
-    NULL counts (Iceberg's, decoded), and their bucket. None: they cannot be read by
-    their columns' names (``rows_of``)."""
-    from pyiceberg.schema import sanitize_column_names
-
-    schema = state.schema()
-    if len(state.metadata.schemas) > 1 or sanitize_column_names(schema) != schema:
-        return None
-    current = state.spec().spec_id  # a file of an earlier spec has other partition values
-    if any(task.delete_files or task.file.spec_id != current for task in tasks):
-        return None
-    data = [task.file for task in tasks]
-    described: dict[str, Any] = {
-        "path": pa.array([f.file_path for f in data], pa.string()),
-        "size_bytes": pa.array([f.file_size_in_bytes for f in data], pa.int64()),
-        "modification_time": pa.array([0] * len(data), pa.int64()),  # paths are never reused
-    }
-    arrow = tables.table_schema(state)
-    for name in (*spec.keys, spec.sequence[0]):
-        field = schema.find_field(name)
-        counts = [(f.null_value_counts or {}).get(field.field_id) for f in data]
-        described[f"null_count.{name}"] = pa.array(counts, pa.int64())
-        for kind, bounds in (("min", "lower_bounds"), ("max", "upper_bounds")):
-            column = _bounds(field, arrow.field(name).type, [getattr(f, bounds) for f in data])
-            if column is not None:
-                described[f"{kind}.{name}"] = column
-    partitioned = [schema.find_column_name(f.source_id) for f in state.spec().fields]
-    if BUCKET in partitioned:
-        at = partitioned.index(BUCKET)
-        described[f"partition.{BUCKET}"] = pa.array([f.partition[at] for f in data], pa.int32())
-    return pa.table(described)
-
-
-def _bounds(field: Any, arrow_type: pa.DataType, bounds: list[Any]) -> pa.Array | None:
-    """One bound of ``field`` per file (from each file's bounds by field id, decoded), as
-    the column's Arrow type; None for a type whose bounds are not compared here (a file
-    then may hold any value)."""
-    from pyiceberg.conversions import from_bytes
-
-    exact = pa.types.is_integer(arrow_type) or pa.types.is_date(arrow_type)
-    exact = exact or pa.types.is_timestamp(arrow_type)
-    text = pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type)
-    if not (exact or text):
-        return None
-    values = [
-        None
-        if not b or field.field_id not in b
-        else from_bytes(field.field_type, b[field.field_id])
-        for b in bounds
-    ]
-    if text:
-        return pa.array(values, arrow_type)
-    storage = pa.int32() if pa.types.is_date(arrow_type) else pa.int64()
-    return pa.array(values, storage).cast(arrow_type)
 
 
 def append(

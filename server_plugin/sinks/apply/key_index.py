@@ -38,6 +38,9 @@ from spark_cdc.server_plugin.row_level.hashing import rows_hash
 from spark_cdc.server_plugin.sinks.apply.shared_cache import Codec, SharedFiles
 
 T = TypeVar("T")
+# What a process keeps of a target's files' key indexes between batches (a 10M-row file of
+# one long key: about 240 MB).
+FILE_KEYS_BYTES = 1 << 30
 # A batch's keys spanning fewer values than this, or than this many times their count,
 # are looked up by a table of membership (``BatchKeys.members``).
 _DENSE_SPAN, _DENSE_RATIO = 1 << 16, 16
