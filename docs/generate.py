@@ -233,7 +233,8 @@ def bench_apply_more() -> str:
     if not figures:
         return "Not measured yet: `./dev bench --only apply` measures it."
     lines: list[str] = []
-    iceberg = [f for f in figures if f.benchmark == "apply_iceberg"]
+    iceberg = [f for f in figures if f.benchmark == "apply_iceberg" and "growth" not in f.case]
+    growth = [f for f in figures if f.benchmark == "apply_iceberg" and "growth" in f.case]
     if iceberg:
         lines += [
             "| Iceberg target | ours | pyiceberg's own job | ours ÷ theirs | peak memory (ours) |",
@@ -246,6 +247,12 @@ def bench_apply_more() -> str:
         lines.append(
             f"| {f.case} | {m['ours']:,.0f}/s | {theirs}: {m[theirs]:,.0f}/s | {f.ratio} | {peak} |"
         )
+    if growth:
+        lines += ["", "| Iceberg target's growth | seconds a micro-batch | larger ÷ smaller |"]
+        lines.append("|---|---|---|")
+    for f in growth:
+        each = ", ".join(f"{k}: {v} s" for k, v in f.medians.items())
+        lines.append(f"| {f.case} | {each} | {f.ratio} |")
     scheduled = [f for f in figures if f.benchmark == "apply_scheduled"]
     if scheduled:
         lines += [

@@ -466,7 +466,7 @@ def _start_ups(bench: Bench, scd_type: int) -> dict[str, float]:
     return _START_UPS[scd_type]
 
 
-def _clustered_changes(bench: Bench, target_rows: int, count: int) -> str:
+def clustered_changes(bench: Bench, target_rows: int, count: int) -> str:
     """``MICRO_BATCHES`` files of ``count`` changes whose keys are clustered, as new ids
     and recent rows are: updates of a run of consecutive ids in the middle of the target
     (a few of its files) and new ids after its last."""
@@ -492,7 +492,7 @@ def _growth(bench: Bench) -> Figure:
     def side(rows: int) -> Callable[[], float]:
         def timed() -> float:
             base = ours_base(bench, rows, 1)
-            source = _clustered_changes(bench, rows, count)
+            source = clustered_changes(bench, rows, count)
             run = fresh(base, runs / f"growth_{rows}")
             start = ours_stream(bench, source, run, 1)
             return count / micro_batch_rates(count, start, firsts)  # seconds per micro-batch

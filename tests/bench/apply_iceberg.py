@@ -51,6 +51,7 @@ BATCHES, QUICK_BATCHES = (10_000, 100_000, 1_000_000), (1_000,)
 VALUES = ["status", "amount", "region", "note"]
 TABLE = "db.target"
 MOR = "ours, merge-on-read"  # the side applying to a target that asks for merge-on-read
+_BUILD_ROWS = 10_000_000
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the foreachBatch function
 
@@ -75,12 +76,15 @@ def _base_rows(bench: Bench, target_rows: int) -> Path:
 
 
 def _ours_base(bench: Bench, base: Path, target_rows: int, scd_type: int) -> dict[str, str]:
-    """The target and state ``apply_changes`` builds from the base rows (built once)."""
+    """The target and state ``apply_changes`` builds from the base rows (built once), 10M
+    rows a batch (within the server's memory)."""
 
     def build(folder: Path) -> list[str]:
         rows = bench.spark.read.schema(apply.SCHEMA).parquet(str(base))
         applying = {**apply.APPLIED, "stored_as_scd_type": scd_type}
-        apply_changes(rows, TABLE, format="iceberg", catalog=_catalog(folder), **applying)
+        for first in range(0, target_rows, _BUILD_ROWS):
+            part = rows.where(f"id >= {first} AND id < {first + _BUILD_ROWS}")
+            apply_changes(part, TABLE, format="iceberg", catalog=_catalog(folder), **applying)
         return [TABLE, TABLE + "__apply_changes_state"]
 
     return _built(bench.work / f"apply_iceberg_ours_{target_rows}_{scd_type}", build)
@@ -212,7 +216,69 @@ def pyiceberg_history(catalog: dict[str, str]) -> Any:
 def run(bench: Bench) -> list[Figure]:
     target_rows = QUICK_TARGET_ROWS if bench.quick else TARGET_ROWS
     counts = QUICK_BATCHES if bench.quick else BATCHES
-    return [f for t in (1, 2) for count in counts for f in _case(bench, t, count, target_rows)]
+    cases = [f for t in (1, 2) for count in counts for f in _case(bench, t, count, target_rows)]
+    return cases + _growth(bench)
+
+
+def _growth(bench: Bench) -> list[Figure]:
+    """The Delta growth case's clustered micro-batches (``apply.clustered_changes``, type
+    1) into an Iceberg target of ``apply.GROWTH_ROWS[0]`` rows and one four times larger,
+    by default and merging on read: seconds per micro-batch after the first, larger ÷
+    smaller (the issue's target: at most 1.3)."""
+    small_rows, large_rows = apply.QUICK_GROWTH_ROWS if bench.quick else apply.GROWTH_ROWS
+    count = apply.QUICK_GROWTH_CHANGES if bench.quick else apply.GROWTH_CHANGES
+    runs = bench.work / "apply_iceberg_runs"
+    firsts: list[float] = []
+
+    def side(rows: int, merging: bool) -> Callable[[], float]:
+        def timed() -> float:
+            run = apply.unused_folder(runs / f"growth-{rows}")
+            base = _ours_base(bench, _base_rows(bench, rows), rows, 1)
+            catalog = _registered(run, base)
+            if merging:
+                _merging_on_read(catalog)
+            source = apply.clustered_changes(bench, rows, count)
+
+            def start() -> Any:
+                return apply_changes(
+                    apply.file_stream(bench, source),
+                    TABLE,
+                    checkpoint_location=str(run / "checkpoint"),
+                    trigger={"availableNow": True},
+                    format="iceberg",
+                    catalog=catalog,
+                    **apply.APPLIED,
+                )
+
+            return count / apply.micro_batch_rates(count, start, firsts)
+
+        return timed
+
+    figures = []
+    for merging in (False, True):
+        names = {r: f"{r:,} rows" for r in (small_rows, large_rows)}
+        sides = {names[r]: side(r, merging) for r in (small_rows, large_rows)}
+        samples = interleaved(sides, bench.reps)
+        shutil.rmtree(runs, ignore_errors=True)
+        seconds = medians(samples)
+        ratio = seconds[names[large_rows]] / seconds[names[small_rows]]
+        mode = ", merge-on-read" if merging else ""
+        figures.append(
+            Figure(
+                BENCHMARK,
+                f"Iceberg growth{mode}: {count:,} clustered changes a micro-batch, "
+                f"{large_rows:,} ÷ {small_rows:,} rows",
+                "seconds per micro-batch after the first, larger target ÷ smaller",
+                round(ratio, 3),
+                target="≤ 1.3",
+                met=ratio <= 1.3,
+                medians={k: round(v, 3) for k, v in seconds.items()},
+                samples={k: [round(x, 3) for x in v] for k, v in samples.items()},
+                spread=paired_spread(samples[names[large_rows]], samples[names[small_rows]]),
+                notes=", ".join(f"{k}: {v:.2f} s a micro-batch" for k, v in seconds.items()),
+            )
+        )
+    return figures
 
 
 def _case(bench: Bench, scd_type: int, count: int, target_rows: int) -> list[Figure]:
