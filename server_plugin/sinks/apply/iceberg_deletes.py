@@ -92,23 +92,6 @@ def scoped_to(delete_file: Any, data_file: Any) -> bool:
     return lower.get(_PATH_ID) == path and upper.get(_PATH_ID) == path
 
 
-def deleted_positions(io: Any, task: Any) -> tuple[np.ndarray, tuple[Any, ...]]:
-    """The positions of ``task``'s data file its delete files mark, and those of its delete
-    files that are its own (``scoped_to``). A deletion vector or an equality delete file
-    comes to neither: planning refused those already (pyiceberg reads no equality deletes;
-    a version 3 table is not merged on read)."""
-    from pyiceberg.io.pyarrow import _read_deletes
-
-    path = task.file.file_path
-    found = [np.empty(0, np.int64)]
-    for delete_file in task.delete_files:
-        positions = _read_deletes(io, delete_file).get(path)
-        if positions is not None:
-            found.append(positions.to_numpy().astype(np.int64, copy=False))
-    own = tuple(d for d in task.delete_files if scoped_to(d, task.file))
-    return np.unique(np.concatenate(found)), own
-
-
 def marked(
     table: Any,
     tasks: Iterable[Any],
@@ -116,38 +99,42 @@ def marked(
     name: str,
 ) -> list[Marked]:
     """For each of ``tasks``' data files in which ``positions_of(task)`` (the positions of
-    the rows a batch replaces) finds rows not deleted yet, a new delete file ``name``-d
-    holding them and every position deleted before by the file's own delete files, which
-    it replaces. The files are read and written in parallel (Arrow leaves Python's lock)."""
+    the rows a batch replaces) finds rows no delete file marks yet, a new delete file
+    ``name``-d holding them and every position the file's own delete files (``scoped_to``)
+    marked, which it replaces; a delete file of several data files stays. The files are
+    read and written in parallel (Arrow leaves Python's lock)."""
 
     def mark(numbered: tuple[int, Any]) -> Marked | None:
         number, task = numbered
         found = positions_of(task)
         if not len(found):
             return None
-        before, own = deleted_positions(table.io, task)
-        new = np.setdiff1d(found, before, assume_unique=False)
+        path = task.file.file_path
+        before = {d: _positions(table.io, d, path) for d in task.delete_files}
+        new = np.setdiff1d(found, _union(before.values()))
         if not len(new):
             return None
-        kept_before = (
-            _positions_in(table.io, own, task.file.file_path) if own else np.empty(0, np.int64)
-        )
-        every = np.union1d(kept_before, new)
-        location = os.path.join(
-            os.path.dirname(task.file.file_path), f"{name}-{number}-deletes.parquet"
-        )
+        own = tuple(d for d in task.delete_files if scoped_to(d, task.file))
+        every = np.union1d(_union(before[d] for d in own), new)
+        location = os.path.join(os.path.dirname(path), f"{name}-{number}-deletes.parquet")
         return Marked(_written(table.io, location, task.file, every), own)
 
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         return [m for m in pool.map(mark, enumerate(tasks)) if m is not None]
 
 
-def _positions_in(io: Any, delete_files: tuple[Any, ...], path: str) -> np.ndarray:
+def _positions(io: Any, delete_file: Any, path: str) -> np.ndarray:
+    """The positions of the data file ``path`` that ``delete_file`` marks. (A deletion
+    vector or an equality delete file never comes here: a version 3 table is not merged
+    on read, and pyiceberg's planning refuses equality deletes.)"""
     from pyiceberg.io.pyarrow import _read_deletes
 
-    parts = [_read_deletes(io, d).get(path) for d in delete_files]
-    found = [p.to_numpy().astype(np.int64, copy=False) for p in parts if p is not None]
-    return np.unique(np.concatenate(found)) if found else np.empty(0, np.int64)
+    positions = _read_deletes(io, delete_file).get(path)
+    return np.empty(0, np.int64) if positions is None else positions.to_numpy().astype(np.int64)
+
+
+def _union(parts: Iterable[np.ndarray]) -> np.ndarray:
+    return np.unique(np.concatenate([np.empty(0, np.int64), *parts]))
 
 
 def _written(io: Any, location: str, data_file: Any, positions: np.ndarray) -> Any:
