@@ -229,12 +229,13 @@ def layout() -> str:
 def bench_apply_more() -> str:
     """``apply_changes`` into Iceberg targets beside pyiceberg's own jobs, and scheduled
     runs whole beside the hand-written MERGE job (the benchmarks page's)."""
-    figures = [f for f in _figures() if f.benchmark in ("apply_iceberg", "apply_scheduled")]
+    shown = ("apply_iceberg", "apply_iceberg_growth", "apply_scheduled")
+    figures = [f for f in _figures() if f.benchmark in shown]
     if not figures:
         return "Not measured yet: `./dev bench --only apply` measures it."
     lines: list[str] = []
-    iceberg = [f for f in figures if f.benchmark == "apply_iceberg" and "growth" not in f.case]
-    growth = [f for f in figures if f.benchmark == "apply_iceberg" and "growth" in f.case]
+    iceberg = [f for f in figures if f.benchmark == "apply_iceberg"]
+    growth = [f for f in figures if f.benchmark == "apply_iceberg_growth"]
     if iceberg:
         lines += [
             "| Iceberg target | ours | pyiceberg's own job | ours ÷ theirs | peak memory (ours) |",

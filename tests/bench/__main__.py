@@ -36,11 +36,12 @@ BENCHMARKS = (
     "net_changes",
     "apply",
     "apply_iceberg",
+    "apply_iceberg_growth",
     "apply_scheduled",
     "iceberg_source",
 )
 # What ``--only NAME`` runs with it: ``apply`` is every target format's.
-INCLUDED = {"apply": ("apply_iceberg", "apply_scheduled")}
+INCLUDED = {"apply": ("apply_iceberg", "apply_iceberg_growth", "apply_scheduled")}
 
 # The server settings the benchmarks run with, recorded with the results (docs/benchmarks.md,
 # "Benchmarks"). One shuffle partition per core: each is a state store that every

@@ -65,7 +65,7 @@ def _catalog(run: Path) -> dict[str, str]:
     }
 
 
-def _base_rows(bench: Bench, target_rows: int) -> Path:
+def base_rows(bench: Bench, target_rows: int) -> Path:
     """The target's rows (made once), as the changes files' columns."""
     path = bench.work / f"apply_iceberg_base_{target_rows}.parquet"
     if not path.exists():
@@ -75,7 +75,7 @@ def _base_rows(bench: Bench, target_rows: int) -> Path:
     return path
 
 
-def _ours_base(bench: Bench, base: Path, target_rows: int, scd_type: int) -> dict[str, str]:
+def ours_base(bench: Bench, base: Path, target_rows: int, scd_type: int) -> dict[str, str]:
     """The target and state ``apply_changes`` builds from the base rows (built once), 10M
     rows a batch (within the server's memory)."""
 
@@ -117,7 +117,7 @@ def _built(folder: Path, build: Callable[[Path], list[str]]) -> dict[str, str]:
     return dict(json.loads(made.read_text()))
 
 
-def _registered(run: Path, tables: dict[str, str]) -> dict[str, str]:
+def registered(run: Path, tables: dict[str, str]) -> dict[str, str]:
     """A catalog of its own in ``run`` holding ``tables`` as their base's metadata left
     them: a run's commits add files beside the base's, which keeps its own snapshot."""
     from pyiceberg.catalog.sql import SqlCatalog
@@ -216,76 +216,14 @@ def pyiceberg_history(catalog: dict[str, str]) -> Any:
 def run(bench: Bench) -> list[Figure]:
     target_rows = QUICK_TARGET_ROWS if bench.quick else TARGET_ROWS
     counts = QUICK_BATCHES if bench.quick else BATCHES
-    cases = [f for t in (1, 2) for count in counts for f in _case(bench, t, count, target_rows)]
-    return cases + _growth(bench)
-
-
-def _growth(bench: Bench) -> list[Figure]:
-    """The Delta growth case's clustered micro-batches (``apply.clustered_changes``, type
-    1) into an Iceberg target of ``apply.GROWTH_ROWS[0]`` rows and one four times larger,
-    by default and merging on read: seconds per micro-batch after the first, larger ÷
-    smaller (the issue's target: at most 1.3)."""
-    small_rows, large_rows = apply.QUICK_GROWTH_ROWS if bench.quick else apply.GROWTH_ROWS
-    count = apply.QUICK_GROWTH_CHANGES if bench.quick else apply.GROWTH_CHANGES
-    runs = bench.work / "apply_iceberg_runs"
-    firsts: list[float] = []
-
-    def side(rows: int, merging: bool) -> Callable[[], float]:
-        def timed() -> float:
-            run = apply.unused_folder(runs / f"growth-{rows}")
-            base = _ours_base(bench, _base_rows(bench, rows), rows, 1)
-            catalog = _registered(run, base)
-            if merging:
-                _merging_on_read(catalog)
-            source = apply.clustered_changes(bench, rows, count)
-
-            def start() -> Any:
-                return apply_changes(
-                    apply.file_stream(bench, source),
-                    TABLE,
-                    checkpoint_location=str(run / "checkpoint"),
-                    trigger={"availableNow": True},
-                    format="iceberg",
-                    catalog=catalog,
-                    **apply.APPLIED,
-                )
-
-            return count / apply.micro_batch_rates(count, start, firsts)
-
-        return timed
-
-    figures = []
-    for merging in (False, True):
-        names = {r: f"{r:,} rows" for r in (small_rows, large_rows)}
-        sides = {names[r]: side(r, merging) for r in (small_rows, large_rows)}
-        samples = interleaved(sides, bench.reps)
-        shutil.rmtree(runs, ignore_errors=True)
-        seconds = medians(samples)
-        ratio = seconds[names[large_rows]] / seconds[names[small_rows]]
-        mode = ", merge-on-read" if merging else ""
-        figures.append(
-            Figure(
-                BENCHMARK,
-                f"Iceberg growth{mode}: {count:,} clustered changes a micro-batch, "
-                f"{large_rows:,} ÷ {small_rows:,} rows",
-                "seconds per micro-batch after the first, larger target ÷ smaller",
-                round(ratio, 3),
-                target="≤ 1.3",
-                met=ratio <= 1.3,
-                medians={k: round(v, 3) for k, v in seconds.items()},
-                samples={k: [round(x, 3) for x in v] for k, v in samples.items()},
-                spread=paired_spread(samples[names[large_rows]], samples[names[small_rows]]),
-                notes=", ".join(f"{k}: {v:.2f} s a micro-batch" for k, v in seconds.items()),
-            )
-        )
-    return figures
+    return [f for t in (1, 2) for count in counts for f in _case(bench, t, count, target_rows)]
 
 
 def _case(bench: Bench, scd_type: int, count: int, target_rows: int) -> list[Figure]:
     """The default target (copy-on-write) and one asking for merge-on-read, each beside
     pyiceberg's own job, their runs interleaved."""
     source = apply.random_changes(bench, target_rows, count)
-    base = _base_rows(bench, target_rows)
+    base = base_rows(bench, target_rows)
     runs = bench.work / "apply_iceberg_runs"
     theirs = "pyiceberg upsert" if scd_type == 1 else "pyiceberg overwrite-by-filter"
     firsts: dict[str, list[float]] = {"ours": [], MOR: [], theirs: []}
@@ -295,9 +233,9 @@ def _case(bench: Bench, scd_type: int, count: int, target_rows: int) -> list[Fig
     def ours(side: str) -> Callable[[], float]:
         def timed() -> float:
             run = apply.unused_folder(runs / side.replace(", ", "-"))
-            catalog = _registered(run, _ours_base(bench, base, target_rows, scd_type))
+            catalog = registered(run, ours_base(bench, base, target_rows, scd_type))
             if side == MOR:
-                _merging_on_read(catalog)
+                merging_on_read(catalog)
 
             def start() -> Any:
                 return apply_changes(
@@ -321,7 +259,7 @@ def _case(bench: Bench, scd_type: int, count: int, target_rows: int) -> list[Fig
 
     def hand() -> float:
         run = apply.unused_folder(runs / "hand")
-        catalog = _registered(run, _hand_base(bench, base, target_rows, scd_type))
+        catalog = registered(run, _hand_base(bench, base, target_rows, scd_type))
         function = pyiceberg_upsert if scd_type == 1 else pyiceberg_history
         writer = apply.file_stream(bench, source).writeStream.foreachBatch(function(catalog))
         writer = writer.option("checkpointLocation", str(run / "checkpoint"))
@@ -358,7 +296,7 @@ def _case(bench: Bench, scd_type: int, count: int, target_rows: int) -> list[Fig
     return figures
 
 
-def _merging_on_read(catalog: dict[str, str]) -> None:
+def merging_on_read(catalog: dict[str, str]) -> None:
     """The run's target asks for merge-on-read (``write.merge.mode``), as a user sets it."""
     from pyiceberg.catalog.sql import SqlCatalog
 
