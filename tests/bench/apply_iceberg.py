@@ -237,17 +237,7 @@ def _case(bench: Bench, scd_type: int, count: int, target_rows: int) -> list[Fig
             if side == MOR:
                 merging_on_read(catalog)
 
-            def start() -> Any:
-                return apply_changes(
-                    apply.file_stream(bench, source),
-                    TABLE,
-                    checkpoint_location=str(run / "checkpoint"),
-                    trigger={"availableNow": True},
-                    format="iceberg",
-                    catalog=catalog,
-                    **applying,
-                )
-
+            start = ours_stream(bench, source, run, catalog, applying)
             if bench.server_pid is None:
                 return apply.micro_batch_rates(count, start, firsts[side])
             with Sampler(bench.server_pid) as sampler:
@@ -294,6 +284,26 @@ def _case(bench: Bench, scd_type: int, count: int, target_rows: int) -> list[Fig
             )
         )
     return figures
+
+
+def ours_stream(
+    bench: Bench, source: str, run: Path, catalog: dict[str, str], applying: dict[str, Any]
+) -> Callable[[], Any]:
+    """What starts ours' ``availableNow`` stream of the change files in ``source`` into the
+    run's target."""
+
+    def start() -> Any:
+        return apply_changes(
+            apply.file_stream(bench, source),
+            TABLE,
+            checkpoint_location=str(run / "checkpoint"),
+            trigger={"availableNow": True},
+            format="iceberg",
+            catalog=catalog,
+            **applying,
+        )
+
+    return start
 
 
 def merging_on_read(catalog: dict[str, str]) -> None:

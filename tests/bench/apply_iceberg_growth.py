@@ -9,19 +9,16 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable
-from typing import Any
-
-from spark_cdc import apply_changes
 
 from tests.bench import apply
 from tests.bench.apply_iceberg import (
-    TABLE,
     base_rows,
     merging_on_read,
     ours_base,
+    ours_stream,
     registered,
 )
-from tests.bench.common import Bench, Figure, interleaved, medians, paired_spread
+from tests.bench.common import Bench, Figure, interleaved
 
 BENCHMARK = "apply_iceberg_growth"
 
@@ -42,17 +39,7 @@ def run(bench: Bench) -> list[Figure]:
                 merging_on_read(catalog)
             source = apply.clustered_changes(bench, rows, count)
 
-            def start() -> Any:
-                return apply_changes(
-                    apply.file_stream(bench, source),
-                    TABLE,
-                    checkpoint_location=str(run / "checkpoint"),
-                    trigger={"availableNow": True},
-                    format="iceberg",
-                    catalog=catalog,
-                    **apply.APPLIED,
-                )
-
+            start = ours_stream(bench, source, run, catalog, apply.APPLIED)
             return count / apply.micro_batch_rates(count, start, firsts)
 
         return timed
@@ -63,22 +50,11 @@ def run(bench: Bench) -> list[Figure]:
         sides = {names[r]: side(r, merging) for r in (small_rows, large_rows)}
         samples = interleaved(sides, bench.reps)
         shutil.rmtree(runs, ignore_errors=True)
-        seconds = medians(samples)
-        ratio = seconds[names[large_rows]] / seconds[names[small_rows]]
         mode = ", merge-on-read" if merging else ""
-        figures.append(
-            Figure(
-                BENCHMARK,
-                f"Iceberg growth{mode}: {count:,} clustered changes a micro-batch, "
-                f"{large_rows:,} ÷ {small_rows:,} rows",
-                "seconds per micro-batch after the first, larger target ÷ smaller",
-                round(ratio, 3),
-                target="≤ 1.3",
-                met=ratio <= 1.3,
-                medians={k: round(v, 3) for k, v in seconds.items()},
-                samples={k: [round(x, 3) for x in v] for k, v in samples.items()},
-                spread=paired_spread(samples[names[large_rows]], samples[names[small_rows]]),
-                notes=", ".join(f"{k}: {v:.2f} s a micro-batch" for k, v in seconds.items()),
-            )
+        case = (
+            f"Iceberg growth{mode}: {count:,} clustered changes a micro-batch, "
+            f"{large_rows:,} ÷ {small_rows:,} rows"
         )
+        large, small = names[large_rows], names[small_rows]
+        figures.append(apply.growth_figure(BENCHMARK, case, samples, large, small))
     return figures
