@@ -2,7 +2,7 @@
 that enforces conditional writes; ``tests/support/object_store.py``). A Delta table in S3
 is read as a change feed and applied into Delta targets in S3, and a stream into an Iceberg
 target whose warehouse is in S3 (a SQL catalog on SQLite) equals the same stream into a
-local warehouse."""
+local warehouse, merging on read (its position delete files in S3) or not."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import SparkSession
 from spark_cdc import apply_changes, readStream
+from spark_cdc.server_plugin.iceberg.table import catalog_from
 
 from tests.support import harness
 from tests.support.apply_targets import (
@@ -120,15 +121,23 @@ def test_an_iceberg_target_in_s3_equals_one_in_a_local_warehouse(
         **s3.iceberg_properties,
     }
     expected = model_rows(feed_changes(spark, source), 2)
-    for name, catalog in (("local", local), ("remote", remote)):
+    merging = {"write.merge.mode": "merge-on-read"}  # its position delete files in S3 too
+    for name, catalog, table, properties in (
+        ("local", local, "db.history", {}),
+        ("remote", remote, "db.history", {}),
+        ("remote, merge-on-read", remote, "db.merged", merging),
+    ):
         _stream(
             spark,
             source,
             {},
-            "db.history",
-            str(tmp_path / f"cp-{name}"),
+            table,
+            str(tmp_path / f"cp-{table}-{catalog['name']}"),
             2,
             format="iceberg",
             catalog=catalog,
+            table_properties=properties,
         )
-        assert sorted_rows(read_iceberg(catalog, "db.history")) == expected, name
+        assert sorted_rows(read_iceberg(catalog, table)) == expected, name
+    summary = catalog_from(remote).load_table("db.merged").current_snapshot().summary
+    assert int(summary.additional_properties["total-position-deletes"]) > 0
