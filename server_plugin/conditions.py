@@ -164,14 +164,14 @@ CONDITIONS: dict[str, Condition] = {
         "<parameter> names column <column>, which the feed does not have; its columns are "
         "<columns>."
     ),
-    "APPLY_CHANGES.UNSUPPORTED_WRITE_MODE": Condition(
-        "Iceberg table '<path>' sets <property>=<value>, which apply_changes cannot write: "
-        "<problem>; <fix>."
-    ),
     "APPLY_CHANGES.UNSUPPORTED_TARGET_FEATURE": Condition(
         "'<path>' uses Delta table feature(s) <features>, which delta-rs (the writer "
         "apply_changes uses) cannot write: apply the changes to a new target, or drop the "
         "feature from this one."
+    ),
+    "APPLY_CHANGES.UNSUPPORTED_WRITE_MODE": Condition(
+        "Iceberg table '<path>' sets <property>=<value>, which apply_changes cannot write: "
+        "<problem>; <fix>."
     ),
     "CHANGELOG_CONTRACT_VIOLATION.NULL_COMMIT_TIMESTAMP": Condition(
         "A change row has a NULL _commit_timestamp; streaming CDC post-processing needs "
