@@ -165,9 +165,9 @@ CONDITIONS: dict[str, Condition] = {
         "<columns>."
     ),
     "APPLY_CHANGES.UNSUPPORTED_TARGET_FEATURE": Condition(
-        "'<path>' uses Delta table feature(s) <features>, which delta-rs (the writer "
-        "apply_changes uses) cannot write: apply the changes to a new target, or drop the "
-        "feature from this one."
+        "'<path>' uses table feature(s) <features>, which apply_changes' writer (delta-rs for "
+        "a Delta table, pyiceberg for an Iceberg one) cannot write: apply the changes to a "
+        "new target, or drop the feature from this one."
     ),
     "APPLY_CHANGES.UNSUPPORTED_WRITE_MODE": Condition(
         "Iceberg table '<path>' sets <property>=<value>, which apply_changes cannot write: "
