@@ -60,9 +60,8 @@ def replace_rows(
     name = table.name()
     whole = kept is not None
     changed = AlwaysTrue() if whole else declared(replaced, rows, spec.keys, staged_keys)
-    metadata = table.metadata
     merging = not whole and deletes.merges_on_read(
-        name, metadata.properties, metadata.format_version
+        name, table.metadata.properties, table.metadata.format_version
     )
     with tables.refusing_conflicts(name), tables.evolved(table, spec, rows) as transaction:
         metadata = transaction.table_metadata
@@ -123,8 +122,10 @@ def _found_in(
     from pyiceberg.table import FileScanTask
 
     nothing = np.empty(0, np.int64)
+    if not replaced.num_rows:
+        return lambda task: nothing
     names = list(replaced.column_names)
-    files = iceberg_files.described(table, names, candidates) if replaced.num_rows else None
+    files = iceberg_files.described(table, names, candidates)
     if files is not None:
         log = iceberg_files.TableFiles(table.io)
         found = rows_of_keys(None, log, replaced, names, _FILE_KEYS, files, len(keys))
@@ -132,8 +133,6 @@ def _found_in(
     projected = table.metadata.schema().select(*names)
 
     def read(task: Any) -> np.ndarray:
-        if not replaced.num_rows:
-            return nothing
         scan = ArrowScan(table.metadata, table.io, projected, AlwaysTrue())
         return _matching(scan.to_table([FileScanTask(task.file)]), replaced, "left semi")
 
