@@ -18,6 +18,18 @@ fi
 # Spark keeps a Python worker daemon per session for the server's life (SPARK-54055): the
 # idle ones are stopped (see reap-idle-daemons.sh; SPARK_CDC_DAEMON_IDLE_SECONDS=0: never).
 /opt/spark-cdc/reap-idle-daemons.sh &
+# SPARK_CDC_SHARED_PYTHON_WORKERS=true: sessions and streaming queries share their Python
+# workers (and artifacts): Spark's Connect plugin with artifact isolation off, started by
+# spark_cdc.server_plugin.shared_workers_server (SparkConnectServer forces isolation on).
+if [[ "${SPARK_CDC_SHARED_PYTHON_WORKERS:-false}" == true ]]; then
+  server=(
+    --conf "spark.plugins=org.apache.spark.sql.connect.SparkConnectPlugin"
+    --conf "spark.sql.artifact.isolation.enabled=false"
+    "$(python -c 'import spark_cdc.server_plugin.shared_workers_server as m; print(m.__file__)')"
+  )
+else
+  server=(--class org.apache.spark.sql.connect.service.SparkConnectServer spark-internal)
+fi
 exec "$SPARK_HOME/bin/spark-submit" \
   --driver-memory "${SPARK_DRIVER_MEMORY:-4g}" \
   --driver-java-options "-Dlog4j2.configurationFile=file:/opt/spark-cdc/log4j2.properties" \
@@ -26,4 +38,4 @@ exec "$SPARK_HOME/bin/spark-submit" \
   --conf "spark.ui.enabled=false" \
   --name spark-cdc-connect \
   "$@" \
-  --class org.apache.spark.sql.connect.service.SparkConnectServer spark-internal
+  "${server[@]}"

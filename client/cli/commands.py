@@ -50,15 +50,20 @@ def serve(args: argparse.Namespace) -> int:
     _require_server_parts("the server `spark-cdc serve` starts")
     try:
         server = start_local_server(
-            port=args.port, host=args.host, token=args.token, log_path=scratch() / "server.log"
+            port=args.port,
+            host=args.host,
+            token=args.token,
+            log_path=scratch() / "server.log",
+            shared_python_workers=args.shared_python_workers,
         )
     except ServerStartError as error:
         raise CliError.of(error) from None
     url = f"sc://localhost:{server.port}"
     shown = f"{url}/;token=<your token>" if args.token else url
+    shared = " (sessions share Python workers)" if args.shared_python_workers else ""
     print(
         "Spark Connect server with the delta_changelog and iceberg_changelog sources on "
-        f"{args.host}:{server.port}"
+        f"{args.host}:{server.port}{shared}"
     )
     print(f"Connect with: {shown}    (Ctrl-C stops it; log: {server.log_path})", flush=True)
     try:
@@ -89,8 +94,11 @@ def session(remote: str | None, token: str | None) -> Iterator[Any]:
         _require_server_parts("the local server's delta_changelog source")
         print("Starting a local Spark Connect server on 127.0.0.1 ...", file=sys.stderr, flush=True)
         try:
+            # The command's own server has one client: its streams share Python workers.
             server = start_local_server(
-                conf={"spark.sql.shuffle.partitions": "4"}, log_path=scratch() / "server.log"
+                conf={"spark.sql.shuffle.partitions": "4"},
+                log_path=scratch() / "server.log",
+                shared_python_workers=True,
             )
         except ServerStartError as error:
             raise CliError.of(error) from None

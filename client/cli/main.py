@@ -206,6 +206,13 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--host", default="127.0.0.1", help="address to listen on (default %(default)s)"
     )
+    serve.add_argument(
+        "--shared-python-workers",
+        action="store_true",
+        help="sessions and streaming queries share the server's Python worker processes, and "
+        "the artifacts clients add (Spark's spark.sql.artifact.isolation.enabled=false): each "
+        "stream then starts no Python process of its own. For a server one user or one job owns",
+    )
     with_token(serve)
     serve.set_defaults(run=commands.serve)
 

@@ -60,8 +60,10 @@ class SparkConnectContainer(DockerContainer):
     ``spark_version`` defaults to the installed pyspark's (the server's Spark is then the
     client's); ``base_image`` and ``ca_certs`` default to ``$SPARK_CDC_BASE_IMAGE`` and
     ``$SPARK_CDC_CA_CERTS`` (a folder of PEM certificates trusted during the build only, for
-    a TLS-intercepting proxy); ``conf`` adds Spark settings; ``image`` runs a prebuilt image
-    instead of building one (required when the package is installed from a wheel).
+    a TLS-intercepting proxy); ``conf`` adds Spark settings; ``shared_python_workers`` lets
+    sessions and streams share Python workers and artifacts (as ``local_server``'s does);
+    ``image`` runs a prebuilt image instead of building one (required when the package is
+    installed from a wheel).
     """
 
     def __init__(
@@ -77,6 +79,7 @@ class SparkConnectContainer(DockerContainer):
         image: str | None = None,
         driver_memory: str = "4g",
         startup_timeout: float = 240.0,
+        shared_python_workers: bool = False,
     ) -> None:
         self.spark_version = spark_version or pyspark.__version__
         self.base_image = base_image or os.environ.get("SPARK_CDC_BASE_IMAGE") or DEFAULT_BASE_IMAGE
@@ -90,6 +93,8 @@ class SparkConnectContainer(DockerContainer):
         super().__init__(image or self.default_tag())
         self.with_env("SPARK_CONNECT_AUTHENTICATE_TOKEN", self._token)
         self.with_env("SPARK_DRIVER_MEMORY", driver_memory)
+        if shared_python_workers:  # see spark_cdc.server_plugin.shared_workers_server
+            self.with_env("SPARK_CDC_SHARED_PYTHON_WORKERS", "true")
         # Published on the loopback interface only, on a port Docker picks.
         # (docker-py's host binding; testcontainers types only a port number.)
         self.ports[f"{CONTAINER_PORT}/tcp"] = ("127.0.0.1",)  # type: ignore[assignment]

@@ -26,10 +26,11 @@ from pathlib import Path
 from typing import IO
 
 import pyspark
+from spark_cdc.server_plugin import shared_workers_server
 from spark_cdc.server_plugin.conditions import ConditionError
 from spark_cdc.testing.idle_daemons import IdleDaemonReaper
 
-READY_LINE = "Spark Connect server started"
+READY_LINE = shared_workers_server.READY_LINE
 DISCOVERY_MODULES = (
     "pyspark_delta_changelog",
     "pyspark_iceberg_changelog",
@@ -188,8 +189,16 @@ def start_local_server(
     timeout: float = 240.0,
     discover: bool = True,
     idle_daemon_seconds: float | None = 600.0,
+    shared_python_workers: bool = False,
 ) -> LocalServer:
     """Start ``SparkConnectServer`` and return once it accepts connections.
+
+    ``shared_python_workers``: the server's sessions and streaming queries share their Python
+    worker processes (and their artifacts): Spark's Connect plugin started by
+    ``server_plugin.shared_workers_server`` with artifact isolation off, instead of
+    ``SparkConnectServer``, which forces it on. A streaming query with a Python data source
+    writer then starts no Python process of its own (see that module for the measure and the
+    cost).
 
     ``idle_daemon_seconds``: the server's Python worker daemons that had no worker for that
     long are stopped (``idle_daemons``: Spark keeps one per ended session for ever); None
@@ -206,7 +215,7 @@ def start_local_server(
     def start(port: int) -> LocalServer:
         return _start(
             port, host, token, conf, driver_memory, log_path, extra_python_path, timeout,
-            discover, idle_daemon_seconds,
+            discover, idle_daemon_seconds, shared_python_workers,
         )  # fmt: skip
 
     if port is not None:
@@ -242,6 +251,7 @@ def _start(
     timeout: float,
     discover: bool,
     idle_daemon_seconds: float | None,
+    shared_python_workers: bool,
 ) -> LocalServer:
     spark_home = check_full_pyspark()
     java = find_java()
@@ -255,6 +265,10 @@ def _start(
         "spark.driver.host": host,
         **(conf or {}),
     }
+    if shared_python_workers:
+        plugins = [settings.get("spark.plugins", ""), shared_workers_server.PLUGIN]
+        settings.update(shared_workers_server.SETTINGS)
+        settings["spark.plugins"] = ",".join(p for p in dict.fromkeys(plugins) if p)
     scratch = None if log_path else Path(tempfile.mkdtemp(prefix="spark-cdc-server-"))
     log_path = Path(log_path or scratch / "server.log")  # type: ignore[operator]
     log4j = log_path.with_name("log4j2.properties")
@@ -264,10 +278,12 @@ def _start(
     java_options = f"-Dlog4j2.configurationFile=file:{log4j}"
     java_options += " " + settings.pop("spark.driver.extraJavaOptions", "")
     command += ["--driver-java-options", java_options.strip()]
-    command += ["--class", SERVER_CLASS, "--name", "spark-cdc-connect"]
+    if not shared_python_workers:
+        command += ["--class", SERVER_CLASS]
+    command += ["--name", "spark-cdc-connect"]
     for key, value in settings.items():
         command += ["--conf", f"{key}={value}"]
-    command.append("spark-internal")
+    command.append(shared_workers_server.__file__ if shared_python_workers else "spark-internal")
 
     # A client's SPARK_REMOTE would make spark-submit look for a remote instead of starting
     # the server class (measured: "Failed to load class ... SparkConnectServer").

@@ -90,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
             reps=1 if args.quick else args.reps,
             quick=args.quick,
             server_pid=server.process.pid,
+            server_conf=conf,
         )
         for name in names:
             module = importlib.import_module(f"tests.bench.{name}")

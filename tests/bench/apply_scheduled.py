@@ -10,14 +10,24 @@ ours finishes first.
 Each run copies its side's base target to a folder no earlier run used (not timed), and
 reads its own changes files: ``MICRO_BATCHES`` of ``count`` changes each (as ``apply``'s:
 90% updates of random keys, 5% deletes, 5% new keys), medians of interleaved repetitions.
+
+The cases run twice: on the stock server (``SparkConnectServer``, where each stream with a
+Python data source writer starts three Python daemons of its own), and, both sides again,
+on a second server of the same settings whose sessions and streams share their Python
+workers (``spark-cdc serve --shared-python-workers``).
 """
 
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
+from pyspark.sql import SparkSession
+from spark_cdc.testing.local_server import start_local_server
 
 from tests.bench import apply
 from tests.bench.common import Bench, Figure, interleaved, medians, paired_spread, stream_seconds
@@ -29,12 +39,33 @@ CASES = ((1_000_000, 10_000, 1), (10_000_000, 100_000, 3), (10_000_000, 1_000_00
 QUICK_CASES = ((100_000, 1_000, 1), (100_000, 10_000, 3))
 
 
+SHARED = ", on a server sharing Python workers"
+
+
 def run(bench: Bench) -> list[Figure]:
-    return [
-        _case(bench, scd_type, *case)
-        for scd_type in (1, 2)
-        for case in (QUICK_CASES if bench.quick else CASES)
-    ]
+    cases = [(t, *case) for t in (1, 2) for case in (QUICK_CASES if bench.quick else CASES)]
+    figures = [_case(bench, *case) for case in cases]
+    with _sharing_workers(bench) as shared:
+        figures += [_case(shared, *case, server=SHARED) for case in cases]
+    return figures
+
+
+@contextmanager
+def _sharing_workers(bench: Bench) -> Iterator[Bench]:
+    """``bench`` on a second server of its settings, whose streams share Python workers."""
+    server = start_local_server(
+        conf=bench.server_conf,
+        log_path=bench.work / "server-shared-workers.log",
+        shared_python_workers=True,
+    )
+    spark = None
+    try:
+        spark = SparkSession.builder.remote(server.url).create()
+        yield replace(bench, spark=spark, server_pid=server.process.pid)
+    finally:
+        if spark is not None:
+            spark.stop()
+        server.stop()
 
 
 def _changes(bench: Bench, target_rows: int, count: int, micro_batches: int) -> str:
@@ -46,7 +77,9 @@ def _changes(bench: Bench, target_rows: int, count: int, micro_batches: int) -> 
     return apply.change_files(folder, target_rows, count, updated, (count, 7), micro_batches)
 
 
-def _case(bench: Bench, scd_type: int, target_rows: int, count: int, micro_batches: int) -> Figure:
+def _case(
+    bench: Bench, scd_type: int, target_rows: int, count: int, micro_batches: int, server: str = ""
+) -> Figure:
     source = _changes(bench, target_rows, count, micro_batches)
     ours_base = apply.ours_base(bench, target_rows, scd_type)
     hand_base = apply.hand_base(bench, target_rows, scd_type)
@@ -74,6 +107,7 @@ def _case(bench: Bench, scd_type: int, target_rows: int, count: int, micro_batch
     case = (
         f"type {scd_type}, a scheduled run of {micro_batches} micro-batch"
         f"{'es' if micro_batches > 1 else ''} of {count:,} changes into {target_rows:,} rows"
+        f"{server}"
     )
     return Figure(
         BENCHMARK,

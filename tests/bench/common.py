@@ -26,6 +26,7 @@ class Bench:
     reps: int
     quick: bool  # small sizes: proves the benchmark runs, measures nothing worth quoting
     server_pid: int | None = None  # the local server's process group (its Python workers)
+    server_conf: dict[str, str] = field(default_factory=dict)  # what the server started with
 
     def folder(self, name: str) -> Path:
         path = self.work / name

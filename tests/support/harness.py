@@ -105,10 +105,13 @@ class ContainerServer:
 DAEMON_IDLE_SECONDS = 120
 
 
-def start_container(shared: list[Path], conf: Mapping[str, str] = TEST_SERVER_CONF) -> Server:
+def start_container(
+    shared: list[Path], conf: Mapping[str, str] = TEST_SERVER_CONF, **options: Any
+) -> Server:
+    """``options``: ``SparkConnectContainer``'s (a token, shared Python workers)."""
     from spark_cdc.testing.container import SparkConnectContainer
 
-    container = SparkConnectContainer(shared=shared, conf=conf)
+    container = SparkConnectContainer(shared=shared, conf=conf, **options)
     container.with_env("SPARK_CDC_DAEMON_IDLE_SECONDS", str(DAEMON_IDLE_SECONDS))
     container.start()
     return ContainerServer(container)
@@ -121,18 +124,20 @@ fallback_reason = "SPARK_CDC_TEST_SERVER=local"
 
 
 @contextmanager
-def dedicated_server(tmp_path: Path, name: str) -> Iterator[Server]:
+def dedicated_server(tmp_path: Path, name: str, **options: Any) -> Iterator[Server]:
     """A server of the test's own, of the harness's kind (a container when the harness
-    runs one, so kill tests kill a container), always stopped."""
+    runs one, so kill tests kill a container), always stopped. ``options``: a ``token``,
+    ``shared_python_workers``, which both kinds take."""
     server: Server
     if kind == "container":
-        server = start_container([tmp_path])
+        server = start_container([tmp_path], **options)
     else:
         local: LocalServer = start_local_server(
             conf=TEST_SERVER_CONF,
             log_path=tmp_path / f"{name}.log",
             driver_memory="2g",
             idle_daemon_seconds=DAEMON_IDLE_SECONDS,
+            **options,
         )
         server = local
     try:

@@ -24,10 +24,11 @@ from tests.support.processes import Command, command_lines_holding, without
 TOKEN = "s3cret-t0ken-for-tests"
 
 
-@pytest.fixture(scope="module")
-def served() -> Iterator[tuple[int, Command]]:
+@pytest.fixture(scope="module", params=[(), ("--shared-python-workers",)], ids=["", "shared"])
+def served(request: pytest.FixtureRequest) -> Iterator[tuple[int, Command]]:
+    """``serve`` as Spark starts its server, and with sessions sharing Python workers."""
     port = free_port()
-    command = Command("serve", "--port", str(port), env={"SPARK_CDC_TOKEN": TOKEN})
+    command = Command("serve", "--port", str(port), *request.param, env={"SPARK_CDC_TOKEN": TOKEN})
     try:
         command.wait_for("Connect with:")
         yield port, command
@@ -67,6 +68,7 @@ def test_serve_needs_the_token_and_stops_on_ctrl_c(served: tuple[int, Command]) 
     assert command.interrupt() == 0
     assert TOKEN not in command.output
     assert not Path(log.group(1)).parent.exists(), "serve left its folder behind"
+    assert not command_lines_holding(f"binding.port={port}"), "serve left its server behind"
 
 
 @pytest.mark.local_process
