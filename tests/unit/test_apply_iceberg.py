@@ -6,6 +6,7 @@ one snapshot of the target marked with its writer and number."""
 
 from __future__ import annotations
 
+import itertools
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -152,6 +153,58 @@ def test_a_batch_rewrites_only_the_files_that_hold_its_keys() -> None:
         assert (summary["deleted-data-files"], summary["added-data-files"]) == ("1", "1")
         rows = _rows(spec)
         assert len(rows) == 20 and {"id": 105, "a": -1, "b": None} in rows
+
+
+@pytest.mark.parametrize("mode", ["copy-on-write", "merge-on-read"])
+def test_a_large_batch_of_clustered_keys_leaves_the_files_between_its_runs_to_other_writers(
+    monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
+    """A batch of more keys than a set prunes by, in runs (updated ids at the start, new ids
+    after the last): the files between the runs are neither rewritten nor declared changed,
+    so another writer's row committed there meanwhile is pyiceberg's to retry the batch on,
+    and both land; every row is the model's."""
+    files = [range(0, 1000), range(1000, 2000), range(2000, 3000)]
+    updated, new = range(0, 250), range(5000, 5250)
+    with tempfile.TemporaryDirectory() as folder:
+        properties = {"write.merge.mode": mode}
+        spec = spec_for(folder, 1, iceberg=True, table_properties=properties)
+        for version, ids in enumerate(files):
+            apply_batch(
+                spec, prepared([Change((k,), (1,), "upsert", {"a": k}) for k in ids]), version
+            )
+        other = _table(spec)
+        planned = iceberg_rewrites._candidates
+
+        def interleaved(table: Any, declared: Any) -> list[Any]:
+            found = planned(table, declared)
+            row = pa.table({"id": [1500], "a": [-1], "b": ["other"]})  # between the runs
+            other.append(row.cast(other.schema().as_arrow()))
+            return found
+
+        monkeypatch.setattr(iceberg_rewrites, "_candidates", interleaved)
+        batch = [Change((k,), (2,), "upsert", {"a": -k, "b": "x"}) for k in [*updated, *new]]
+        apply_batch(spec, prepared(batch), len(files))
+        summary = _table(spec).current_snapshot().summary.additional_properties
+        assert summary[iceberg_tables.BATCH_KEY] == str(len(files))
+        # Only the first file held replaced rows: it alone is rewritten, or marked.
+        touched = "deleted-data-files" if mode == "copy-on-write" else "added-delete-files"
+        assert summary[touched] == "1"
+        want = [{"id": k, "a": k, "b": None} for ids in files for k in ids if k not in updated]
+        want += [{"id": k, "a": -k, "b": "x"} for k in [*updated, *new]]
+        want += [{"id": 1500, "a": -1, "b": "other"}]
+        assert _rows(spec) == sorted_rows(pa.Table.from_pylist(want))
+
+
+@given(values=st.sets(st.integers(-(2**63), 2**63 - 1), min_size=1, max_size=300))
+def test_a_batchs_keys_are_declared_as_few_ranges_that_hold_every_one(values: set[int]) -> None:
+    """At most ``_RANGES`` ordered, disjoint ranges, each from one key to another, every key
+    in one of them."""
+    runs = iceberg_rewrites._runs(pa.array(sorted(values), pa.int64()))
+    assert 1 <= len(runs) <= iceberg_rewrites._RANGES
+    assert all(low <= high for low, high in runs)
+    assert all(a[1] < b[0] for a, b in itertools.pairwise(runs))
+    assert {low for low, _ in runs} | {high for _, high in runs} <= values
+    assert all(any(low <= v <= high for low, high in runs) for v in values)
 
 
 def test_a_replaced_checkpoint_is_refused_not_skipped() -> None:

@@ -31,6 +31,7 @@ from spark_cdc.server_plugin.sinks.apply.spec import ApplySpec
 
 # pyiceberg prunes files by an ``In`` of at most this many values (more: every file).
 _IN_LIMIT = 200
+_RANGES = 8  # more values: at most this many ranges of them (``_runs``)
 _POSITION = "__spark_cdc_position"  # a row's place, carried through a join
 # The target files' key indexes a process keeps between batches: a stream's later batches
 # find the rows they replace without reading the keys again.
@@ -82,7 +83,11 @@ def replace_rows(
                 ):
                     rewrite.append_data_file(data_file)
 
-            candidates = _candidates(table, changed)
+            # The files to read are those that may hold a replaced row: the inserted keys
+            # (new ones after the table's last, say) would widen a range to files that
+            # hold none of them.
+            searched = changed if whole else declared(replaced, replaced.slice(0, 0), spec.keys)
+            candidates = _candidates(table, searched)
             if merging:
                 found = _found_in(table, candidates, replaced, spec.keys)
                 rewrite.mark(deletes.marked(table, candidates, found, str(rewrite.commit_uuid)))
@@ -145,8 +150,8 @@ def declared(
     """What the batch's snapshot declares it changes, for pyiceberg's check of other
     writers' commits (and to find the files to read): the first key's values among the
     replaced and inserted rows (and ``more`` of them), as a set when small enough to prune
-    by, else as a range."""
-    from pyiceberg.expressions import AlwaysFalse, And
+    by, else as a few ranges."""
+    from pyiceberg.expressions import AlwaysFalse, And, Or
 
     key = keys[0]
     columns = [t.column(key) for t in (replaced, rows)]
@@ -161,9 +166,28 @@ def declared(
         return AlwaysFalse()
     if len(values) <= _IN_LIMIT:
         return expression("In", key, values.to_pylist())
-    low, high = pc.min_max(values).values()
-    at_least = expression("GreaterThanOrEqual", key, low.as_py())
-    return And(at_least, expression("LessThanOrEqual", key, high.as_py()))
+    ranges = [
+        And(expression("GreaterThanOrEqual", key, low), expression("LessThanOrEqual", key, high))
+        for low, high in _runs(values)
+    ]
+    return ranges[0] if len(ranges) == 1 else Or(*ranges)
+
+
+def _runs(values: pa.Array) -> list[tuple[Any, Any]]:
+    """``values`` (distinct) as at most ``_RANGES`` ranges: integers split at their widest
+    gaps, as a batch's keys cluster (a run of recently updated ids, new ids after the
+    table's last), so that the files between the runs are neither read nor declared
+    changed; other types as one range."""
+    low, high = (v.as_py() for v in pc.min_max(values).values())
+    if not pa.types.is_integer(values.type) or len(values) < 2:
+        return [(low, high)]
+    ordered = np.sort(values.to_numpy())
+    gaps = np.diff(ordered).astype(np.float64)
+    cuts = np.flatnonzero(gaps > 1)
+    if len(cuts) >= _RANGES:
+        cuts = np.sort(cuts[np.argpartition(gaps[cuts], -(_RANGES - 1))[-(_RANGES - 1) :]])
+    starts, ends = np.concatenate([[0], cuts + 1]), np.concatenate([cuts, [len(ordered) - 1]])
+    return [(ordered[s].item(), ordered[e].item()) for s, e in zip(starts, ends, strict=True)]
 
 
 def expression(kind: str, *arguments: Any) -> Any:
