@@ -99,7 +99,6 @@ def test_streams_after_the_first_start_no_python_daemon_in_any_session(
     started = _daemons(server)
     assert started > 0  # the count sees the daemons the first session's streams started
     _follow(server, folder / "second", 2)  # another session, two more streams
-    _follow(server, folder / "third", 1)
     assert _daemons(server) == started
 
 
