@@ -17,6 +17,11 @@ SIGNALS = {"SIGINT": signal.SIGINT, "SIGTERM": signal.SIGTERM, "SIGHUP": signal.
 EXIT_BOUND_S = 90  # two 20 s deadlines (stream, session) and the server's stop, with margin
 
 
+# What a server's command line holds: its class, or (sharing its Python workers) the driver
+# program that starts Spark's Connect plugin.
+_SERVER_MARKS = (b"SparkConnectServer", b"shared_workers_server")
+
+
 def servers_of(command: Command) -> set[int]:
     """The Spark Connect server processes ``command`` started: the launcher runs
     spark-submit, which becomes the server's JVM, as a child of the command."""
@@ -30,7 +35,7 @@ def servers_of(command: Command) -> set[int]:
         parent = next(
             (line.split()[1] for line in text.splitlines() if line.startswith("PPid:")), ""
         )
-        if parent == str(command.process.pid) and b"SparkConnectServer" in args:
+        if parent == str(command.process.pid) and any(m in args for m in _SERVER_MARKS):
             found.add(int(status.split("/")[2]))
     return found
 
