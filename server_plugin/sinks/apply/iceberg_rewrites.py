@@ -178,8 +178,8 @@ def _runs(values: pa.Array) -> list[tuple[Any, Any]]:
     gaps, as a batch's keys cluster (a run of recently updated ids, new ids after the
     table's last), so that the files between the runs are neither read nor declared
     changed; other types as one range."""
-    low, high = (v.as_py() for v in pc.min_max(values).values())
     if not pa.types.is_integer(values.type) or len(values) < 2:
+        low, high = (v.as_py() for v in pc.min_max(values).values())
         return [(low, high)]
     ordered = np.sort(values.to_numpy())
     gaps = np.diff(ordered).astype(np.float64)
