@@ -3,22 +3,39 @@ a server this package starts does not grow with every session it ever served.
 
 Spark starts one forking daemon per session and per kind of Python worker and keeps it
 until the server stops, also after the session ended (SPARK-54055): about 120 MB each,
-three per session that reads a change feed. A test suite's sessions filled 24 GiB. The
-server container stops them with ``compose/reap-idle-daemons.sh``; this is the same rule
-for a server started outside it (``local_server``): a daemon among the server's processes
-that has had no worker for ``idle_seconds`` is stopped. Its session, if it is still alive,
-gets a new one with its next Python task: Spark restarts a daemon it cannot reach.
+three per session that reads a change feed. A test suite's sessions filled 24 GiB. A
+daemon among the server's processes that has had no worker for ``idle_seconds`` is
+stopped: for a server this package starts (``local_server``), and in the server container,
+whose entry point runs this module beside its server (``python -m
+spark_cdc.testing.idle_daemons ROOT SECONDS``). Its session, if it is still alive, gets a
+new one with its next Python task: Spark restarts a daemon it cannot reach.
+
+"Cannot reach" is what the reaper must guarantee: Spark keeps the stopped daemon's port and
+connects there again. Another daemon that bound the freed port meanwhile answers, fails
+Spark's authentication, and every later task of that session and kind of worker fails with
+"Authentication failed" (no restart follows; measured on 4.3, and once in the suite's CI).
+So the reaper keeps each stopped daemon's port bound, never listening: the connection is
+refused, and Spark restarts the daemon on a new port (``_hold``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import socket
+import sys
 import threading
 import time
+from collections import deque
 from pathlib import Path
 
 _DAEMON = "-m\0pyspark.daemon"  # in /proc/<pid>/cmdline, arguments are NUL-separated
+# The most ports held at once, the oldest let go first: a server's life may stop thousands of
+# daemons (three a session), and the ephemeral ports are 28k. The hazard left is a session
+# idle that long, used again after another daemon took its old port: left to chance.
+MAX_HELD_PORTS = 4096
+_LISTENING = "0A"  # a socket's state in /proc/net/tcp
 
 
 class IdleDaemonReaper(threading.Thread):
@@ -30,6 +47,7 @@ class IdleDaemonReaper(threading.Thread):
         self.root, self.idle_seconds = root, idle_seconds
         self._stopped = threading.Event()
         self._idle_since: dict[int, float] = {}
+        self._held: deque[socket.socket] = deque()
 
     def run(self) -> None:
         while not self._stopped.wait(min(self.idle_seconds, 60.0)):
@@ -37,6 +55,8 @@ class IdleDaemonReaper(threading.Thread):
 
     def stop(self) -> None:
         self._stopped.set()
+        while self._held:
+            self._held.popleft().close()
 
     def reap(self, now: float) -> list[int]:
         """The daemons stopped now: those idle (no child) since ``idle_seconds`` ago."""
@@ -53,14 +73,64 @@ class IdleDaemonReaper(threading.Thread):
             if children.get(pid) or pid not in self._idle_since:
                 self._idle_since[pid] = now  # busy, or first seen: idle from now
             elif now - self._idle_since[pid] >= self.idle_seconds:
+                ports = listening_ports(pid)
                 try:
                     os.kill(pid, signal.SIGTERM)
                     stopped.append(pid)
                 except ProcessLookupError:
                     pass
+                else:
+                    self._hold(pid, ports)
                 del self._idle_since[pid]
         self._idle_since = {p: t for p, t in self._idle_since.items() if p in seen}
         return stopped
+
+    def _hold(self, pid: int, ports: list[tuple[str, int]]) -> None:
+        """``ports`` (the stopped daemon ``pid``'s) bound and never listened on, once it has
+        exited (within moments: an idle daemon only closes its socket)."""
+        deadline = time.monotonic() + 10
+        while _running(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        for host, port in ports:
+            held = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+            # Past connections' TIME_WAIT would refuse the bind; it refuses nobody else's.
+            held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                held.bind((host, port))
+            except OSError:  # taken already: nothing left to hold
+                held.close()
+                continue
+            self._held.append(held)
+            while len(self._held) > MAX_HELD_PORTS:
+                self._held.popleft().close()
+
+
+def listening_ports(pid: int) -> list[tuple[str, int]]:
+    """The TCP addresses process ``pid`` listens on (a Python daemon: one, on loopback),
+    from its sockets in ``/proc`` (none where that cannot be read)."""
+    links = []
+    with contextlib.suppress(OSError):
+        for fd in list(Path(f"/proc/{pid}/fd").iterdir()):
+            with contextlib.suppress(OSError):  # closed meanwhile (the listing's own, too)
+                links.append(os.readlink(fd))
+    inodes = {link[len("socket:[") : -1] for link in links if link.startswith("socket:[")}
+    found = []
+    for table, host in (("tcp", "127.0.0.1"), ("tcp6", "::1")):
+        with contextlib.suppress(OSError):
+            for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
+                fields = line.split()
+                if fields[3] == _LISTENING and fields[9] in inodes:
+                    found.append((host, int(fields[1].rsplit(":", 1)[1], 16)))
+    return found
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` still runs (a zombie, exited and not yet waited for by its parent,
+    has closed its sockets)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def _descendants(root: int, children: dict[int, list[int]]) -> list[int]:
@@ -88,3 +158,15 @@ def _processes() -> tuple[dict[int, int], dict[int, str]]:
         parents[pid] = int(stat.rsplit(")", 1)[1].split()[1])
         commands[pid] = command
     return parents, commands
+
+
+def main(argv: list[str]) -> None:
+    """``python -m spark_cdc.testing.idle_daemons ROOT SECONDS``: the daemons under process
+    ``ROOT`` idle for ``SECONDS`` (0: never) reaped, in the foreground."""
+    root, seconds = int(argv[0]), float(argv[1])
+    if seconds > 0:
+        IdleDaemonReaper(root, seconds).run()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

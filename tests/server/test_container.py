@@ -159,6 +159,18 @@ def test_the_token_is_in_no_log_command_line_or_repr(
     assert "SparkConnectServer" in processes and token not in processes
 
 
+def test_the_daemon_reaper_runs_beside_the_server(spark_cdc_server: Any) -> None:
+    """The entry point starts ``spark_cdc.testing.idle_daemons`` (tested on a real server
+    in tests/unit/test_idle_daemons.py) on the server's process, PID 1, which exec keeps."""
+    container = spark_cdc_server.get_wrapped_container()
+    listing = container.exec_run(["ps", "-eo", "pid=,ppid=,args="]).output.decode()
+    rows = [line.split() for line in listing.splitlines()]
+    (reaper,) = [row for row in rows if "spark_cdc.testing.idle_daemons" in row]
+    server = next(row for row in rows if row[0] == "1")
+    assert "org.apache.spark.deploy.SparkSubmit" in server
+    assert reaper[1] == "1" and reaper[-2:] == ["1", "600"]
+
+
 # -- the compose stack, started the way the README says ------------------------------------
 
 

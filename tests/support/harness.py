@@ -101,7 +101,7 @@ class ContainerServer:
 
 # The suite opens hundreds of short sessions, each leaving Python daemons behind: its servers
 # stop them two minutes after their last worker, not ten (the container's
-# compose/reap-idle-daemons.sh, a local server's spark_cdc.testing.idle_daemons).
+# spark_cdc.testing.idle_daemons, which the container's entry point and a local server run).
 DAEMON_IDLE_SECONDS = 120
 
 

@@ -6,15 +6,18 @@ once it has been idle for the time given."""
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
-from spark_cdc.testing.idle_daemons import IdleDaemonReaper
+from spark_cdc.testing.idle_daemons import IdleDaemonReaper, listening_ports
 
 SLEEP = "import time; time.sleep(60)"
 # A daemon: its command line holds Spark's; with a worker, it starts one with the same line
@@ -88,3 +91,82 @@ def test_the_servers_idle_daemon_is_stopped_once_idle_long_enough(
     assert set(left) == {"busy", "worker"}  # a daemon with a worker is busy: kept
     assert outside.poll() is None  # another server's daemon is not this reaper's
     assert reaper.reap(now=100) == []
+
+
+@pytest.mark.local_process
+@pytest.mark.timeout(300)
+def test_a_stopped_daemons_port_stays_unreachable_and_its_session_gets_a_new_one(
+    tmp_path: Path,
+) -> None:
+    """The hazard CI met: Spark connects again to a stopped daemon's port, and a daemon that
+    took it fails Spark's authentication for good. Reaped on a real server, the port cannot
+    be bound by anyone else (as the next daemon binds: no SO_REUSEADDR), and the session's
+    next Python task runs on a daemon Spark started anew."""
+    from pyspark.sql import SparkSession
+    from pyspark.sql.functions import udf
+    from spark_cdc.testing.local_server import start_local_server
+
+    # Workers not reused: each exits with its task, so the daemon is idle at once (a reused
+    # one stays a minute, Spark's own timeout).
+    server = start_local_server(
+        conf={"spark.python.worker.reuse": "false"},
+        log_path=tmp_path / "server.log",
+        idle_daemon_seconds=None,
+        driver_memory="1g",
+    )
+    reaper = IdleDaemonReaper(server.process.pid, idle_seconds=1)
+    try:
+        spark = SparkSession.builder.remote(server.url).create()
+        plus_one = udf(lambda x: x + 1, "long")
+        assert spark.range(3).select(plus_one("id")).collect()[2][0] == 3
+        assert reaper.reap(now=0) == []
+        daemons = _daemons_under(server.process.pid)
+        ports = [port for pid in daemons for _, port in listening_ports(pid)]
+        assert len(ports) == len(daemons) > 0
+        assert sorted(reaper.reap(now=1)) == sorted(daemons)
+        for pid in daemons:  # exited (a zombie until the JVM waits for it)
+            for _ in range(200):
+                if "Z" in _state(pid):
+                    break
+                time.sleep(0.05)
+        for port in ports:
+            taker = socket.socket()
+            with pytest.raises(OSError) as taken:
+                taker.bind(("127.0.0.1", port))
+            taker.close()
+            assert taken.value.errno == errno.EADDRINUSE
+        assert [row[0] for row in spark.range(3).select(plus_one("id")).collect()] == [1, 2, 3]
+        spark.stop()
+    finally:
+        reaper.stop()
+        server.stop()
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "Z"  # gone
+
+
+def _daemons_under(root: int) -> list[int]:
+    """The daemons among ``root``'s children (the server's JVM starts them)."""
+    lines = subprocess.run(
+        ["ps", "-ww", "-eo", "pid=,ppid=,args="], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    rows = [line.split(None, 2) for line in lines]
+    return [
+        int(pid) for pid, parent, args in rows if "pyspark.daemon" in args and int(parent) == root
+    ]
+
+
+def test_listening_ports_names_a_processs_listening_socket() -> None:
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    connected = socket.create_connection(listener.getsockname())  # not listening: not named
+    try:
+        assert listening_ports(os.getpid()) == [("127.0.0.1", listener.getsockname()[1])]
+    finally:
+        connected.close()
+        listener.close()
