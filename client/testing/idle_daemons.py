@@ -128,9 +128,15 @@ def _running(pid: int) -> bool:
     """Whether ``pid`` still runs (a zombie, exited and not yet waited for by its parent,
     has closed its sockets)."""
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+        return _stat_fields(Path(f"/proc/{pid}/stat").read_text())[0] != "Z"
     except OSError:
         return False
+
+
+def _stat_fields(stat: str) -> list[str]:
+    """The fields of a ``/proc/<pid>/stat`` after the command name (state, parent, ...): the
+    name is parenthesized and may hold spaces, so the split starts after it."""
+    return stat.rsplit(")", 1)[1].split()
 
 
 def _descendants(root: int, children: dict[int, list[int]]) -> list[int]:
@@ -154,8 +160,7 @@ def _processes() -> tuple[dict[int, int], dict[int, str]]:
         except OSError:
             continue  # gone meanwhile
         pid = int(entry.name)
-        # The command name in stat is parenthesized and may hold spaces: split after it.
-        parents[pid] = int(stat.rsplit(")", 1)[1].split()[1])
+        parents[pid] = int(_stat_fields(stat)[1])
         commands[pid] = command
     return parents, commands
 

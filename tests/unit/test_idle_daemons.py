@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from spark_cdc.testing.idle_daemons import IdleDaemonReaper, listening_ports
+from spark_cdc.testing.idle_daemons import IdleDaemonReaper, _running, listening_ports
 
 SLEEP = "import time; time.sleep(60)"
 # A daemon: its command line holds Spark's; with a worker, it starts one with the same line
@@ -126,7 +126,7 @@ def test_a_stopped_daemons_port_stays_unreachable_and_its_session_gets_a_new_one
         assert sorted(reaper.reap(now=1)) == sorted(daemons)
         for pid in daemons:  # exited (a zombie until the JVM waits for it)
             for _ in range(200):
-                if "Z" in _state(pid):
+                if not _running(pid):
                     break
                 time.sleep(0.05)
         for port in ports:
@@ -140,13 +140,6 @@ def test_a_stopped_daemons_port_stays_unreachable_and_its_session_gets_a_new_one
     finally:
         reaper.stop()
         server.stop()
-
-
-def _state(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return "Z"  # gone
 
 
 def _daemons_under(root: int) -> list[int]:
