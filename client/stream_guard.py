@@ -1,11 +1,13 @@
 """The stream-start guard: every streaming start passes it, and a stream holding one of our
-rewrites is checked and prepared in three named steps before the start command is sent.
+rewrites is checked and prepared in named steps before the start command is sent.
 
 1. ``refuse_output_mode``: Update/Complete re-emit revised groups, which a change feed
    never has. Spark refuses them for its native CDC plans, but a 4.0/4.1 server accepts
    ``outputMode("update")`` on any streaming aggregation, so the client must.
 2. ``refuse_downstream_watermark``: a ``withWatermark`` after the rewrite would stall it.
-3. ``watch``: the started query is watched for rows dropped behind the watermark
+3. ``partitions_for_start``: on a server left at Spark's 200 shuffle partitions, the
+   stream's state gets as many as the server can use (``spark_cdc.state_partitions``).
+4. ``watch``: the started query is watched for rows dropped behind the watermark
    (``spark_cdc.late_rows``).
 
 A refused start never reaches the server: no query, checkpoint or output is created. The
@@ -25,6 +27,7 @@ from spark_cdc.rewrite.plan_tree import (
     contains_streaming_rewrite,
     watermark_above_streaming_rewrite,
 )
+from spark_cdc.state_partitions import partitions_for_start
 
 _APPEND = "append"
 STATE_STORE_PROVIDER = "spark.sql.streaming.stateStore.providerClass"
@@ -49,7 +52,9 @@ def start_guarded(start: Callable[..., Any], writer: Any, *args: Any, **kwargs: 
         return start(writer, *args, **kwargs)
     refuse_output_mode(writer, kwargs.get("outputMode"))
     refuse_downstream_watermark(writer)
-    return watch(start(writer, *args, **kwargs))
+    with partitions_for_start(pyspark_internals.writer_session(writer)):
+        started = start(writer, *args, **kwargs)
+    return watch(started)
 
 
 def unsupported_output_mode(mode: str) -> CdcAnalysisException:

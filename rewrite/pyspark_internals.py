@@ -66,6 +66,7 @@ INTERNALS: tuple[Internal, ...] = (
     Internal(
         "pyspark.sql.connect.streaming.readwriter:DataStreamWriter", "_write_proto", "attribute"
     ),
+    Internal("pyspark.sql.connect.streaming.readwriter:DataStreamWriter", "_session", "attribute"),
     Internal("pyspark.sql.connect.streaming.query:StreamingQuery", "_session", "attribute"),
     # The listener bus (compat.listener_bus).
     Internal("pyspark.sql.connect.streaming.query:StreamingQueryManager", "_sqlb", "attribute"),
@@ -159,6 +160,11 @@ def replace_stream_start(writer_class: type, start: Callable[..., Any]) -> None:
 def writer_plan(writer: DataStreamWriter) -> LogicalPlan:
     """The plan a stream writer will start (``_write_stream``)."""
     return writer._write_stream
+
+
+def writer_session(writer: DataStreamWriter) -> Any:
+    """The session a stream writer will start its query in (``_session``)."""
+    return writer._session
 
 
 def writer_output_mode(writer: DataStreamWriter) -> str:

@@ -96,7 +96,6 @@ def session(remote: str | None, token: str | None) -> Iterator[Any]:
         try:
             # The command's own server has one client: its streams share Python workers.
             server = start_local_server(
-                conf={"spark.sql.shuffle.partitions": "4"},
                 log_path=scratch() / "server.log",
                 shared_python_workers=True,
             )

@@ -3,7 +3,9 @@
 pip's ``pyspark`` 4.0/4.1 ship no ``sbin/start-connect-server.sh``, so the server class is
 launched through ``spark-submit`` on every version. Everything binds to 127.0.0.1 and the
 web UI is off unless the caller asks otherwise: a server we start is never reachable from
-another machine by accident.
+another machine by accident. It never outlives the process that started it, however that
+ends (``server_watchdog``), and stops the Python daemons its ended sessions leave
+(``idle_daemons``).
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from typing import IO
 import pyspark
 from spark_cdc.server_plugin import shared_workers_server
 from spark_cdc.server_plugin.conditions import ConditionError
+from spark_cdc.state_partitions import PER_TASK_SLOT, SHUFFLE_PARTITIONS
+from spark_cdc.testing import server_watchdog
 from spark_cdc.testing.idle_daemons import IdleDaemonReaper
 
 READY_LINE = shared_workers_server.READY_LINE
@@ -124,6 +128,7 @@ class LocalServer:
     scratch: Path | None = None
     """The folder made for the log when none was given: removed when the server stops."""
     reaper: IdleDaemonReaper | None = None
+    watchdog: Watchdog | None = None
 
     @property
     def url(self) -> str:
@@ -166,10 +171,40 @@ class LocalServer:
 
     def _ended(self) -> None:
         RUNNING.discard(self)
+        if self.watchdog is not None:
+            self.watchdog.release()
         if self.reaper is not None:
             self.reaper.stop()
         if self.scratch is not None:
             shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+class Watchdog:
+    """``server_watchdog`` beside a server: stops it when this process ends without doing
+    so (SIGKILL, the OOM killer). ``release()``, once the server is stopped, ends it."""
+
+    def __init__(self, group: int) -> None:
+        reading, self._writing = os.pipe()  # neither end is inherited by other children
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-I", "-S", server_watchdog.__file__, str(group)],
+                stdin=reading,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,  # not in the server's group, nor the terminal's
+            )
+        finally:
+            os.close(reading)
+
+    def release(self) -> None:
+        if self._writing < 0:
+            return
+        os.close(self._writing)
+        self._writing = -1
+        try:
+            self.process.wait(timeout=server_watchdog.GRACE_S + 5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
 
 
 # The servers this process started and has not stopped yet (a command line's second Ctrl-C
@@ -263,6 +298,9 @@ def _start(
         "spark.ui.enabled": "false",
         "spark.driver.bindAddress": host,
         "spark.driver.host": host,
+        # Two per core, not Spark's 200: each is a state-store task in every micro-batch of a
+        # stateful stream (``spark_cdc.state_partitions``), on a server that runs local[*].
+        SHUFFLE_PARTITIONS: str(PER_TASK_SLOT * len(os.sched_getaffinity(0))),
         **(conf or {}),
     }
     if shared_python_workers:
@@ -318,6 +356,7 @@ def _start(
     else:
         log.close()
     server = LocalServer(port, host, log_path, process, token, scratch)
+    server.watchdog = Watchdog(process.pid)
     if idle_daemon_seconds is not None:
         server.reaper = IdleDaemonReaper(process.pid, idle_daemon_seconds)
         server.reaper.start()

@@ -34,6 +34,7 @@ BENCHMARKS = (
     "engines",
     "worker_memory",
     "net_changes",
+    "default_partitions",
     "apply",
     "apply_iceberg",
     "apply_iceberg_growth",

@@ -40,6 +40,17 @@ def servers_of(command: Command) -> set[int]:
     return found
 
 
+def process_group(group: int) -> set[int]:
+    """The processes of process group ``group`` (a server's: the JVM and its Python
+    workers), from ``/proc``."""
+    found = set()
+    for stat in glob.glob("/proc/[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            if Path(stat).read_text().rsplit(")", 1)[1].split()[2] == str(group):
+                found.add(int(stat.split("/")[2]))
+    return found
+
+
 def alive(pids: set[int]) -> set[int]:
     return {pid for pid in pids if Path(f"/proc/{pid}").exists()}
 

@@ -5,13 +5,28 @@ tests/server/test_cli_signals.py."""
 
 from __future__ import annotations
 
+import os
 import signal
+import time
+from pathlib import Path
 
 import pytest
-from spark_cdc.testing.local_server import free_port
+from deltalake import write_deltalake
+from spark_cdc.testing.local_server import free_port, port_is_free
 
+from tests.support.delta_tables import rows
 from tests.support.processes import Command
-from tests.support.stopping import SIGNALS, assert_clean, leftovers, started_server, stop
+from tests.support.stopping import (
+    SIGNALS,
+    alive,
+    assert_clean,
+    leftovers,
+    process_group,
+    started_server,
+    stop,
+)
+
+WITHIN_S = 30  # issue 58: nothing of the server left this long after its command was killed
 
 
 @pytest.mark.local_process
@@ -49,3 +64,38 @@ def test_a_signal_while_the_server_starts_leaves_nothing_running(
     code, _ = stop(tail, signal.SIGTERM)
     assert_clean(tail, code, servers)
     assert "Connect with" not in tail.output and "NOT_A_DELTA_TABLE" not in tail.output
+
+
+def _killed_leaves_nothing(command: Command, ready: str) -> None:
+    """SIGKILL ``command`` once it printed ``ready``: no handler of its own runs. Within
+    ``WITHIN_S`` no process of its server remains and nothing listens on the server's port."""
+    command.wait_for(ready)
+    (server,) = started_server(command)
+    members = process_group(server)
+    port = int(
+        Path(f"/proc/{server}/cmdline").read_bytes().split(b"binding.port=")[1].split(b"\0")[0]
+    )
+    assert not port_is_free(port)
+    os.kill(command.process.pid, signal.SIGKILL)
+    deadline = time.monotonic() + WITHIN_S
+    while (alive(members) or not port_is_free(port)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not alive(members), f"left running {WITHIN_S} s after the kill: {alive(members)}"
+    assert port_is_free(port)
+
+
+@pytest.mark.local_process
+def test_serve_killed_leaves_no_server_behind(commands: list[Command]) -> None:
+    serve = Command("serve", "--port", str(free_port()))
+    commands.append(serve)
+    _killed_leaves_nothing(serve, "Connect with:")
+
+
+@pytest.mark.local_process
+def test_apply_killed_leaves_no_server_behind(tmp_path: Path, commands: list[Command]) -> None:
+    source = str(tmp_path / "orders")
+    write_deltalake(source, rows(range(3)))
+    target = str(tmp_path / "mirror")
+    apply = Command("apply", source, "--target", target, "--keys", "id")
+    commands.append(apply)
+    _killed_leaves_nothing(apply, "Applying the changes")

@@ -1,0 +1,52 @@
+"""Stops a local server once the process that started it is gone, however that ended.
+
+``local_server`` runs this file beside every server it starts, as a script of the standard
+library alone (it imports neither this package nor PySpark): ``python -I -S
+server_watchdog.py GROUP``. It reads its standard input, a pipe whose one writer is the
+process that started the server, until the end of the file. That comes when the starter
+closes the pipe (it stopped the server itself) or when the kernel closes it because the
+starter ended, SIGKILL and the OOM killer included, which no handler of the starter's
+sees. Then the server's process group (the JVM and its Python workers) gets SIGTERM, so
+that Spark's shutdown hooks run, and SIGKILL ``GRACE_S`` later.
+
+Why not Linux's parent-death signal (``prctl(PR_SET_PDEATHSIG)``): it is sent when the
+*thread* that started the child ends, not its process (a server started from a worker
+thread would die with that thread), and setting it needs ``preexec_fn``, which makes Python
+fork instead of vfork in a process whose gRPC threads may be running (grpc/grpc #43055,
+tests/support/processes.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import time
+
+GRACE_S = 10.0
+
+
+def _gone(group: int) -> bool:
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def main(argv: list[str]) -> None:
+    group = int(argv[0])
+    while sys.stdin.buffer.read(4096):  # the starter never writes: this waits for the end
+        pass
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(group, signal.SIGTERM)
+    deadline = time.monotonic() + GRACE_S
+    while not _gone(group) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(group, signal.SIGKILL)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
