@@ -111,10 +111,11 @@ def _convert_server_errors(module: Any) -> None:
     from spark_cdc.compat import server_errors
 
     if module.__name__.endswith(".core"):
-        from spark_cdc.connection import patch_grpc_errors
+        from spark_cdc.connection import bound_lost_connection_retries, patch_grpc_errors
 
         server_errors.patch_convert_exception(module)
         patch_grpc_errors(module)
+        bound_lost_connection_retries(module)
     elif module.__name__.endswith(".query"):
         server_errors.patch_query_exception(module)
     else:

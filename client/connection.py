@@ -15,20 +15,31 @@ Three things PySpark's Connect client does that a script cannot live with (issue
   their first call: every ``F.col`` then failed with UNAUTHENTICATED, on good sessions too.
   ``rewrite.column_functions`` reads that setting through the session at hand instead,
   and ``connect()`` takes a refused session out of PySpark's active and default slots.
+
+And one that a session which has been working cannot live with (issue 58): a server that
+goes away (killed, its machine gone) was not noticed for minutes. A ``collect()`` and a
+stream's ``awaitTermination()`` were still waiting 150 s after the server was SIGKILLed,
+as PySpark's retries of a lost connection add up to about ten minutes. Every session's
+retries of a lost connection now give up ``$SPARK_CDC_SERVER_GONE_AFTER`` seconds (30)
+after the connection was first lost, with ``SPARK_CDC_CONNECTION.SERVER_GONE`` naming the
+address (``bound_lost_connection_retries``). A server back within that time is not noticed
+at all. Other retries (a server's own "retry later") keep PySpark's policy.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import socket
+import time
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import urlparse
 
 import pyspark.errors
 from pyspark.errors.exceptions.connect import SparkConnectGrpcException
-from spark_cdc.connection_defaults import DEFAULT_PORT, TOKEN_ENV
+from spark_cdc.connection_defaults import DEFAULT_PORT, SERVER_GONE_AFTER_ENV, TOKEN_ENV
 from spark_cdc.rewrite import pyspark_internals
 
 if TYPE_CHECKING:
@@ -201,3 +212,111 @@ def patch_grpc_errors(core: ModuleType) -> None:
 
     handle_rpc_error._spark_cdc = True  # type: ignore[attr-defined]
     pyspark_internals.replace_rpc_error_handler(client_class, handle_rpc_error)
+
+
+SERVER_GONE_AFTER_S = 30.0
+
+
+def server_gone_after(environ: Any = os.environ) -> float:
+    """How long a session's retries of a lost connection go on: ``$SPARK_CDC_SERVER_GONE_AFTER``
+    seconds, else 30; a value that is not a positive number is refused by name."""
+    given = environ.get(SERVER_GONE_AFTER_ENV)
+    if given is None or not given.strip():
+        return SERVER_GONE_AFTER_S
+    try:
+        seconds = float(given)
+    except ValueError:
+        seconds = -1.0
+    if not seconds > 0:
+        raise ConnectionProblem(
+            "SPARK_CDC_CONNECTION.INVALID_SERVER_GONE_AFTER",
+            variable=SERVER_GONE_AFTER_ENV,
+            value=given,
+        )
+    return seconds
+
+
+def bound_lost_connection_retries(core: ModuleType) -> None:
+    """Every new Connect client's default retry policy gives up on a lost connection
+    ``server_gone_after()`` seconds after it was first lost, in each call
+    (``pyspark.sql.connect.client.core``; idempotent). Policies a user sets later are theirs."""
+    from pyspark.sql.connect.client.retries import DefaultPolicy, RetryPolicyState
+
+    client_class = core.SparkConnectClient
+    original_init = client_class.__init__
+    if getattr(original_init, "_spark_cdc", False):
+        return
+
+    class LostConnectionState(RetryPolicyState):
+        """One call's retries: PySpark's waits, up to the call's deadline for a lost
+        connection. ``next_attempt`` takes the exception from 4.1 on; 4.0 passes it to
+        ``can_retry`` just before."""
+
+        def __init__(self, policy: Any) -> None:
+            super().__init__(policy)
+            self._gone_after: float = policy.gone_after
+            self._host, self._port = policy.host, policy.port
+            self._seen: BaseException | None = None
+            self._lost_since: float | None = None
+
+        def can_retry(self, exception: BaseException) -> bool:
+            self._seen = exception
+            return bool(super().can_retry(exception))
+
+        def next_attempt(self, *args: Any) -> int | None:
+            exception = args[0] if args else self._seen
+            wait = super().next_attempt(*args)
+            if not _connection_lost(exception):
+                return wait
+            now = time.monotonic()
+            self._lost_since = self._lost_since if self._lost_since is not None else now
+            left = self._gone_after - (now - self._lost_since)
+            if wait is None or left <= 0:
+                raise ConnectionProblem(
+                    "SPARK_CDC_CONNECTION.SERVER_GONE",
+                    host=self._host,
+                    port=self._port,
+                    seconds=f"{now - self._lost_since:.0f}",
+                    variable=SERVER_GONE_AFTER_ENV,
+                ) from None
+            return int(min(wait, left * 1000))
+
+    class LostConnectionPolicy(DefaultPolicy):
+        """PySpark's default policy, its settings kept, with a deadline for a lost
+        connection."""
+
+        def __init__(self, default: Any, endpoint: str, gone_after: float) -> None:
+            super().__init__()
+            self.__dict__.update(default.__dict__)
+            self.host, self.port = address(f"sc://{endpoint}")
+            self.gone_after = gone_after
+
+        def to_state(self) -> Any:
+            return LostConnectionState(self)
+
+    @functools.wraps(original_init)
+    def init(self: Any, *args: Any, **kwargs: Any) -> None:
+        original_init(self, *args, **kwargs)
+        gone_after = server_gone_after()
+        endpoint = pyspark_internals.client_endpoint(self)
+        self.set_retry_policies(
+            [
+                LostConnectionPolicy(p, endpoint, gone_after) if type(p) is DefaultPolicy else p
+                for p in self.get_retry_policies()
+            ]
+        )
+
+    init._spark_cdc = True  # type: ignore[attr-defined]
+    client_class.__init__ = init
+
+
+def _connection_lost(exception: BaseException | None) -> bool:
+    """A gRPC UNAVAILABLE: the connection could not be made or was cut."""
+    import grpc
+
+    code = getattr(exception, "code", None)
+    return (
+        isinstance(exception, grpc.RpcError)
+        and callable(code)
+        and code() == grpc.StatusCode.UNAVAILABLE
+    )

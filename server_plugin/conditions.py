@@ -496,6 +496,22 @@ CONDITIONS: dict[str, Condition] = {
         "that keeps none), so its change feed cannot be read: read the table's path with "
         "load(path)."
     ),
+    "SPARK_CDC_CLI.CATALOG_FILE_INVALID": Condition(
+        "Line <line> of the catalog file <file> is not key=value; write one property per "
+        "line (# starts a comment)."
+    ),
+    "SPARK_CDC_CLI.CATALOG_FILE_UNREADABLE": Condition(
+        "Cannot read the catalog file <file>: <reason>; give a readable file of key=value lines."
+    ),
+    "SPARK_CDC_CLI.CHECKPOINT_REQUIRED": Condition(
+        "An Iceberg target has no folder to put the checkpoint beside; give one with "
+        "--checkpoint DIR (a folder the server sees)."
+    ),
+    "SPARK_CDC_CLI.NO_CATALOG": Condition(
+        "--format iceberg found no properties of the catalog <name>: give them in a file "
+        "(--catalog-file, key=value lines) or the environment, as pyiceberg reads them "
+        "(<variable> and the like), never on the command line."
+    ),
     "SPARK_CDC_CLI.SERVER_EXITED": Condition("The server exited with code <code>; see <log>."),
     "SPARK_CDC_CLI.TOKEN_FILE_EMPTY": Condition(
         "The token file <file> is empty; put the token on its first line."
@@ -513,6 +529,15 @@ CONDITIONS: dict[str, Condition] = {
     ),
     "SPARK_CDC_CLI.UNREACHABLE": Condition(
         "Cannot reach the Spark Connect server: is it running, and is --remote right?"
+    ),
+    "SPARK_CDC_CONNECTION.INVALID_SERVER_GONE_AFTER": Condition(
+        "$<variable> is <value>, which is not a positive number of seconds; set it to how "
+        "long a session waits for a server it lost (e.g. 30), or unset it."
+    ),
+    "SPARK_CDC_CONNECTION.SERVER_GONE": Condition(
+        "The Spark Connect server at <host>:<port> has not answered for <seconds> s: it "
+        "stopped or cannot be reached; once it runs again, make the call again in a new "
+        "session (a stream resumes from its checkpoint), or wait longer with $<variable>."
     ),
     "SPARK_CDC_CONNECTION.UNAUTHENTICATED": Condition(
         "The Spark Connect server at <host>:<port> refused the session: wrong or missing "

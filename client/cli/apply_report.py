@@ -2,9 +2,10 @@
 
 The source versions a batch covered come from the stream's progress (the change-feed
 sources' offsets carry the next version and the last commit's time), what it wrote from
-the state table's record of the batch (``spark_cdc.applied_batches``), and the lag from the
-newest commit the source reports, the progress' ``latestOffset`` (a source that reports
-none: the line says so).
+the state table's record of the batch (``spark_cdc.applied_batches``), and the lag in
+numbers: the versions between the newest commit the source reports (the progress'
+``latestOffset``; a source that reports none: the line says so) and the last one applied,
+and the seconds since that last one was committed.
 """
 
 from __future__ import annotations
@@ -59,26 +60,34 @@ def covered(progress: Any) -> str | None:
     return f"versions {first}-{last}"
 
 
-def lag(progress: Any) -> str:
-    """How far behind the source's newest commit the stream is after this micro-batch."""
+def lag(progress: Any, now_ms: float) -> str:
+    """How far behind the source the target is after this micro-batch, in numbers: the
+    source versions not applied yet (from the newest the source reports), and the seconds
+    since the newest source commit applied was made (``now_ms``: the time now, in ms)."""
     source = progress.sources[0] if progress.sources else None
     end = _Position.of(source.endOffset) if source is not None else None
     latest = _Position.of(getattr(source, "latestOffset", None))
-    if end is None or latest is None or end.version is None or latest.version is None:
-        return "lag unknown (the source reports no newest offset)"
-    behind = max(0, latest.version - end.version)
-    if behind == 0:
-        return "caught up"
-    text = f"lag {_plural(behind, 'version')}"
-    if latest.previous_ms is not None and end.previous_ms is not None:
-        text += f", {max(0, latest.previous_ms - end.previous_ms) / 1000:,.0f} s"
+    if (
+        end is not None
+        and end.version is not None
+        and latest is not None
+        and latest.version is not None
+    ):
+        behind = max(0, latest.version - end.version)
+        versions = _plural(behind, "version") + (" (caught up)" if behind == 0 else "")
+    else:
+        versions = "unknown versions (the source reports no newest version)"
+    text = f"lag {versions}"
+    if end is not None and end.previous_ms is not None:
+        text += f", newest applied commit {max(0.0, now_ms - end.previous_ms) / 1000:,.0f} s ago"
     return text
 
 
-def batch_line(progress: Any, applied: Any | None) -> str:
-    """One micro-batch: ``batch 3 (versions 4-6): 1,200 changes, 1,180 keys, 1,180 rows
-    written; caught up``. ``applied``: the batch's ``AppliedChanges`` (None: it had no
-    changes, or it is no longer among those the state table records)."""
+def batch_line(progress: Any, applied: Any | None, now_ms: float) -> str:
+    """One micro-batch: ``batch 3 (versions 4-6): 1,200 changes, 1,180 keys and 1,180 rows
+    written; lag 0 versions (caught up), newest applied commit 2 s ago``. ``applied``: the
+    batch's ``AppliedChanges`` (None: it had no changes, or it is no longer among those the
+    state table records)."""
     batch = int(progress.batchId)
     where = covered(progress)
     head = f"batch {batch}" + (f" ({where})" if where else "")
@@ -92,4 +101,4 @@ def batch_line(progress: Any, applied: Any | None) -> str:
         done = f"{_plural(changes, 'change')} applied"
     else:
         done = "no changes"
-    return f"{head}: {done}; {lag(progress)}"
+    return f"{head}: {done}; {lag(progress, now_ms)}"

@@ -16,7 +16,14 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from spark_cdc.cli.lifecycle import STOP_DEADLINE_S, CliError, Stopped, scratch, stop_deferred
+from spark_cdc.cli.lifecycle import (
+    STOP_DEADLINE_S,
+    CliError,
+    Stopped,
+    scratch,
+    server_gone,
+    stop_deferred,
+)
 
 
 def _require_server_parts(needed_by: str) -> None:
@@ -102,10 +109,16 @@ def session(remote: str | None, token: str | None) -> Iterator[Any]:
         except ServerStartError as error:
             raise CliError.of(error) from None
     try:
-        spark = connect(remote or server.url, token=token if remote else None)  # type: ignore[union-attr]
+        spark: Any = connect(remote or server.url, token=token if remote else None)  # type: ignore[union-attr]
+        gone = False
         try:
             yield spark
+        except BaseException as error:
+            gone = server_gone(error)
+            raise
         finally:
+            if gone:  # nothing to release on a server that is gone
+                spark.release_session_on_close = False
             finished_within(STOP_DEADLINE_S, spark.stop)
     finally:
         if server is not None:
@@ -149,6 +162,7 @@ def follow(
             sys.stderr.flush()
 
     feed.start()
+    gone = False
     try:
         while not until():
             feed.check()
@@ -158,10 +172,13 @@ def follow(
             time.sleep(0.2)
         feed.query.processAllAvailable()  # take what is left, then stop
         show()
+    except BaseException as error:
+        gone = server_gone(error)
+        raise
     finally:
         if tty:
             print(file=sys.stderr)
-        if not feed.stop(STOP_DEADLINE_S):
+        if not gone and not feed.stop(STOP_DEADLINE_S):
             print(
                 "spark-cdc: the stream did not stop in time; closing the session.", file=sys.stderr
             )
@@ -220,10 +237,12 @@ def tail(args: argparse.Namespace) -> int:
 def apply(args: argparse.Namespace) -> int:
     """Follow a Delta table into a target with ``apply_changes``, a line per micro-batch
     applied, until stopped, or, with ``--available-now``, until what is there now is
-    applied. The checkpoint (by default beside the target) stays: running the command
+    applied, into a Delta target or (``--format iceberg``) an Iceberg one. The checkpoint
+    (by default beside a Delta target) stays: running the command
     again continues where it stopped, neither losing nor repeating a change; with
     ``--full-refresh`` the target and its state are rebuilt from the feed's start."""
     from spark_cdc import AppliedChanges, apply_changes, readStream, register_delta_changelog
+    from spark_cdc.cli.catalog_properties import catalog_properties
     from spark_cdc.cli.live_feed import finished_within
     from spark_cdc.sources import names_a_table, table_location
 
@@ -231,12 +250,16 @@ def apply(args: argparse.Namespace) -> int:
     options: dict[str, Any] = {"rowId": ",".join(keys), "computeUpdates": True}
     if args.starting_version is not None:
         options["startingVersion"] = args.starting_version
+    iceberg = args.format == "iceberg"
+    catalog = catalog_properties(args.catalog, args.catalog_file) if iceberg else None
+    if iceberg and not args.checkpoint:
+        raise CliError("SPARK_CDC_CLI.CHECKPOINT_REQUIRED")
     try:
         with session(args.remote, args.token) as spark:
             register_delta_changelog(spark)
             _user_columns(spark, args.source, keys, "--keys")
             target = args.target
-            if names_a_table(target):  # the checkpoint goes beside the table's location
+            if not iceberg and names_a_table(target):  # the checkpoint goes beside its location
                 target = table_location(spark, target)
             checkpoint = args.checkpoint or target.rstrip("/") + "__apply_changes_checkpoint"
             feed = readStream(spark).options(**options).load(args.source)
@@ -249,45 +272,66 @@ def apply(args: argparse.Namespace) -> int:
                 checkpoint_location=checkpoint,
                 trigger={"availableNow": True} if args.available_now else None,
                 full_refresh=args.full_refresh,
+                format=args.format,
+                catalog=catalog,
             )
             assert not isinstance(query, AppliedChanges)  # a stream starts a query
             until = "what is there now is applied" if args.available_now else "Ctrl-C stops"
+            into = f"{args.target} (Iceberg, catalog {args.catalog})" if iceberg else args.target
             print(
-                f"Applying the changes of {args.source} to {args.target} (SCD type "
-                f"{args.scd}, checkpoint {checkpoint}); {until}.",
+                f"Applying the changes of {args.source} to {into} (SCD type {args.scd}, "
+                f"checkpoint {checkpoint}); {until}.",
                 file=sys.stderr,
                 flush=True,
             )
+            report, gone = BatchReport(query), False
             try:
-                _report_batches(query)
+                report.follow()
+            except BaseException as error:
+                gone = server_gone(error)
+                raise
             finally:
-                if not finished_within(STOP_DEADLINE_S, query.stop):
-                    print("spark-cdc: the stream did not stop in time.", file=sys.stderr)
+                if not gone:
+                    if not finished_within(STOP_DEADLINE_S, query.stop):
+                        print("spark-cdc: the stream did not stop in time.", file=sys.stderr)
+                    # The batches that ended since the last look, a stop's last one
+                    # included: their lines are the last a user sees.
+                    finished_within(STOP_DEADLINE_S, report.show_new)
     except (Stopped, KeyboardInterrupt):
         print("Stopped.", file=sys.stderr, flush=True)
     return 0
 
 
-def _report_batches(query: Any) -> None:
-    """A line per micro-batch as it completes, until the query ends (``availableNow``:
-    once what was there is applied), fails, or a stop signal arrives. The calls to the
-    server run with the stop deferred (``stop_deferred``); the waits between them stop
-    at once."""
-    from spark_cdc import applied_batches
-    from spark_cdc.cli.apply_report import batch_line
+class BatchReport:
+    """A line per micro-batch of an ``apply_changes`` query, each once, flushed as written."""
 
-    shown = -1
-    while True:
-        with stop_deferred():
-            error = query.exception()
-            active = query.isActive
-            fresh = [p for p in query.recentProgress if int(p.batchId) > shown]
-            applied = applied_batches(query) if fresh else {}
-        if error is not None:
-            raise error
+    def __init__(self, query: Any) -> None:
+        self.query = query
+        self.shown = -1
+
+    def show_new(self) -> None:
+        """Print the batches that ended since the last call."""
+        from spark_cdc import applied_batches
+        from spark_cdc.cli.apply_report import batch_line
+
+        fresh = [p for p in self.query.recentProgress if int(p.batchId) > self.shown]
+        applied = applied_batches(self.query) if fresh else {}
+        now_ms = time.time() * 1000
         for progress in fresh:
-            shown = max(shown, int(progress.batchId))
-            print(batch_line(progress, applied.get(int(progress.batchId))), flush=True)
-        if not active:
-            return
-        time.sleep(0.5)
+            self.shown = max(self.shown, int(progress.batchId))
+            print(batch_line(progress, applied.get(int(progress.batchId)), now_ms), flush=True)
+
+    def follow(self) -> None:
+        """Until the query ends (``availableNow``: once what was there is applied), fails,
+        or a stop signal arrives. The calls to the server run with the stop deferred
+        (``stop_deferred``); the waits between them stop at once."""
+        while True:
+            with stop_deferred():
+                error = self.query.exception()
+                active = self.query.isActive
+                self.show_new()
+            if error is not None:
+                raise error
+            if not active:
+                return
+            time.sleep(0.5)

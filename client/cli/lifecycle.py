@@ -45,6 +45,16 @@ class CliError(ConditionError):
         return made
 
 
+SERVER_GONE = "SPARK_CDC_CONNECTION.SERVER_GONE"
+
+
+def server_gone(error: BaseException) -> bool:
+    """Whether ``error`` says the session's server is gone (``spark_cdc.connection``): then
+    nothing is stopped or released on it, which would only wait for it again."""
+    condition = getattr(error, "getCondition", None)
+    return callable(condition) and condition() == SERVER_GONE
+
+
 class Stopped(BaseException):
     """A stop signal arrived. A BaseException, like KeyboardInterrupt, so that no
     ``except Exception`` on the way swallows it; every ``finally`` runs."""

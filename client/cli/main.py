@@ -4,6 +4,7 @@
     spark-cdc demo [--remote URL]               the main job, end to end
     spark-cdc tail TABLE --row-id COLS [...]    follow a table's change feed until stopped
     spark-cdc apply TABLE --target T --keys COLS [--scd 2] [--available-now] [--full-refresh]
+                  [--format iceberg --catalog-file F --checkpoint DIR]
                                                 apply it to a target until stopped (or once)
 
 Errors end in one sentence and a non-zero exit, never a stack trace, and never show a token.
@@ -248,7 +249,7 @@ def _parser() -> argparse.ArgumentParser:
     apply = subcommands.add_parser(
         "apply",
         help="apply a Delta table's changes to a target table",
-        description="Follow a Delta table's change feed into a target Delta table, as a "
+        description="Follow a Delta table's change feed into a target Delta or Iceberg table, as a "
         "mirror (SCD type 1) or a history (SCD type 2, with __START_AT/__END_AT), exactly "
         "once, until stopped; run again, it continues where it stopped.",
     )
@@ -265,10 +266,32 @@ def _parser() -> argparse.ArgumentParser:
         "--scd", type=int, choices=(1, 2), default=1, help="SCD type (default %(default)s)"
     )
     apply.add_argument(
+        "--format",
+        choices=("delta", "iceberg"),
+        default="delta",
+        help="the target's format (default %(default)s); iceberg: TARGET is namespace.table "
+        "in the catalog that --catalog names",
+    )
+    apply.add_argument(
+        "--catalog",
+        default="default",
+        metavar="NAME",
+        help="with --format iceberg: the catalog whose properties come from --catalog-file "
+        "and the PYICEBERG_CATALOG__<NAME>__<KEY> variables, as pyiceberg reads them "
+        "(default %(default)s); never give them on the command line",
+    )
+    apply.add_argument(
+        "--catalog-file",
+        metavar="PATH",
+        type=Path,
+        help="with --format iceberg: the catalog's properties, key=value lines (variables "
+        "override them)",
+    )
+    apply.add_argument(
         "--checkpoint",
         metavar="DIR",
-        help="the stream's checkpoint (default: beside the target, "
-        "TARGET__apply_changes_checkpoint)",
+        help="the stream's checkpoint (default for a Delta target: beside it, "
+        "TARGET__apply_changes_checkpoint; an Iceberg target needs one)",
     )
     apply.add_argument(
         "--starting-version",

@@ -128,6 +128,79 @@ def test_a_catalog_name_of_no_delta_table_is_refused_before_writing(
         spark.sql(f"DROP TABLE IF EXISTS {name}")
 
 
+LAG = re.compile(
+    r"; lag (\d+ versions?( \(caught up\))?|unknown versions \(the source reports no newest "
+    r"version\)), newest applied commit [\d,]+ s ago$"
+)
+
+
+def test_every_batch_line_gives_the_lag_in_numbers(spark_remote: str, tmp_path: Path) -> None:
+    source, target = str(tmp_path / "source"), str(tmp_path / "target")
+    write_deltalake(source, pa.table({"id": [1, 2], "v": ["a", "b"]}))
+    for step in range(3):
+        _commit(source, [step], "u")
+    lines = _batch_lines(_run_once(source, target, spark_remote, "--starting-version", "0"))
+    assert lines and all(LAG.search(line) for line in lines), lines
+
+
+def test_an_iceberg_target_takes_its_catalog_from_a_file_and_the_environment(
+    spark: SparkSession, spark_remote: str, tmp_path: Path
+) -> None:
+    """Exactly what the API writes from the same feed; the catalog's secret (from the
+    environment) in no process's command line, and not in the command's output."""
+    from spark_cdc import apply_changes
+
+    from tests.support.apply_targets import read_iceberg
+    from tests.support.iceberg_tables import catalog_properties
+    from tests.support.processes import command_lines_holding
+
+    source = str(tmp_path / "source")
+    write_deltalake(source, pa.table({"id": [1, 2, 3], "v": ["a", "b", "c"]}))
+    _commit(source, [2, 4], "u")
+    catalog = catalog_properties(tmp_path, "cli")
+    secret = f"s3cr3t-{uuid.uuid4().hex}"
+    catalog_file = tmp_path / "catalog.properties"
+    catalog_file.write_text(
+        "# the test's catalog\n" + "".join(f"{k}={v}\n" for k, v in catalog.items() if k != "uri")
+    )
+    env = {
+        "PYICEBERG_CATALOG__CLI__URI": catalog["uri"],
+        "PYICEBERG_CATALOG__CLI__S3__SECRET_ACCESS_KEY": secret,
+    }
+    command = Command(
+        "apply", source, "--target", "db.mirror", "--keys", "id", "--available-now",
+        "--starting-version", "0", "--format", "iceberg", "--catalog", "cli",
+        "--catalog-file", str(catalog_file), "--checkpoint", str(tmp_path / "checkpoint"),
+        "--remote", spark_remote, env=env,
+    )  # fmt: skip
+    shown = []
+    while command.process.poll() is None:
+        shown += command_lines_holding(secret)
+        time.sleep(0.2)
+    assert command.finish() == 0, command.output
+    assert not shown, "the catalog's secret was on a command line"
+    assert secret not in command.output
+    assert _batch_lines(command), command.output
+
+    feed = spark.read.format("delta_changelog").option("startingVersion", 0).load(source)
+    with_secret = {**catalog, "s3.secret-access-key": secret}
+    apply_changes(feed, "db.api", keys=["id"], sequence_by="_commit_version",
+                  format="iceberg", catalog=with_secret)  # fmt: skip
+    got = sorted_rows(read_iceberg(catalog, "db.mirror"))
+    assert got == sorted_rows(read_iceberg(catalog, "db.api"))
+    assert got == model_rows(feed_changes(spark, source), 1)
+
+
+def test_an_iceberg_target_without_a_catalog_is_refused_by_name(tmp_path: Path) -> None:
+    command = Command(
+        "apply", "/nowhere", "--target", "db.t", "--keys", "id", "--format", "iceberg",
+        "--catalog", "absent", "--checkpoint", str(tmp_path / "cp"), "--remote", "sc://localhost:1",
+    )  # fmt: skip
+    assert command.finish(60) == 1
+    assert command.lines[-1].startswith("spark-cdc: [SPARK_CDC_CLI.NO_CATALOG]"), command.output
+    assert "PYICEBERG_CATALOG__ABSENT__URI" in command.lines[-1]
+
+
 @pytest.fixture
 def writing(tmp_path: Path) -> Iterator[str]:
     """A Delta table that gets a commit (an update and an insert) every 0.3 s."""
