@@ -107,6 +107,18 @@ def bench_of(benchmark: str) -> str:
     return table(figures)
 
 
+def bench_default_partitions() -> str:
+    """The defaults benchmark's figure, and each side's seconds."""
+    figures = [f for f in _figures() if f.benchmark == "default_partitions"]
+    if not figures:
+        return bench_of("default_partitions")
+    rows = ["| side | seconds (median) | each run |", "|---|---|---|"]
+    for name, value in figures[0].medians.items():
+        runs = ", ".join(f"{v:g}" for v in figures[0].samples[name])
+        rows.append(f"| {name} | {value:g} | {runs} |")
+    return bench_of("default_partitions") + "\n\n" + "\n".join(rows)
+
+
 def bench_machine() -> str:
     """The machine and settings of the run, as the results record them (no commit ids)."""
     results = _results()
@@ -280,6 +292,7 @@ RENDERERS: dict[str, Callable[[], str]] = {
     "bench-apply": bench_apply,
     "bench-apply-more": bench_apply_more,
     "bench-iceberg": lambda: bench_of("iceberg_source"),
+    "bench-default-partitions": bench_default_partitions,
 }
 
 

@@ -187,6 +187,7 @@ CODE_FIGURES: dict[str, Callable[[], bool]] = {
     "512 MiB": lambda: _state().STATE_KEYS_BYTES == 512 << 20,
     "32 MiB": lambda: _tables().SMALL_FILE_BYTES == 32 << 20,
     "1.5 s": lambda: round(sum(_iceberg_table().SETTLING_WAITS), 3) == 1.5,
+    "30 s": lambda: importlib.import_module("spark_cdc.connection").SERVER_GONE_AFTER_S == 30,
 }
 
 
