@@ -18,7 +18,7 @@ fi
 # Spark keeps a Python worker daemon per session for the server's life (SPARK-54055): the
 # idle ones are stopped, their ports held (spark_cdc.testing.idle_daemons, beside the server:
 # $$ is the server's process, as exec keeps it; SPARK_CDC_DAEMON_IDLE_SECONDS=0: never).
-python -m spark_cdc.testing.idle_daemons $$ "${SPARK_CDC_DAEMON_IDLE_SECONDS:-600}" &
+python -m spark_cdc.testing.idle_daemons $$ "${SPARK_CDC_DAEMON_IDLE_SECONDS:-120}" &
 # SPARK_CDC_SHARED_PYTHON_WORKERS=true: sessions and streaming queries share their Python
 # workers (and artifacts): Spark's Connect plugin with artifact isolation off, started by
 # spark_cdc.server_plugin.shared_workers_server (SparkConnectServer forces isolation on).

@@ -120,7 +120,6 @@ def spark_remote(
         _server = start_local_server(
             conf=harness.TEST_SERVER_CONF,
             log_path=log_path,
-            idle_daemon_seconds=harness.DAEMON_IDLE_SECONDS,
         )
         _say(request, f"using a local Spark Connect server at {_server.url}")
     try:

@@ -32,7 +32,7 @@ from spark_cdc.server_plugin import shared_workers_server
 from spark_cdc.server_plugin.conditions import ConditionError
 from spark_cdc.state_partitions import PER_TASK_SLOT, SHUFFLE_PARTITIONS
 from spark_cdc.testing import server_watchdog
-from spark_cdc.testing.idle_daemons import IdleDaemonReaper
+from spark_cdc.testing.idle_daemons import DEFAULT_IDLE_SECONDS, IdleDaemonReaper
 
 READY_LINE = shared_workers_server.READY_LINE
 DISCOVERY_MODULES = (
@@ -223,7 +223,7 @@ def start_local_server(
     extra_python_path: list[str] | None = None,
     timeout: float = 240.0,
     discover: bool = True,
-    idle_daemon_seconds: float | None = 600.0,
+    idle_daemon_seconds: float | None = DEFAULT_IDLE_SECONDS,
     shared_python_workers: bool = False,
 ) -> LocalServer:
     """Start ``SparkConnectServer`` and return once it accepts connections.

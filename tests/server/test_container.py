@@ -34,6 +34,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 from spark_cdc import ChangelogReader
+from spark_cdc.testing.idle_daemons import DEFAULT_IDLE_SECONDS
 from spark_cdc.testing.local_server import free_port
 
 from tests.support import harness
@@ -168,7 +169,7 @@ def test_the_daemon_reaper_runs_beside_the_server(spark_cdc_server: Any) -> None
     (reaper,) = [row for row in rows if "spark_cdc.testing.idle_daemons" in row]
     server = next(row for row in rows if row[0] == "1")
     assert "org.apache.spark.deploy.SparkSubmit" in server
-    assert reaper[1] == "1" and reaper[-2:] == ["1", "600"]
+    assert reaper[1] == "1" and reaper[-2:] == ["1", f"{DEFAULT_IDLE_SECONDS:g}"]
 
 
 # -- the compose stack, started the way the README says ------------------------------------

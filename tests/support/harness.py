@@ -99,12 +99,6 @@ class ContainerServer:
         return logs.decode(errors="replace")
 
 
-# The suite opens hundreds of short sessions, each leaving Python daemons behind: its servers
-# stop them two minutes after their last worker, not ten (the container's
-# spark_cdc.testing.idle_daemons, which the container's entry point and a local server run).
-DAEMON_IDLE_SECONDS = 120
-
-
 def start_container(
     shared: list[Path], conf: Mapping[str, str] = TEST_SERVER_CONF, **options: Any
 ) -> Server:
@@ -112,7 +106,6 @@ def start_container(
     from spark_cdc.testing.container import SparkConnectContainer
 
     container = SparkConnectContainer(shared=shared, conf=conf, **options)
-    container.with_env("SPARK_CDC_DAEMON_IDLE_SECONDS", str(DAEMON_IDLE_SECONDS))
     container.start()
     return ContainerServer(container)
 
@@ -136,7 +129,6 @@ def dedicated_server(tmp_path: Path, name: str, **options: Any) -> Iterator[Serv
             conf=TEST_SERVER_CONF,
             log_path=tmp_path / f"{name}.log",
             driver_memory="2g",
-            idle_daemon_seconds=DAEMON_IDLE_SECONDS,
             **options,
         )
         server = local

@@ -72,3 +72,13 @@ def test_the_image_receives_what_the_package_needs() -> None:
         "server_plugin",
     ):
         assert needed in sources
+
+
+def test_the_container_stops_idle_daemons_after_the_local_servers_time() -> None:
+    """One default for both servers this package runs (``idle_daemons.DEFAULT_IDLE_SECONDS``):
+    the entry point's and the compose file's."""
+    from spark_cdc.testing.idle_daemons import DEFAULT_IDLE_SECONDS
+
+    default = f"${{SPARK_CDC_DAEMON_IDLE_SECONDS:-{DEFAULT_IDLE_SECONDS:g}}}"
+    assert default in (COMPOSE / "entrypoint.sh").read_text()
+    assert _service()["environment"]["SPARK_CDC_DAEMON_IDLE_SECONDS"] == default
