@@ -109,14 +109,23 @@ def bench_of(benchmark: str) -> str:
 
 def bench_default_partitions() -> str:
     """The defaults benchmark's figure, and each side's seconds."""
-    figures = [f for f in _figures() if f.benchmark == "default_partitions"]
+    return _with_medians("default_partitions", "seconds (median)")
+
+
+def _with_medians(benchmark: str, measure: str = "value") -> str:
+    """A benchmark's figure, and its first figure's medians (with each run's, if any)."""
+    figures = [f for f in _figures() if f.benchmark == benchmark]
     if not figures:
-        return bench_of("default_partitions")
-    rows = ["| side | seconds (median) | each run |", "|---|---|---|"]
+        return bench_of(benchmark)
+    samples = figures[0].samples
+    rows = [
+        f"| side | {measure} |" + (" each run |" if samples else ""),
+        "|---|---|" + ("---|" if samples else ""),
+    ]
     for name, value in figures[0].medians.items():
-        runs = ", ".join(f"{v:g}" for v in figures[0].samples[name])
-        rows.append(f"| {name} | {value:g} | {runs} |")
-    return bench_of("default_partitions") + "\n\n" + "\n".join(rows)
+        runs = f" {', '.join(f'{v:g}' for v in samples[name])} |" if samples else ""
+        rows.append(f"| {name} | {value:g} |{runs}")
+    return bench_of(benchmark) + "\n\n" + "\n".join(rows)
 
 
 def bench_machine() -> str:
@@ -293,6 +302,7 @@ RENDERERS: dict[str, Callable[[], str]] = {
     "bench-apply-more": bench_apply_more,
     "bench-iceberg": lambda: bench_of("iceberg_source"),
     "bench-default-partitions": bench_default_partitions,
+    "bench-long-lived": lambda: _with_medians("long_lived"),
 }
 
 

@@ -15,7 +15,7 @@ import signal
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -142,6 +142,13 @@ def spark(spark_remote: str) -> Iterator[SparkSession]:
         register_iceberg_changelog(session)
     yield session
     session.stop()
+
+
+@pytest.fixture
+def server_log(spark_remote: str) -> Callable[[], str | None]:
+    """The harness server's whole log so far, for what it must not hold; None on a server
+    the harness did not start (``SPARK_REMOTE``)."""
+    return lambda: None if _server is None else _server.log_tail(1_000_000)
 
 
 @pytest.fixture

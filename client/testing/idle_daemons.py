@@ -46,8 +46,7 @@ DEFAULT_IDLE_SECONDS = 120.0
 
 class IdleDaemonReaper(threading.Thread):
     """A background thread of the process that started the server (``root``: its process
-    id), looking every ``min(idle_seconds / 4, 30)`` seconds, so a daemon is stopped at most
-    a look after ``idle_seconds``; ``stop()`` ends it."""
+    id), looking every ``min(idle_seconds, 60)`` seconds; ``stop()`` ends it."""
 
     def __init__(self, root: int, idle_seconds: float) -> None:
         super().__init__(name="idle-daemon-reaper", daemon=True)
@@ -57,7 +56,7 @@ class IdleDaemonReaper(threading.Thread):
         self._held: deque[socket.socket] = deque()
 
     def run(self) -> None:
-        while not self._stopped.wait(min(self.idle_seconds / 4, 30.0)):
+        while not self._stopped.wait(min(self.idle_seconds, 60.0)):
             self.reap(time.monotonic())
 
     def stop(self) -> None:

@@ -35,6 +35,7 @@ BENCHMARKS = (
     "worker_memory",
     "net_changes",
     "default_partitions",
+    "long_lived",
     "apply",
     "apply_iceberg",
     "apply_iceberg_growth",

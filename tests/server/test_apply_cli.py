@@ -10,7 +10,7 @@ import random
 import re
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -144,10 +144,10 @@ def test_every_batch_line_gives_the_lag_in_numbers(spark_remote: str, tmp_path: 
 
 
 def test_an_iceberg_target_takes_its_catalog_from_a_file_and_the_environment(
-    spark: SparkSession, spark_remote: str, tmp_path: Path
+    spark: SparkSession, spark_remote: str, tmp_path: Path, server_log: Callable[[], str | None]
 ) -> None:
     """Exactly what the API writes from the same feed; the catalog's secret (from the
-    environment) in no process's command line, and not in the command's output."""
+    environment) in no process's command line, the command's output or the server's log."""
     from spark_cdc import apply_changes
 
     from tests.support.apply_targets import read_iceberg
@@ -180,6 +180,7 @@ def test_an_iceberg_target_takes_its_catalog_from_a_file_and_the_environment(
     assert command.finish() == 0, command.output
     assert not shown, "the catalog's secret was on a command line"
     assert secret not in command.output
+    assert secret not in (server_log() or "")
     assert _batch_lines(command), command.output
 
     feed = spark.read.format("delta_changelog").option("startingVersion", 0).load(source)

@@ -15,31 +15,10 @@ from spark_cdc.connection import connect
 from spark_cdc.testing.local_server import start_local_server
 
 from tests.support.delta_tables import rows
+from tests.support.processes import python_processes_below
 
 WITHIN_S = 300  # after the last query stopped
 QUERIES, LONG_QUERIES = 20, 200
-
-
-def _python_processes(root: int) -> tuple[int, int]:
-    """How many Python processes run below ``root``, and their resident memory in bytes."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError):
-            continue
-        children.setdefault(parent, []).append(int(stat.parent.name))
-    count, rss, todo = 0, 0, list(children.get(root, []))
-    while todo:
-        pid = todo.pop()
-        todo += children.get(pid, [])
-        try:
-            if b"python" in Path(f"/proc/{pid}/cmdline").read_bytes():
-                rss += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * 4096
-                count += 1
-        except (OSError, ValueError):
-            continue
-    return count, rss
 
 
 @pytest.mark.local_process
@@ -58,16 +37,16 @@ def test_python_processes_come_back_after_many_streams(tmp_path: Path, long_run:
             query.stop()
 
         one_stream()
-        first = _python_processes(server.process.pid)
+        first = python_processes_below(server.process.pid)
         for _ in range((LONG_QUERIES if long_run else QUERIES) - 1):
             one_stream()
-        grown = _python_processes(server.process.pid)
+        grown = python_processes_below(server.process.pid)
         assert grown[0] > first[0], "the streams started no Python process: nothing to show"
         deadline = time.monotonic() + WITHIN_S
         now = grown
         while (now[0] > first[0] * 1.1 or now[1] > first[1] * 1.1) and time.monotonic() < deadline:
             time.sleep(5)
-            now = _python_processes(server.process.pid)
+            now = python_processes_below(server.process.pid)
         print(f"Python processes (count, RSS): first {first}, grown {grown}, then {now}")
         assert now[0] <= first[0] * 1.1 and now[1] <= first[1] * 1.1, (first, grown, now)
     finally:

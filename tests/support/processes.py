@@ -105,3 +105,26 @@ def without(package: str, folder: Path) -> dict[str, str]:
         f"raise ModuleNotFoundError(\"No module named '{package}'\", name='{package}')\n"
     )
     return {"PYTHONPATH": os.pathsep.join([str(folder), os.environ.get("PYTHONPATH", "")])}
+
+
+def python_processes_below(root: int) -> tuple[int, int]:
+    """How many Python processes run below process ``root`` (a server's workers and
+    daemons), and their resident memory in bytes, from ``/proc``."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError):
+            continue
+        children.setdefault(parent, []).append(int(stat.parent.name))
+    count, rss, todo = 0, 0, list(children.get(root, []))
+    while todo:
+        pid = todo.pop()
+        todo += children.get(pid, [])
+        try:
+            if b"python" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                rss += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * 4096
+                count += 1
+        except (OSError, ValueError):
+            continue
+    return count, rss
