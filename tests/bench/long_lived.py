@@ -15,12 +15,11 @@ import time
 
 import pyarrow as pa
 from deltalake import write_deltalake
-from spark_cdc import readStream
 from spark_cdc.connection import connect
 from spark_cdc.testing.local_server import start_local_server
 
 from tests.bench.common import Bench, Figure
-from tests.support.processes import python_processes_below
+from tests.support.processes import python_processes_below, streams_come_and_go
 
 QUERIES, QUICK_QUERIES = 200, 5
 LATER_S, QUICK_LATER_S = 300, 30
@@ -34,18 +33,7 @@ def run(bench: Bench) -> list[Figure]:
     try:
         session = connect(server.url)
         try:
-
-            def one_stream() -> None:
-                feed = readStream(session).option("rowId", "id").option("startingVersion", 0)
-                query = feed.load(source).writeStream.format("noop").start()
-                query.processAllAvailable()
-                query.stop()
-
-            one_stream()
-            first = python_processes_below(server.process.pid)
-            for _ in range(queries - 1):
-                one_stream()
-            grown = python_processes_below(server.process.pid)
+            first, grown = streams_come_and_go(session, source, queries, server.process.pid)
             time.sleep(later)
             after = python_processes_below(server.process.pid)
         finally:

@@ -10,12 +10,11 @@ from pathlib import Path
 
 import pytest
 from deltalake import write_deltalake
-from spark_cdc import readStream
 from spark_cdc.connection import connect
 from spark_cdc.testing.local_server import start_local_server
 
 from tests.support.delta_tables import rows
-from tests.support.processes import python_processes_below
+from tests.support.processes import python_processes_below, streams_come_and_go
 
 WITHIN_S = 300  # after the last query stopped
 QUERIES, LONG_QUERIES = 20, 200
@@ -29,18 +28,8 @@ def test_python_processes_come_back_after_many_streams(tmp_path: Path, long_run:
     server = start_local_server(log_path=tmp_path / "server.log", driver_memory="2g")
     session = connect(server.url)
     try:
-
-        def one_stream() -> None:
-            feed = readStream(session).option("rowId", "id").option("startingVersion", 0)
-            query = feed.load(source).writeStream.format("noop").start()
-            query.processAllAvailable()
-            query.stop()
-
-        one_stream()
-        first = python_processes_below(server.process.pid)
-        for _ in range((LONG_QUERIES if long_run else QUERIES) - 1):
-            one_stream()
-        grown = python_processes_below(server.process.pid)
+        count = LONG_QUERIES if long_run else QUERIES
+        first, grown = streams_come_and_go(session, source, count, server.process.pid)
         assert grown[0] > first[0], "the streams started no Python process: nothing to show"
         deadline = time.monotonic() + WITHIN_S
         now = grown

@@ -13,6 +13,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 
 class Command:
@@ -128,3 +129,22 @@ def python_processes_below(root: int) -> tuple[int, int]:
         except (OSError, ValueError):
             continue
     return count, rss
+
+
+def streams_come_and_go(session: Any, source: str, count: int, root: int) -> tuple[Any, Any]:
+    """``count`` streaming queries of ``source``'s change feed (update detection, into the
+    ``noop`` sink), each started, drained and stopped in turn, on the server of process
+    ``root``: its Python processes (``python_processes_below``) after the first and the last."""
+    from spark_cdc import readStream
+
+    def one_stream() -> None:
+        feed = readStream(session).option("rowId", "id").option("startingVersion", 0)
+        query = feed.load(source).writeStream.format("noop").start()
+        query.processAllAvailable()
+        query.stop()
+
+    one_stream()
+    first = python_processes_below(root)
+    for _ in range(count - 1):
+        one_stream()
+    return first, python_processes_below(root)
