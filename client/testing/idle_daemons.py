@@ -79,15 +79,11 @@ class IdleDaemonReaper(threading.Thread):
             if children.get(pid) or pid not in self._idle_since:
                 self._idle_since[pid] = now  # busy, or first seen: idle from now
             elif now - self._idle_since[pid] >= self.idle_seconds:
-                ports = listening_ports(pid)
-                try:
-                    os.kill(pid, signal.SIGTERM)
+                ports = _stop_if_childless(pid)
+                if ports is not None:
                     stopped.append(pid)
-                except ProcessLookupError:
-                    pass
-                else:
                     self._hold(pid, ports)
-                del self._idle_since[pid]
+                del self._idle_since[pid]  # stopped, or busy after all: idle from now
         self._idle_since = {p: t for p, t in self._idle_since.items() if p in seen}
         return stopped
 
@@ -109,6 +105,49 @@ class IdleDaemonReaper(threading.Thread):
             self._held.append(held)
             while len(self._held) > MAX_HELD_PORTS:
                 self._held.popleft().close()
+
+
+def _stop_if_childless(pid: int) -> list[tuple[str, int]] | None:
+    """Daemon ``pid`` stopped (SIGTERM) if it has no worker, and the ports it listened on;
+    None if it has one, or is gone.
+
+    The reaper's listing may be late: meanwhile Spark may have had the daemon fork a worker,
+    and pooled it once its task ended. Stopping the daemon then ends the worker too (it
+    signals its process group), and Spark's next task, handed the dead worker from its pool,
+    tells the gone daemon to stop it and fails ("java.io.IOException: Stream closed",
+    measured on 4.3; once in CI). So the daemon is frozen first (SIGSTOP: a stopped process
+    forks nothing) and its workers are counted while it cannot start one. A connection
+    Spark makes meanwhile waits unaccepted; the daemon's end resets it, and Spark starts a
+    new daemon, as it does for a refused one."""
+    try:
+        os.kill(pid, signal.SIGSTOP)
+    except ProcessLookupError:
+        return None
+    try:
+        deadline = time.monotonic() + 10
+        while (state := _state(pid)) not in ("T", "Z", None) and time.monotonic() < deadline:
+            time.sleep(0.01)  # SIGSTOP arrives asynchronously
+        if state != "T" or _has_children(pid):
+            return None
+        ports = listening_ports(pid)
+        os.kill(pid, signal.SIGTERM)  # handled once it runs again, below
+        return ports
+    except ProcessLookupError:
+        return None
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
+
+
+def _has_children(pid: int) -> bool:
+    """Whether ``pid`` has a child process, from ``/proc/<pid>/task/*/children``; true where
+    that cannot be read (a kernel without it): a daemon is kept when in doubt."""
+    try:
+        return any(
+            (task / "children").read_text().strip() for task in Path(f"/proc/{pid}/task").iterdir()
+        )
+    except OSError:
+        return True
 
 
 def listening_ports(pid: int) -> list[tuple[str, int]]:
@@ -133,10 +172,15 @@ def listening_ports(pid: int) -> list[tuple[str, int]]:
 def _running(pid: int) -> bool:
     """Whether ``pid`` still runs (a zombie, exited and not yet waited for by its parent,
     has closed its sockets)."""
+    return _state(pid) not in ("Z", None)
+
+
+def _state(pid: int) -> str | None:
+    """Process ``pid``'s state letter (R, S, T stopped, Z zombie, ...); None once it is gone."""
     try:
-        return _stat_fields(Path(f"/proc/{pid}/stat").read_text())[0] != "Z"
+        return _stat_fields(Path(f"/proc/{pid}/stat").read_text())[0]
     except OSError:
-        return False
+        return None
 
 
 def _stat_fields(stat: str) -> list[str]:

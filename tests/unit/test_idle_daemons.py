@@ -142,6 +142,46 @@ def test_a_stopped_daemons_port_stays_unreachable_and_its_session_gets_a_new_one
         server.stop()
 
 
+@pytest.mark.local_process
+@pytest.mark.timeout(300)
+def test_a_daemon_that_started_a_worker_after_the_reapers_look_is_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hazard CI met next: the reaper saw a session's daemon without a worker, and by
+    the time it stopped it Spark had started a worker there and pooled it. The daemon's end
+    took the worker along, and Spark's next task, handed the dead worker from its pool, told
+    the gone daemon to stop it: "java.io.IOException: Stream closed", the query failed. The
+    reaper is given such a late look (its process listing from before the worker) and must
+    keep the daemon, which has a worker when it is stopped."""
+    from pyspark.sql import SparkSession
+    from pyspark.sql.functions import udf
+    from spark_cdc.testing import idle_daemons
+    from spark_cdc.testing.local_server import start_local_server
+
+    # Workers reused (Spark's default): the task's worker stays, pooled, under its daemon.
+    server = start_local_server(
+        log_path=tmp_path / "server.log", idle_daemon_seconds=None, driver_memory="1g"
+    )
+    reaper = IdleDaemonReaper(server.process.pid, idle_seconds=1)
+    try:
+        spark = SparkSession.builder.remote(server.url).create()
+        plus_one = udf(lambda x: x + 1, "long")
+        assert [row[0] for row in spark.range(3).select(plus_one("id")).collect()] == [1, 2, 3]
+        daemons = _daemons_under(server.process.pid)
+        parents, commands = idle_daemons._processes()
+        assert any(parent in daemons for parent in parents.values())  # the pooled worker
+        late = {pid: parent for pid, parent in parents.items() if parent not in daemons}
+        monkeypatch.setattr(idle_daemons, "_processes", lambda: (late, commands))
+        assert reaper.reap(now=0) == []
+        assert reaper.reap(now=1) == []
+        assert all(_running(pid) for pid in daemons)
+        assert [row[0] for row in spark.range(3).select(plus_one("id")).collect()] == [1, 2, 3]
+        spark.stop()
+    finally:
+        reaper.stop()
+        server.stop()
+
+
 def _daemons_under(root: int) -> list[int]:
     """The daemons among ``root``'s children (the server's JVM starts them)."""
     lines = subprocess.run(
