@@ -23,14 +23,14 @@ from spark_cdc.result_size import applying, batch_too_large
 from spark_cdc.rewrite.apply_plan import plan_apply, target_layout
 from spark_cdc.rewrite.errors import cdc_error
 from spark_cdc.rewrite.server_code import make_available, server_parallelism
-from spark_cdc.server_plugin.sinks.apply.binding import REFRESH
+from spark_cdc.server_plugin.sinks.apply.engine.binding import REFRESH
+from spark_cdc.server_plugin.sinks.apply.engine.spec import DELTA, ICEBERG, ApplySpec
 from spark_cdc.server_plugin.sinks.apply.sink import (
     SET_ASIDE_OPTION,
     SINK_NAME,
     ApplyChangesSink,
     spec_options,
 )
-from spark_cdc.server_plugin.sinks.apply.spec import DELTA, ICEBERG, ApplySpec
 from spark_cdc.sources import names_a_table, table_location
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from spark_cdc.rewrite.errors import cdc_error
-from spark_cdc.server_plugin.sinks.apply.spec import (
+from spark_cdc.server_plugin.sinks.apply.engine.spec import (
     DELETE,
     DELETION_VECTORS_PROPERTY,
     END_AT,

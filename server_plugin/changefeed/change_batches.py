@@ -5,17 +5,17 @@ carries. Shared by the sources, whatever reads their files.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator
 
 import pyarrow as pa
 from pyspark.sql.types import StructType
 from spark_cdc.server_plugin.arrow_types import arrow_schema, int64_value
+from spark_cdc.server_plugin.changefeed.partitions import FileGroup, FileTask
 from spark_cdc.server_plugin.errors import error
 
-if TYPE_CHECKING:
-    from spark_cdc.server_plugin.changefeed.partitions import FileGroup, FileTask
-    from spark_cdc.server_plugin.changefeed.resolving_reader import TaskReader
+# How a source reads one task's rows in a given Arrow schema: what each source gives
+# ``read_group`` and ``resolving_reader.read_resolved``.
+TaskReader = Callable[[pa.Schema, FileTask], Iterator[pa.RecordBatch]]
 
 # Arrow batches of about a million values: big enough to amortize the per-batch cost of the
 # Python-to-JVM hand-over (256k rows of 4 columns read ~10% faster than 64k), small enough

@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
 from pyspark.sql.types import StructType
 from spark_cdc.server_plugin.arrow_types import arrow_schema, from_numpy, int64_value, to_numpy
-from spark_cdc.server_plugin.changefeed.change_batches import BATCH_VALUES, commit_timestamp
+from spark_cdc.server_plugin.changefeed.change_batches import (
+    BATCH_VALUES,
+    TaskReader,
+    commit_timestamp,
+)
 from spark_cdc.server_plugin.changefeed.partitions import (
     GATHER_BYTES,
     FileGroup,
@@ -36,9 +40,6 @@ from spark_cdc.server_plugin.vocabulary import (
     COMMIT_VERSION,
     METADATA_COLUMNS,
 )
-
-# How a source reads one task's rows in a given Arrow schema (``change_batches``).
-TaskReader = Callable[[pa.Schema, FileTask], Iterator[pa.RecordBatch]]
 
 
 def read_resolved(

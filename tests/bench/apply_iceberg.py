@@ -39,7 +39,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark import cloudpickle
 from spark_cdc import apply_changes
-from spark_cdc.server_plugin.sinks.apply.spec import END_AT, START_AT
+from spark_cdc.server_plugin.sinks.apply.engine.spec import END_AT, START_AT
 
 from tests.bench import apply
 from tests.bench.common import Bench, Figure, interleaved, medians, paired_spread

@@ -18,8 +18,8 @@ from pyspark.sql import functions as F
 from spark_cdc import apply_changes
 from spark_cdc.rewrite.apply_plan import plan_apply
 from spark_cdc.rewrite.server_code import server_parallelism
-from spark_cdc.server_plugin.sinks.apply.buckets import Layout
-from spark_cdc.server_plugin.sinks.apply.spec import BUCKET, KEY_HASH
+from spark_cdc.server_plugin.sinks.apply.engine.buckets import Layout
+from spark_cdc.server_plugin.sinks.apply.engine.spec import BUCKET, KEY_HASH
 
 # Key columns of several types, as expressions over ``range``'s ``id`` (each row its own
 # key), and the same keys as plain values: a collated string hashes as its plain string.

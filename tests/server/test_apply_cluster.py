@@ -22,8 +22,8 @@ from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from spark_cdc import AppliedChanges, apply_changes
-from spark_cdc.server_plugin.sinks.apply import iceberg_tables
-from spark_cdc.server_plugin.sinks.apply.tables import OUTCOME_KEY
+from spark_cdc.server_plugin.sinks.apply.delta.tables import OUTCOME_KEY
+from spark_cdc.server_plugin.sinks.apply.iceberg import tables as iceberg_tables
 from spark_cdc.testing.local_server import start_local_server
 
 from tests.support.apply_model import Change, scd1, scd2

@@ -10,7 +10,7 @@ from typing import Any
 import pyarrow as pa
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from spark_cdc.server_plugin.sinks.apply.spec import END_AT, START_AT, ApplySpec
+from spark_cdc.server_plugin.sinks.apply.engine.spec import END_AT, START_AT, ApplySpec
 
 from tests.support.apply_model import Change, scd1, scd2
 from tests.support.apply_targets import sorted_rows

@@ -9,7 +9,7 @@ from typing import Any
 
 import pyarrow as pa
 from deltalake import DeltaTable, QueryBuilder, write_deltalake
-from spark_cdc.server_plugin.sinks.apply.spec import (
+from spark_cdc.server_plugin.sinks.apply.engine.spec import (
     DELETE,
     DELTA,
     ICEBERG,

@@ -16,9 +16,13 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 from spark_cdc.server_plugin.errors import ChangelogSourceError
-from spark_cdc.server_plugin.sinks.apply import tables
-from spark_cdc.server_plugin.sinks.apply.batch import apply_batch, apply_shares, resolve_share
-from spark_cdc.server_plugin.sinks.apply.spec import ApplySpec, sequence_column
+from spark_cdc.server_plugin.sinks.apply.delta import tables
+from spark_cdc.server_plugin.sinks.apply.engine.batch import (
+    apply_batch,
+    apply_shares,
+    resolve_share,
+)
+from spark_cdc.server_plugin.sinks.apply.engine.spec import ApplySpec, sequence_column
 
 from tests.support.apply_model import Change
 from tests.support.apply_targets import prepared, read_table, sorted_rows, spec_for
@@ -304,7 +308,7 @@ def test_a_share_after_everything_stored_reads_no_state_file() -> None:
     sequences) resolves without reading a state file (none is indexed), and applies as
     if it had; a share with a late change reads the file holding its key, and the late
     change loses to the stored one."""
-    from spark_cdc.server_plugin.sinks.apply import state
+    from spark_cdc.server_plugin.sinks.apply.delta import state
 
     stored = [Change((k,), (5,), "upsert", {"a": k, "b": "x"}) for k in (1, 2, 3)]
     later = [Change((1,), (6,), "delete"), Change((2,), (7,), "upsert", {"a": 9, "b": "y"})]

@@ -18,9 +18,9 @@ import pytest
 from deltalake import DeltaTable, WriterProperties, write_deltalake
 from spark_cdc.server_plugin.delta import committer
 from spark_cdc.server_plugin.errors import ChangelogSourceError
-from spark_cdc.server_plugin.sinks.apply import direct_commits, tables
-from spark_cdc.server_plugin.sinks.apply.batch import apply_batch
-from spark_cdc.server_plugin.sinks.apply.spec import END_AT, START_AT
+from spark_cdc.server_plugin.sinks.apply.delta import direct_commits, tables
+from spark_cdc.server_plugin.sinks.apply.engine.batch import apply_batch
+from spark_cdc.server_plugin.sinks.apply.engine.spec import END_AT, START_AT
 
 from tests.support import duckdb_tables
 from tests.support.apply_model import Change

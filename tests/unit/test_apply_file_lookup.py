@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from spark_cdc.server_plugin.delta.log import DeltaLog
-from spark_cdc.server_plugin.sinks.apply.file_lookup import _dictionary_coded, rows_at
+from spark_cdc.server_plugin.sinks.apply.engine.file_lookup import _dictionary_coded, rows_at
 
 
 @settings(max_examples=80, deadline=None)
@@ -82,8 +82,8 @@ def test_rows_of_keys_finds_every_row_of_the_batchs_keys_in_every_file(
     a plain membership test finds: type 1's keys, or type 2's versions (``versions``:
     the key indexed, its start confirmed)."""
     from deltalake import DeltaTable, write_deltalake
-    from spark_cdc.server_plugin.sinks.apply.file_lookup import rows_of_keys
-    from spark_cdc.server_plugin.sinks.apply.key_index import FileKeysCache
+    from spark_cdc.server_plugin.sinks.apply.engine.file_lookup import rows_of_keys
+    from spark_cdc.server_plugin.sinks.apply.engine.key_index import FileKeysCache
 
     names = ["id", "start"] if versions else ["id"]
     schema = pa.schema([("id", pa.int64()), ("start", pa.int64())])

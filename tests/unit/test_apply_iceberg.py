@@ -17,9 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from spark_cdc.server_plugin.errors import ChangelogSourceError
 from spark_cdc.server_plugin.iceberg.table import catalog_from
-from spark_cdc.server_plugin.sinks.apply import iceberg_rewrites, iceberg_tables
-from spark_cdc.server_plugin.sinks.apply.iceberg_batch import apply_batch
-from spark_cdc.server_plugin.sinks.apply.spec import (
+from spark_cdc.server_plugin.sinks.apply.engine.spec import (
     END_AT,
     OP,
     START_AT,
@@ -27,6 +25,9 @@ from spark_cdc.server_plugin.sinks.apply.spec import (
     ApplySpec,
     sequence_column,
 )
+from spark_cdc.server_plugin.sinks.apply.iceberg import rewrites as iceberg_rewrites
+from spark_cdc.server_plugin.sinks.apply.iceberg import tables as iceberg_tables
+from spark_cdc.server_plugin.sinks.apply.iceberg.batch import apply_batch
 
 from tests.support.apply_feeds import MODEL, batches, expected, feeds, target_schema
 from tests.support.apply_model import Change

@@ -19,11 +19,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 from spark_cdc.server_plugin.errors import ChangelogSourceError
 from spark_cdc.server_plugin.iceberg.table import catalog_from
-from spark_cdc.server_plugin.sinks.apply import iceberg_files, iceberg_state, iceberg_tables
-from spark_cdc.server_plugin.sinks.apply.batch import Share
-from spark_cdc.server_plugin.sinks.apply.iceberg_batch import apply_batch
-from spark_cdc.server_plugin.sinks.apply.iceberg_shares import apply_shares, resolve_share
-from spark_cdc.server_plugin.sinks.apply.spec import BUCKET, KEY_HASH, ApplySpec
+from spark_cdc.server_plugin.sinks.apply.engine.batch import Share
+from spark_cdc.server_plugin.sinks.apply.engine.spec import BUCKET, KEY_HASH, ApplySpec
+from spark_cdc.server_plugin.sinks.apply.iceberg import files as iceberg_files
+from spark_cdc.server_plugin.sinks.apply.iceberg import state as iceberg_state
+from spark_cdc.server_plugin.sinks.apply.iceberg import tables as iceberg_tables
+from spark_cdc.server_plugin.sinks.apply.iceberg.batch import apply_batch
+from spark_cdc.server_plugin.sinks.apply.iceberg.shares import apply_shares, resolve_share
 
 from tests.support.apply_feeds import MODEL, batches, expected, feeds, target_schema
 from tests.support.apply_model import Change

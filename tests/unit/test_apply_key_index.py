@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from spark_cdc.server_plugin.sinks.apply.key_index import (
+from spark_cdc.server_plugin.sinks.apply.engine.key_index import (
     BatchKeys,
     BudgetCache,
     FileKeys,

@@ -18,10 +18,15 @@ from deltalake import DeltaTable, write_deltalake
 from hypothesis import given
 from hypothesis import strategies as st
 from spark_cdc.server_plugin.errors import ChangelogSourceError
-from spark_cdc.server_plugin.sinks.apply import state, tables
-from spark_cdc.server_plugin.sinks.apply.batch import apply_batch, apply_shares, resolve_share
-from spark_cdc.server_plugin.sinks.apply.history import ALIVE
-from spark_cdc.server_plugin.sinks.apply.spec import (
+from spark_cdc.server_plugin.sinks.apply.delta import state, tables
+from spark_cdc.server_plugin.sinks.apply.delta.state import StateMemory
+from spark_cdc.server_plugin.sinks.apply.engine.batch import (
+    apply_batch,
+    apply_shares,
+    resolve_share,
+)
+from spark_cdc.server_plugin.sinks.apply.engine.history import ALIVE
+from spark_cdc.server_plugin.sinks.apply.engine.spec import (
     BUCKET,
     END_AT,
     OP,
@@ -30,7 +35,6 @@ from spark_cdc.server_plugin.sinks.apply.spec import (
     ApplySpec,
     sequence_column,
 )
-from spark_cdc.server_plugin.sinks.apply.state import StateMemory
 
 from tests.support.apply_feeds import MODEL, batches, expected, feeds, target_schema
 from tests.support.apply_model import Change, Conflict

@@ -15,8 +15,8 @@ import numpy as np
 import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from spark_cdc.server_plugin.sinks.apply.key_index import BatchKeys, FileKeys, FileKeysCache
-from spark_cdc.server_plugin.sinks.apply.shared_cache import FOLDER, TABLE, SharedFiles
+from spark_cdc.server_plugin.sinks.apply.engine.key_index import BatchKeys, FileKeys, FileKeysCache
+from spark_cdc.server_plugin.sinks.apply.engine.shared_cache import FOLDER, TABLE, SharedFiles
 
 from tests.unit.test_apply_key_index import ROWS, _plain, _table
 
@@ -41,7 +41,7 @@ def test_a_value_made_by_one_process_is_mapped_by_another(tmp_path: Path) -> Non
     assert shared.get(folder, ("file", 0), lambda: table).equals(table)
     script = (
         "import sys, pyarrow as pa\n"
-        "from spark_cdc.server_plugin.sinks.apply.shared_cache import SharedFiles, TABLE\n"
+        "from spark_cdc.server_plugin.sinks.apply.engine.shared_cache import SharedFiles, TABLE\n"
         f"shared = SharedFiles('rows', 1 << 20, TABLE, lambda: {str(tmp_path)!r})\n"
         "found = shared.get(shared.folder(), ('file', 0), lambda: sys.exit('made again'))\n"
         "pa.ipc.new_stream(sys.stdout.buffer, found.schema).write_table(found)\n"

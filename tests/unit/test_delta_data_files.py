@@ -175,7 +175,7 @@ def test_rows_staged_by_an_integer_partition_open_as_delta_rs_wrote_them() -> No
     bucket) writes a file per partition in its folder; a table naming them reads back the
     rows, as one whose files delta-rs wrote."""
     from deltalake.transaction import AddAction
-    from spark_cdc.server_plugin.sinks.apply import staging
+    from spark_cdc.server_plugin.sinks.apply.delta import staging
 
     rows = pa.table({"id": [1, 2, 3, 4], "v": ["a", "b", "a", None], "bucket": [0, 1, 0, 7]})
     with tempfile.TemporaryDirectory() as ours, tempfile.TemporaryDirectory() as theirs:

@@ -196,11 +196,11 @@ def _partitions() -> ModuleType:
 
 
 def _state() -> ModuleType:
-    return importlib.import_module("spark_cdc.server_plugin.sinks.apply.state")
+    return importlib.import_module("spark_cdc.server_plugin.sinks.apply.delta.state")
 
 
 def _tables() -> ModuleType:
-    return importlib.import_module("spark_cdc.server_plugin.sinks.apply.tables")
+    return importlib.import_module("spark_cdc.server_plugin.sinks.apply.delta.tables")
 
 
 def _iceberg_table() -> ModuleType:
@@ -208,7 +208,7 @@ def _iceberg_table() -> ModuleType:
 
 
 def _direct_commits() -> ModuleType:
-    return importlib.import_module("spark_cdc.server_plugin.sinks.apply.direct_commits")
+    return importlib.import_module("spark_cdc.server_plugin.sinks.apply.delta.direct_commits")
 
 
 def _stated_figures() -> list[tuple[str, int, str]]:

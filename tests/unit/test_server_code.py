@@ -10,8 +10,8 @@ import pytest
 from spark_cdc.rewrite.errors import CdcAnalysisException
 from spark_cdc.rewrite.server_code import ServerFacts, client_python, runs_installed_code
 from spark_cdc.server_plugin.server_info import PROTOCOL
+from spark_cdc.server_plugin.sinks.apply.engine.spec import ApplySpec
 from spark_cdc.server_plugin.sinks.apply.sink import spec_from_options, spec_options
-from spark_cdc.server_plugin.sinks.apply.spec import ApplySpec
 
 OTHER = "3.99"
 

@@ -47,13 +47,13 @@ from pyspark.sql.types import StructType
 from spark_cdc.server_plugin.cdc_options import option
 from spark_cdc.server_plugin.dependencies import DELTALAKE, PYICEBERG, require
 from spark_cdc.server_plugin.errors import error
-from spark_cdc.server_plugin.sinks.apply.spec import ICEBERG, ApplySpec
+from spark_cdc.server_plugin.sinks.apply.engine.spec import ICEBERG, ApplySpec
 
 if TYPE_CHECKING:  # the engine loads where a batch is written or committed (module docstring)
     import pyarrow as pa
-    from spark_cdc.server_plugin.sinks.apply.batch import Share
-    from spark_cdc.server_plugin.sinks.apply.staging import Staged
-    from spark_cdc.server_plugin.sinks.apply.state import StateMemory
+    from spark_cdc.server_plugin.sinks.apply.delta.staging import Staged
+    from spark_cdc.server_plugin.sinks.apply.delta.state import StateMemory
+    from spark_cdc.server_plugin.sinks.apply.engine.batch import Share
 
 SINK_NAME = "spark_cdc_apply"
 SPEC_OPTION = "spec"
@@ -143,8 +143,8 @@ def _resolved(spec: ApplySpec, rows: pa.Table) -> ResolvedChanges | None:
 
 def _shares(messages: list[Any]) -> list[Share]:
     import pyarrow as pa
-    from spark_cdc.server_plugin.sinks.apply.batch import Share
-    from spark_cdc.server_plugin.sinks.apply.history import Resolution
+    from spark_cdc.server_plugin.sinks.apply.engine.batch import Share
+    from spark_cdc.server_plugin.sinks.apply.engine.history import Resolution
 
     shares = []
     for m in messages:
@@ -196,8 +196,8 @@ class ApplyChangesSink(DataSource):
 def _as_named_writer(spec: ApplySpec) -> ApplySpec:
     """A stream's spec as the writer its checkpoint names: the generation a full refresh
     of it started (``checkpoints``), which the client knows only in the refresh's run."""
-    from spark_cdc.server_plugin.sinks.apply.binding import REFRESH
     from spark_cdc.server_plugin.sinks.apply.checkpoints import writer
+    from spark_cdc.server_plugin.sinks.apply.engine.binding import REFRESH
 
     named = writer(spec.checkpoint)
     if named is None or not named.startswith(spec.app_id.split(REFRESH)[0] + REFRESH):
@@ -290,7 +290,7 @@ _MEMORY: dict[tuple[str, str], StateMemory] = {}
 
 
 def _memory_for(spec: ApplySpec) -> StateMemory:
-    from spark_cdc.server_plugin.sinks.apply.state import StateMemory
+    from spark_cdc.server_plugin.sinks.apply.delta.state import StateMemory
 
     key = (spec.state, spec.app_id)
     if key not in _MEMORY:
@@ -345,14 +345,14 @@ class OutcomeReader(DataSourceReader):
 def _outcomes(spec: ApplySpec) -> Iterator[str]:
     """The outcomes the state's latest commits recorded, the latest first."""
     if spec.target_format == ICEBERG:
-        from spark_cdc.server_plugin.sinks.apply import iceberg_tables
+        from spark_cdc.server_plugin.sinks.apply.iceberg import tables as iceberg_tables
 
         state = iceberg_tables.existing_state(spec)
         if state is not None:
             yield from iceberg_tables.outcomes(state, spec.app_id, _OUTCOME_SEARCH)
         return
     from deltalake import DeltaTable
-    from spark_cdc.server_plugin.sinks.apply.tables import OUTCOME_KEY
+    from spark_cdc.server_plugin.sinks.apply.delta.tables import OUTCOME_KEY
 
     options = dict(spec.storage_options) or None
     if not DeltaTable.is_deltatable(spec.state, storage_options=options):

@@ -10,15 +10,15 @@ from contextlib import contextmanager
 
 import pyarrow as pa
 from spark_cdc.server_plugin.errors import ChangelogSourceError, error
-from spark_cdc.server_plugin.sinks.apply.batch import (
+from spark_cdc.server_plugin.sinks.apply.delta.state import StateMemory
+from spark_cdc.server_plugin.sinks.apply.engine.batch import (
     Outcome,
     Share,
     apply_batch,
     apply_shares,
     resolve_share,
 )
-from spark_cdc.server_plugin.sinks.apply.spec import ICEBERG, ApplySpec
-from spark_cdc.server_plugin.sinks.apply.state import StateMemory
+from spark_cdc.server_plugin.sinks.apply.engine.spec import ICEBERG, ApplySpec
 
 
 def applied(
@@ -34,7 +34,8 @@ def applied(
     and ``iceberg_shares``."""
     with named_errors(spec):
         if spec.target_format == ICEBERG:
-            from spark_cdc.server_plugin.sinks.apply import iceberg_batch, iceberg_shares
+            from spark_cdc.server_plugin.sinks.apply.iceberg import batch as iceberg_batch
+            from spark_cdc.server_plugin.sinks.apply.iceberg import shares as iceberg_shares
 
             if shares is not None:
                 return iceberg_shares.apply_shares(spec, shares, version)
@@ -51,7 +52,7 @@ def resolved(spec: ApplySpec, rows: pa.Table) -> Share | None:
     the batch whole)."""
     with named_errors(spec):
         if spec.target_format == ICEBERG:
-            from spark_cdc.server_plugin.sinks.apply import iceberg_shares
+            from spark_cdc.server_plugin.sinks.apply.iceberg import shares as iceberg_shares
 
             return iceberg_shares.resolve_share(spec, rows)
         return resolve_share(spec, rows)

@@ -18,10 +18,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 from spark_cdc.server_plugin.errors import error
-from spark_cdc.server_plugin.sinks.apply import binding, iceberg_state, staging
-from spark_cdc.server_plugin.sinks.apply import iceberg_rewrites as rewrites
-from spark_cdc.server_plugin.sinks.apply import iceberg_tables as tables
-from spark_cdc.server_plugin.sinks.apply.batch import (
+from spark_cdc.server_plugin.sinks.apply.delta import staging
+from spark_cdc.server_plugin.sinks.apply.delta.staging import Staged
+from spark_cdc.server_plugin.sinks.apply.engine import binding
+from spark_cdc.server_plugin.sinks.apply.engine.batch import (
     Opened,
     Outcome,
     changes_of,
@@ -35,11 +35,12 @@ from spark_cdc.server_plugin.sinks.apply.batch import (
     target_schema,
     written_rows,
 )
-from spark_cdc.server_plugin.sinks.apply.binding import Bound
-from spark_cdc.server_plugin.sinks.apply.history import Resolution, resolve
-from spark_cdc.server_plugin.sinks.apply.iceberg_deletes import merges_on_read
-from spark_cdc.server_plugin.sinks.apply.spec import OP, TRUNCATE, ApplySpec
-from spark_cdc.server_plugin.sinks.apply.staging import Staged
+from spark_cdc.server_plugin.sinks.apply.engine.binding import Bound
+from spark_cdc.server_plugin.sinks.apply.engine.history import Resolution, resolve
+from spark_cdc.server_plugin.sinks.apply.engine.spec import OP, TRUNCATE, ApplySpec
+from spark_cdc.server_plugin.sinks.apply.iceberg import rewrites, tables
+from spark_cdc.server_plugin.sinks.apply.iceberg import state as iceberg_state
+from spark_cdc.server_plugin.sinks.apply.iceberg.deletes import merges_on_read
 
 # How many of a target's newest snapshots are searched for batches apply_changes applied,
 # when its state is gone (as ``batch._APPLIED_SEARCH``).

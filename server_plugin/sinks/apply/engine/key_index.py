@@ -35,7 +35,7 @@ from spark_cdc.server_plugin.arrow_types import from_numpy, to_numpy
 from spark_cdc.server_plugin.row_level.arrays import array
 from spark_cdc.server_plugin.row_level.equality import values_equal
 from spark_cdc.server_plugin.row_level.hashing import rows_hash
-from spark_cdc.server_plugin.sinks.apply.shared_cache import Codec, SharedFiles
+from spark_cdc.server_plugin.sinks.apply.engine.shared_cache import Codec, SharedFiles
 
 T = TypeVar("T")
 # What a process keeps of a target's files' key indexes between batches (a 10M-row file of

@@ -31,7 +31,7 @@ from spark_cdc.server_plugin.errors import error
 from spark_cdc.server_plugin.row_level.arrays import array, valid
 from spark_cdc.server_plugin.row_level.equality import values_equal
 from spark_cdc.server_plugin.row_level.rules import group_rows
-from spark_cdc.server_plugin.sinks.apply.spec import (
+from spark_cdc.server_plugin.sinks.apply.engine.spec import (
     DELETE,
     END_AT,
     KEY_HASH,

@@ -19,9 +19,10 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from spark_cdc.server_plugin.sinks.apply import batch, binding, iceberg_state
-from spark_cdc.server_plugin.sinks.apply import iceberg_tables as tables
-from spark_cdc.server_plugin.sinks.apply.batch import (
+from spark_cdc.server_plugin.sinks.apply.delta.staging import Staged
+from spark_cdc.server_plugin.sinks.apply.delta.state import supersedes
+from spark_cdc.server_plugin.sinks.apply.engine import batch, binding
+from spark_cdc.server_plugin.sinks.apply.engine.batch import (
     Outcome,
     Share,
     changes_of,
@@ -32,11 +33,11 @@ from spark_cdc.server_plugin.sinks.apply.batch import (
     prepared,
     state_schema,
 )
-from spark_cdc.server_plugin.sinks.apply.history import Resolution, resolve
-from spark_cdc.server_plugin.sinks.apply.iceberg_batch import checked_tables, committed, opened
-from spark_cdc.server_plugin.sinks.apply.spec import ApplySpec
-from spark_cdc.server_plugin.sinks.apply.staging import Staged
-from spark_cdc.server_plugin.sinks.apply.state import supersedes
+from spark_cdc.server_plugin.sinks.apply.engine.history import Resolution, resolve
+from spark_cdc.server_plugin.sinks.apply.engine.spec import ApplySpec
+from spark_cdc.server_plugin.sinks.apply.iceberg import state as iceberg_state
+from spark_cdc.server_plugin.sinks.apply.iceberg import tables
+from spark_cdc.server_plugin.sinks.apply.iceberg.batch import checked_tables, committed, opened
 
 
 def resolve_share(spec: ApplySpec, batch: pa.Table) -> Share | None:

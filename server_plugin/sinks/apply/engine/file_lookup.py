@@ -18,7 +18,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from spark_cdc.server_plugin.arrow_types import from_numpy, to_numpy
-from spark_cdc.server_plugin.sinks.apply.key_index import BatchKeys, BudgetCache, FileKeysCache
+from spark_cdc.server_plugin.sinks.apply.engine.key_index import (
+    BatchKeys,
+    BudgetCache,
+    FileKeysCache,
+)
 
 
 class Files(Protocol):

@@ -28,11 +28,14 @@ from spark_cdc.server_plugin.delta import committer
 from spark_cdc.server_plugin.errors import error
 from spark_cdc.server_plugin.row_level.arrays import array
 from spark_cdc.server_plugin.row_level.hashing import rows_hash
-from spark_cdc.server_plugin.sinks.apply import binding, direct_commits, staging, tables
-from spark_cdc.server_plugin.sinks.apply import state as state_table
-from spark_cdc.server_plugin.sinks.apply.binding import Bound
-from spark_cdc.server_plugin.sinks.apply.buckets import Layout
-from spark_cdc.server_plugin.sinks.apply.history import (
+from spark_cdc.server_plugin.sinks.apply.delta import direct_commits, staging, tables
+from spark_cdc.server_plugin.sinks.apply.delta import state as state_table
+from spark_cdc.server_plugin.sinks.apply.delta.staging import Staged
+from spark_cdc.server_plugin.sinks.apply.delta.state import StateMemory
+from spark_cdc.server_plugin.sinks.apply.engine import binding
+from spark_cdc.server_plugin.sinks.apply.engine.binding import Bound
+from spark_cdc.server_plugin.sinks.apply.engine.buckets import Layout
+from spark_cdc.server_plugin.sinks.apply.engine.history import (
     ALIVE,
     APPLIED_AT,
     HASH,
@@ -41,7 +44,7 @@ from spark_cdc.server_plugin.sinks.apply.history import (
     compacted,
     resolve,
 )
-from spark_cdc.server_plugin.sinks.apply.spec import (
+from spark_cdc.server_plugin.sinks.apply.engine.spec import (
     DELETE,
     DELETION_VECTORS_PROPERTY,
     END_AT,
@@ -52,8 +55,6 @@ from spark_cdc.server_plugin.sinks.apply.spec import (
     ApplySpec,
     sequence_column,
 )
-from spark_cdc.server_plugin.sinks.apply.staging import Staged
-from spark_cdc.server_plugin.sinks.apply.state import StateMemory
 
 APPLIED_AT_TYPE = pa.timestamp("us", "UTC")
 

@@ -22,9 +22,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from spark_cdc.server_plugin.arrow_types import from_numpy, to_numpy
 from spark_cdc.server_plugin.delta.log import DeltaLog
-from spark_cdc.server_plugin.sinks.apply import tables
-from spark_cdc.server_plugin.sinks.apply.buckets import Layout, stored
-from spark_cdc.server_plugin.sinks.apply.file_lookup import (
+from spark_cdc.server_plugin.sinks.apply.delta import tables
+from spark_cdc.server_plugin.sinks.apply.engine.buckets import Layout, stored
+from spark_cdc.server_plugin.sinks.apply.engine.file_lookup import (
     Files,
     add_actions,
     file_identities,
@@ -32,7 +32,7 @@ from spark_cdc.server_plugin.sinks.apply.file_lookup import (
     rows_at,
     rows_of_keys,
 )
-from spark_cdc.server_plugin.sinks.apply.key_index import (
+from spark_cdc.server_plugin.sinks.apply.engine.key_index import (
     BatchKeys,
     BudgetCache,
     FileKeysCache,
@@ -40,8 +40,8 @@ from spark_cdc.server_plugin.sinks.apply.key_index import (
     KeyRuns,
     index_of,
 )
-from spark_cdc.server_plugin.sinks.apply.shared_cache import TABLE, SharedFiles
-from spark_cdc.server_plugin.sinks.apply.spec import BUCKET, OP, TRUNCATE, ApplySpec
+from spark_cdc.server_plugin.sinks.apply.engine.shared_cache import TABLE, SharedFiles
+from spark_cdc.server_plugin.sinks.apply.engine.spec import BUCKET, OP, TRUNCATE, ApplySpec
 
 # The most Arrow memory a writer keeps the state in; Parquet files expand about three times.
 STATE_MEMORY_BYTES = 2 << 30

@@ -38,21 +38,21 @@ from spark_cdc.server_plugin.delta.deletion_vectors import (
 )
 from spark_cdc.server_plugin.delta.log import DeltaLog
 from spark_cdc.server_plugin.errors import error
-from spark_cdc.server_plugin.sinks.apply import staging, tables
-from spark_cdc.server_plugin.sinks.apply.file_lookup import (
+from spark_cdc.server_plugin.sinks.apply.delta import staging, tables
+from spark_cdc.server_plugin.sinks.apply.delta.tables import OUTCOME_KEY
+from spark_cdc.server_plugin.sinks.apply.engine.file_lookup import (
     add_actions,
     row_group_as_coded,
     row_group_rows,
     row_groups,
     rows_of_keys,
 )
-from spark_cdc.server_plugin.sinks.apply.key_index import (
+from spark_cdc.server_plugin.sinks.apply.engine.key_index import (
     FILE_KEYS_BYTES,
     BatchKeys,
     FileKeysCache,
 )
-from spark_cdc.server_plugin.sinks.apply.spec import DELETION_VECTORS_PROPERTY, ApplySpec
-from spark_cdc.server_plugin.sinks.apply.tables import OUTCOME_KEY
+from spark_cdc.server_plugin.sinks.apply.engine.spec import DELETION_VECTORS_PROPERTY, ApplySpec
 
 # Writer features this path keeps: none of them asks anything of a data file or commit
 # that it does not do (constraints and generated columns are refused by ``refusal``).

@@ -22,12 +22,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from spark_cdc.server_plugin.errors import error
-from spark_cdc.server_plugin.sinks.apply import iceberg_deletes as deletes
-from spark_cdc.server_plugin.sinks.apply import iceberg_files
-from spark_cdc.server_plugin.sinks.apply import iceberg_tables as tables
-from spark_cdc.server_plugin.sinks.apply.file_lookup import rows_of_keys
-from spark_cdc.server_plugin.sinks.apply.key_index import FILE_KEYS_BYTES, FileKeysCache
-from spark_cdc.server_plugin.sinks.apply.spec import ApplySpec
+from spark_cdc.server_plugin.sinks.apply.engine.file_lookup import rows_of_keys
+from spark_cdc.server_plugin.sinks.apply.engine.key_index import FILE_KEYS_BYTES, FileKeysCache
+from spark_cdc.server_plugin.sinks.apply.engine.spec import ApplySpec
+from spark_cdc.server_plugin.sinks.apply.iceberg import deletes, tables
+from spark_cdc.server_plugin.sinks.apply.iceberg import files as iceberg_files
 
 # pyiceberg prunes files by an ``In`` of at most this many values (more: every file).
 _IN_LIMIT = 200

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
-from spark_cdc.server_plugin.sinks.apply import iceberg_tables as tables
-from spark_cdc.server_plugin.sinks.apply.spec import BUCKET
+from spark_cdc.server_plugin.sinks.apply.engine.spec import BUCKET
+from spark_cdc.server_plugin.sinks.apply.iceberg import tables
 
 
 class TableFiles:

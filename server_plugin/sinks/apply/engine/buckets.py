@@ -29,7 +29,7 @@ import numpy as np
 import pyarrow as pa
 from spark_cdc.server_plugin.arrow_types import from_numpy, to_numpy
 from spark_cdc.server_plugin.errors import error
-from spark_cdc.server_plugin.sinks.apply.spec import BUCKET, KEY_HASH
+from spark_cdc.server_plugin.sinks.apply.engine.spec import BUCKET, KEY_HASH
 
 # The field metadata of ``BUCKET`` that says how many buckets the state has.
 COUNT_KEY = "spark_cdc.keyBuckets"

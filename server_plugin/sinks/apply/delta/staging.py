@@ -28,8 +28,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from spark_cdc.server_plugin.delta import committer, data_files
 from spark_cdc.server_plugin.delta.log import LOG_DIR
-from spark_cdc.server_plugin.sinks.apply.file_lookup import add_actions
-from spark_cdc.server_plugin.sinks.apply.spec import ICEBERG, ApplySpec
+from spark_cdc.server_plugin.sinks.apply.engine.file_lookup import add_actions
+from spark_cdc.server_plugin.sinks.apply.engine.spec import ICEBERG, ApplySpec
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ class Staged:
         """The files staged, deleted: all of them, or with ``held`` those no table holds
         (a batch that failed after its target's commit keeps the target's files)."""
         if spec.target_format == ICEBERG:
-            from spark_cdc.server_plugin.sinks.apply import iceberg_state
+            from spark_cdc.server_plugin.sinks.apply.iceberg import state as iceberg_state
 
             iceberg_state.discard(spec, self.target + self.state, held)
             return

@@ -21,9 +21,9 @@ from typing import Any
 
 import pyarrow as pa
 from spark_cdc.server_plugin.errors import error
-from spark_cdc.server_plugin.sinks.apply.iceberg_deletes import merges_on_read
-from spark_cdc.server_plugin.sinks.apply.spec import BUCKET, KEY_HASH, START_AT, ApplySpec
-from spark_cdc.server_plugin.sinks.apply.tables import aligned, check_columns
+from spark_cdc.server_plugin.sinks.apply.delta.tables import aligned, check_columns
+from spark_cdc.server_plugin.sinks.apply.engine.spec import BUCKET, KEY_HASH, START_AT, ApplySpec
+from spark_cdc.server_plugin.sinks.apply.iceberg.deletes import merges_on_read
 
 # The snapshot summary entries a batch's commits carry: the writer, its batch, and what the
 # batch did (what a batch ``apply_changes`` call reads back).

@@ -20,10 +20,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from spark_cdc.server_plugin.delta.committer import local_root
 from spark_cdc.server_plugin.errors import error
-from spark_cdc.server_plugin.sinks.apply import staging
-from spark_cdc.server_plugin.sinks.apply.file_lookup import add_actions
-from spark_cdc.server_plugin.sinks.apply.history import ALIVE
-from spark_cdc.server_plugin.sinks.apply.spec import BUCKET, END_AT, KEY_HASH, START_AT, ApplySpec
+from spark_cdc.server_plugin.sinks.apply.delta import staging
+from spark_cdc.server_plugin.sinks.apply.engine.file_lookup import add_actions
+from spark_cdc.server_plugin.sinks.apply.engine.history import ALIVE
+from spark_cdc.server_plugin.sinks.apply.engine.spec import (
+    BUCKET,
+    END_AT,
+    KEY_HASH,
+    START_AT,
+    ApplySpec,
+)
 
 # Writer features delta-rs 1.x writes correctly; any other one (row tracking, in-commit
 # timestamps, domain metadata, clustering, identity columns, type widening...) it refuses.

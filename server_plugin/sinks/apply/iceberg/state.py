@@ -17,13 +17,18 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from spark_cdc.server_plugin.errors import error
-from spark_cdc.server_plugin.sinks.apply import iceberg_files
-from spark_cdc.server_plugin.sinks.apply import iceberg_rewrites as rewrites
-from spark_cdc.server_plugin.sinks.apply import iceberg_tables as tables
-from spark_cdc.server_plugin.sinks.apply.buckets import Layout, count_of, stored
-from spark_cdc.server_plugin.sinks.apply.spec import BUCKET, KEY_HASH, OP, TRUNCATE, ApplySpec
-from spark_cdc.server_plugin.sinks.apply.state import rows_in_files
-from spark_cdc.server_plugin.sinks.apply.tables import SMALL_FILE_BYTES, by_key
+from spark_cdc.server_plugin.sinks.apply.delta.state import rows_in_files
+from spark_cdc.server_plugin.sinks.apply.delta.tables import SMALL_FILE_BYTES, by_key
+from spark_cdc.server_plugin.sinks.apply.engine.buckets import Layout, count_of, stored
+from spark_cdc.server_plugin.sinks.apply.engine.spec import (
+    BUCKET,
+    KEY_HASH,
+    OP,
+    TRUNCATE,
+    ApplySpec,
+)
+from spark_cdc.server_plugin.sinks.apply.iceberg import files as iceberg_files
+from spark_cdc.server_plugin.sinks.apply.iceberg import rewrites, tables
 
 # The table property that says in how many key buckets the state is laid out.
 BUCKETS_PROPERTY = "spark-cdc.key-buckets"

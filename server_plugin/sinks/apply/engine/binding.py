@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from spark_cdc.server_plugin.errors import error
-from spark_cdc.server_plugin.sinks.apply.spec import ApplySpec
+from spark_cdc.server_plugin.sinks.apply.engine.spec import ApplySpec
 
 # Where a state commit's outcome (JSON) says which target it describes.
 TARGET_FIELD = "target"
