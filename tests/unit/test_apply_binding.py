@@ -21,10 +21,10 @@ from pyiceberg.exceptions import NoSuchTableError
 from spark_cdc.server_plugin.errors import ChangelogSourceError
 from spark_cdc.server_plugin.iceberg.table import LEGACY_CATALOG_NAME, catalog_from
 from spark_cdc.server_plugin.sinks.apply import checkpoints, sink
-from spark_cdc.server_plugin.sinks.apply.engine.batch import apply_batch
 from spark_cdc.server_plugin.sinks.apply.engine.binding import REFRESH
 from spark_cdc.server_plugin.sinks.apply.engine.spec import ApplySpec
-from spark_cdc.server_plugin.sinks.apply.iceberg.batch import apply_batch as apply_iceberg
+from spark_cdc.server_plugin.sinks.apply.task import apply_batch
+from spark_cdc.server_plugin.sinks.apply.task import apply_batch as apply_iceberg
 
 from tests.support.apply_feeds import MODEL, batches, expected, feeds
 from tests.support.apply_model import Change

@@ -20,13 +20,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from spark_cdc.server_plugin.errors import ChangelogSourceError
 from spark_cdc.server_plugin.sinks.apply.engine import buckets
-from spark_cdc.server_plugin.sinks.apply.engine.batch import (
-    apply_batch,
-    apply_shares,
-    resolve_share,
-)
 from spark_cdc.server_plugin.sinks.apply.engine.history import APPLIED_AT
 from spark_cdc.server_plugin.sinks.apply.engine.spec import BUCKET, KEY_HASH, ApplySpec
+from spark_cdc.server_plugin.sinks.apply.task import apply_batch, apply_shares, resolve_share
 
 from tests.support.apply_model import Change
 from tests.support.apply_targets import key_hash, prepared, read_table, sorted_rows, spec_for

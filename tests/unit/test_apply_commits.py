@@ -16,13 +16,9 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 from spark_cdc.server_plugin.errors import ChangelogSourceError
-from spark_cdc.server_plugin.sinks.apply.delta import tables
-from spark_cdc.server_plugin.sinks.apply.engine.batch import (
-    apply_batch,
-    apply_shares,
-    resolve_share,
-)
+from spark_cdc.server_plugin.sinks.apply.delta import staging, tables
 from spark_cdc.server_plugin.sinks.apply.engine.spec import ApplySpec, sequence_column
+from spark_cdc.server_plugin.sinks.apply.task import apply_batch, apply_shares, resolve_share
 
 from tests.support.apply_model import Change
 from tests.support.apply_targets import prepared, read_table, sorted_rows, spec_for
@@ -242,7 +238,7 @@ def test_a_batch_that_fails_after_its_target_commit_keeps_the_targets_files(
         def unwritable(*_: Any, **__: Any) -> None:
             raise OSError("the state's storage is gone")
 
-        monkeypatch.setattr(tables, "append_staged", unwritable)
+        monkeypatch.setattr(staging, "append_staged", unwritable)
         with pytest.raises(OSError):
             apply_shares(spec, [share], 1)
         monkeypatch.undo()
@@ -308,7 +304,7 @@ def test_a_share_after_everything_stored_reads_no_state_file() -> None:
     sequences) resolves without reading a state file (none is indexed), and applies as
     if it had; a share with a late change reads the file holding its key, and the late
     change loses to the stored one."""
-    from spark_cdc.server_plugin.sinks.apply.delta import state
+    from spark_cdc.server_plugin.sinks.apply.engine import state_rows as state
 
     stored = [Change((k,), (5,), "upsert", {"a": k, "b": "x"}) for k in (1, 2, 3)]
     later = [Change((1,), (6,), "delete"), Change((2,), (7,), "upsert", {"a": 9, "b": "y"})]

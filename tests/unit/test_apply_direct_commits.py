@@ -18,9 +18,10 @@ import pytest
 from deltalake import DeltaTable, WriterProperties, write_deltalake
 from spark_cdc.server_plugin.delta import committer
 from spark_cdc.server_plugin.errors import ChangelogSourceError
-from spark_cdc.server_plugin.sinks.apply.delta import direct_commits, tables
-from spark_cdc.server_plugin.sinks.apply.engine.batch import apply_batch
+from spark_cdc.server_plugin.sinks.apply.delta import direct_commits
+from spark_cdc.server_plugin.sinks.apply.engine.columns import aligned
 from spark_cdc.server_plugin.sinks.apply.engine.spec import END_AT, START_AT
+from spark_cdc.server_plugin.sinks.apply.task import apply_batch
 
 from tests.support import duckdb_tables
 from tests.support.apply_model import Change
@@ -309,7 +310,7 @@ def test_a_lost_race_to_make_a_target_with_deletion_vectors_is_a_concurrent_writ
         write_deltalake(spec.target, SCHEMA.empty_table())  # the other writer, first
         with pytest.raises(ChangelogSourceError) as refused:
             direct_commits.create(
-                spec, tables.aligned(prepared(FIRST).select(["id", "a", "b"]), SCHEMA), 0, None, {}
+                spec, aligned(prepared(FIRST).select(["id", "a", "b"]), SCHEMA), 0, None, {}
             )
         assert [next(iter(a)) for c in _commits(spec.target) for a in c if "txn" in a] == []
         assert DeltaTable(spec.target).version() == 0

@@ -27,7 +27,7 @@ from spark_cdc.server_plugin.sinks.apply.engine.spec import (
 )
 from spark_cdc.server_plugin.sinks.apply.iceberg import rewrites as iceberg_rewrites
 from spark_cdc.server_plugin.sinks.apply.iceberg import tables as iceberg_tables
-from spark_cdc.server_plugin.sinks.apply.iceberg.batch import apply_batch
+from spark_cdc.server_plugin.sinks.apply.task import apply_batch
 
 from tests.support.apply_feeds import MODEL, batches, expected, feeds, target_schema
 from tests.support.apply_model import Change

@@ -20,7 +20,7 @@ from spark_cdc.server_plugin.errors import ChangelogSourceError
 from spark_cdc.server_plugin.iceberg.table import catalog_from
 from spark_cdc.server_plugin.sinks.apply.iceberg import deletes as iceberg_deletes
 from spark_cdc.server_plugin.sinks.apply.iceberg import rewrites as iceberg_rewrites
-from spark_cdc.server_plugin.sinks.apply.iceberg.batch import apply_batch
+from spark_cdc.server_plugin.sinks.apply.task import apply_batch
 
 from tests.support.apply_feeds import MODEL, batches, expected, feeds
 from tests.support.apply_model import Change

@@ -24,8 +24,7 @@ from spark_cdc.server_plugin.sinks.apply.engine.spec import BUCKET, KEY_HASH, Ap
 from spark_cdc.server_plugin.sinks.apply.iceberg import files as iceberg_files
 from spark_cdc.server_plugin.sinks.apply.iceberg import state as iceberg_state
 from spark_cdc.server_plugin.sinks.apply.iceberg import tables as iceberg_tables
-from spark_cdc.server_plugin.sinks.apply.iceberg.batch import apply_batch
-from spark_cdc.server_plugin.sinks.apply.iceberg.shares import apply_shares, resolve_share
+from spark_cdc.server_plugin.sinks.apply.task import apply_batch, apply_shares, resolve_share
 
 from tests.support.apply_feeds import MODEL, batches, expected, feeds, target_schema
 from tests.support.apply_model import Change

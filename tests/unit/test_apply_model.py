@@ -20,12 +20,7 @@ from hypothesis import strategies as st
 from spark_cdc.server_plugin.errors import ChangelogSourceError
 from spark_cdc.server_plugin.sinks.apply.delta import state, tables
 from spark_cdc.server_plugin.sinks.apply.delta.state import StateMemory
-from spark_cdc.server_plugin.sinks.apply.engine.batch import (
-    apply_batch,
-    apply_shares,
-    resolve_share,
-)
-from spark_cdc.server_plugin.sinks.apply.engine.history import ALIVE
+from spark_cdc.server_plugin.sinks.apply.engine.runs import ALIVE
 from spark_cdc.server_plugin.sinks.apply.engine.spec import (
     BUCKET,
     END_AT,
@@ -35,6 +30,7 @@ from spark_cdc.server_plugin.sinks.apply.engine.spec import (
     ApplySpec,
     sequence_column,
 )
+from spark_cdc.server_plugin.sinks.apply.task import apply_batch, apply_shares, resolve_share
 
 from tests.support.apply_feeds import MODEL, batches, expected, feeds, target_schema
 from tests.support.apply_model import Change, Conflict

@@ -181,11 +181,11 @@ CODE_FIGURES: dict[str, Callable[[], bool]] = {
     "128 KB": lambda: _partitions().FILE_OPEN_COST == 128 << 10,
     "64 MB": lambda: _partitions().RESOLVE_BYTES == 64 << 20,
     "16 MB": lambda: _partitions().GATHER_BYTES == 16 << 20,
-    "2 GiB": lambda: _state().STATE_MEMORY_BYTES == 2 << 30,
-    "1 GiB": lambda: _direct_commits().FILE_KEYS_BYTES == 1 << 30,
-    "1280 MiB": lambda: _state().STATE_ROWS_BYTES == 1280 << 20,
-    "512 MiB": lambda: _state().STATE_KEYS_BYTES == 512 << 20,
-    "32 MiB": lambda: _tables().SMALL_FILE_BYTES == 32 << 20,
+    "2 GiB": lambda: _apply("delta.state").STATE_MEMORY_BYTES == 2 << 30,
+    "1 GiB": lambda: _apply("engine.key_index").FILE_KEYS_BYTES == 1 << 30,
+    "1280 MiB": lambda: _apply("engine.state_rows").STATE_ROWS_BYTES == 1280 << 20,
+    "512 MiB": lambda: _apply("engine.state_rows").STATE_KEYS_BYTES == 512 << 20,
+    "32 MiB": lambda: _apply("engine.columns").SMALL_FILE_BYTES == 32 << 20,
     "1.5 s": lambda: round(sum(_iceberg_table().SETTLING_WAITS), 3) == 1.5,
     "30 s": lambda: importlib.import_module("spark_cdc.connection").SERVER_GONE_AFTER_S == 30,
 }
@@ -195,20 +195,12 @@ def _partitions() -> ModuleType:
     return importlib.import_module("spark_cdc.server_plugin.changefeed.partitions")
 
 
-def _state() -> ModuleType:
-    return importlib.import_module("spark_cdc.server_plugin.sinks.apply.delta.state")
-
-
-def _tables() -> ModuleType:
-    return importlib.import_module("spark_cdc.server_plugin.sinks.apply.delta.tables")
+def _apply(module: str) -> ModuleType:
+    return importlib.import_module(f"spark_cdc.server_plugin.sinks.apply.{module}")
 
 
 def _iceberg_table() -> ModuleType:
     return importlib.import_module("spark_cdc.server_plugin.iceberg.table")
-
-
-def _direct_commits() -> ModuleType:
-    return importlib.import_module("spark_cdc.server_plugin.sinks.apply.delta.direct_commits")
 
 
 def _stated_figures() -> list[tuple[str, int, str]]:

@@ -112,6 +112,112 @@ def test_server_parts_import_only_what_is_beneath_them(part: str, allowed: set[s
         assert not above, f"{path} imports a part of server_plugin above it: {above}"
 
 
+def _name(path: str) -> str:
+    """A source file's import name: ``client/cli/main.py`` → ``spark_cdc.cli.main``,
+    ``server_plugin/delta/__init__.py`` → ``spark_cdc.server_plugin.delta``."""
+    parts = path.removesuffix(".py").split("/")
+    if parts[0] == "client":
+        parts = parts[1:]
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(["spark_cdc", *parts])
+
+
+def _graph() -> dict[str, set[str]]:
+    """Each module of ours and the modules of ours it imports (inside a function or under
+    ``TYPE_CHECKING`` too: a lazy import is still a dependency), its own packages aside
+    (Python runs them first anyway)."""
+    files: dict[str, set[str]] = {}
+    for folder in ("client", "rewrite", "server_plugin"):
+        files |= _imports(ROOT / folder)
+    names = {_name(path): imported for path, imported in files.items()}
+    return {
+        module: {
+            other
+            for other in imported
+            if other in names and other != module and not module.startswith(other + ".")
+        }
+        for module, imported in names.items()
+    }
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The graph's strongly connected components of more than one module (Tarjan's)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for other in sorted(graph[module]):
+            if other not in index:
+                visit(other)
+                low[module] = min(low[module], low[other])
+            elif other in stack:
+                low[module] = min(low[module], index[other])
+        if low[module] == index[module]:
+            component = stack[stack.index(module) :]
+            del stack[stack.index(module) :]
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return found
+
+
+def test_no_module_imports_itself_through_others() -> None:
+    graph = _graph()
+    assert "spark_cdc.server_plugin.errors" in graph["spark_cdc.server_plugin.sinks.apply.task"]
+    assert _circles(graph) == []
+
+
+APPLY = "spark_cdc.server_plugin.sinks.apply"
+
+
+def test_the_apply_engine_imports_no_table_format() -> None:
+    """``sinks/apply/engine/`` knows the formats only by ``engine.formats.TableFormat``:
+    none of its modules imports a format of ``apply`` (``delta/``, ``iceberg/``), a source's
+    format package, or a format's library; each format imports the engine, never the other
+    format. A third format is one folder beside the two."""
+    files = _imports(ROOT / "server_plugin" / "sinks" / "apply")
+    formats = ("delta", "iceberg")
+    engine = {p: n for p, n in files.items() if "/apply/engine/" in p}
+    assert len(engine) > 10
+    for path, names in engine.items():
+        held = sorted(
+            n
+            for n in names
+            if n.split(".")[0] in ("deltalake", "pyiceberg")
+            or any(n.startswith(f"{APPLY}.{f}") for f in formats)
+            or any(n.startswith(f"spark_cdc.server_plugin.{f}") for f in formats)
+        )
+        assert not held, f"{path} imports a table format: {held}"
+    for mine, other in (formats, formats[::-1]):
+        for path, names in files.items():
+            if f"/apply/{mine}/" in path:
+                crossing = sorted(n for n in names if n.startswith(f"{APPLY}.{other}"))
+                assert not crossing, f"{path} imports the other format: {crossing}"
+
+
+# A module past this many lines holds more than one idea; the condition registry is data.
+MODULE_LINES = 450
+DATA_MODULES = {"server_plugin/conditions.py"}
+
+
+def test_no_module_is_longer_than_one_idea() -> None:
+    long = {
+        str(path.relative_to(ROOT)): count
+        for folder in ("client", "rewrite", "server_plugin")
+        for path in (ROOT / folder).rglob("*.py")
+        if (count := len(path.read_text().splitlines())) > MODULE_LINES
+    }
+    assert set(long) == DATA_MODULES, long
+
+
 def test_nothing_but_the_command_line_imports_it() -> None:
     """``spark_cdc.cli`` is imported by its own modules and by ``python -m spark_cdc``
     (``client/__main__.py``) only."""

@@ -4,8 +4,8 @@ options, and nothing it pickled runs on the server.
 
 Spark's commit protocol carries exactly-once. The client's plan partitions the feed by key,
 so each task resolves the changes of its keys against the state (``batch.resolve_share``),
-writes the rows it resolved into the tables' folders where it can (``staging``: local
-tables; the files are named by no commit yet) and hands the rest back as a commit message
+writes the rows it resolved as files of the tables where it can (``TableFormat.stage``: the
+files are named by no commit yet) and hands the rest back as a commit message
 (Arrow IPC, compressed); once every task succeeded, the driver's ``commit`` commits the
 batch (``batch.apply_shares``) with the batch's number: 0 for a batch DataFrame (its
 writer id is its own), the micro-batch id for a stream, the marker a restarted stream finds
@@ -13,11 +13,11 @@ in the tables. A failed task or stage aborts before anything is committed, and t
 the tasks staged are deleted. A feed with truncates is not partitioned: its tasks hand back
 their rows and the commit resolves the batch whole (``batch.apply_batch``), the driver's
 Python process keeping the state table's rows between a stream's micro-batches
-(``StateMemory``), one table at a time.
+(``TableFormat.memory``: a Delta state's), one table at a time.
 
 Reading ``spark_cdc_apply`` with a writer's options returns what that writer's batch did,
-from the state table's commit (``OUTCOME_KEY`` in its commit info; the target's commit
-carries it too, when the batch changed the target): the counts a batch call returns to the
+from the state table's commit (each format's ``OUTCOME_KEY``; the target's commit carries
+it too, when the batch changed the target): the counts a batch call returns to the
 client.
 
 This module is what Spark's Python processes unpickle to make the data source and its
@@ -51,9 +51,8 @@ from spark_cdc.server_plugin.sinks.apply.engine.spec import ICEBERG, ApplySpec
 
 if TYPE_CHECKING:  # the engine loads where a batch is written or committed (module docstring)
     import pyarrow as pa
-    from spark_cdc.server_plugin.sinks.apply.delta.staging import Staged
-    from spark_cdc.server_plugin.sinks.apply.delta.state import StateMemory
     from spark_cdc.server_plugin.sinks.apply.engine.batch import Share
+    from spark_cdc.server_plugin.sinks.apply.engine.staged import Staged
 
 SINK_NAME = "spark_cdc_apply"
 SPEC_OPTION = "spec"
@@ -227,9 +226,7 @@ def _task_message(spec: ApplySpec, batches: Iterator[pa.RecordBatch]) -> WriterC
     return resolved or StagedChanges(_ipc(rows), rows.num_rows)
 
 
-def _applied(
-    spec: ApplySpec, messages: list[Any], version: int, memory: StateMemory | None
-) -> None:
+def _applied(spec: ApplySpec, messages: list[Any], version: int, memory: Any) -> None:
     """The batch applied once every task succeeded: the tasks' shares committed, or their
     rows resolved and committed here."""
     from spark_cdc.server_plugin.sinks.apply.task import applied
@@ -253,9 +250,11 @@ def _applied(
 def _discarded(spec: ApplySpec, messages: list[Any]) -> None:
     """A failed batch: nothing was committed, and the files its tasks staged are deleted
     (a task that failed after staging leaves orphans, which VACUUM removes)."""
+    from spark_cdc.server_plugin.sinks.apply.task import table_format
+
     for message in messages:
         if isinstance(message, ResolvedChanges):
-            message.staged.discarded(spec)
+            table_format(spec).discard(spec, message.staged, held=False)
 
 
 def _unstaged(messages: list[Any]) -> pa.Table | None:
@@ -286,16 +285,18 @@ class BatchApplier(DataSourceArrowWriter):
 
 # The state a stream's micro-batches leave, kept by the driver's Python process for the next
 # micro-batch of the same writer (one writer's at a time: memory does not grow with streams).
-_MEMORY: dict[tuple[str, str], StateMemory] = {}
+_MEMORY: dict[tuple[str, str], Any] = {}
 
 
-def _memory_for(spec: ApplySpec) -> StateMemory:
-    from spark_cdc.server_plugin.sinks.apply.delta.state import StateMemory
+def _memory_for(spec: ApplySpec) -> Any:
+    """The format's copy of the state for this writer's next micro-batch
+    (``TableFormat.memory``)."""
+    from spark_cdc.server_plugin.sinks.apply.task import table_format
 
     key = (spec.state, spec.app_id)
     if key not in _MEMORY:
         _MEMORY.clear()
-        _MEMORY[key] = StateMemory()
+        _MEMORY[key] = table_format(spec).memory()
     return _MEMORY[key]
 
 
@@ -344,19 +345,9 @@ class OutcomeReader(DataSourceReader):
 
 def _outcomes(spec: ApplySpec) -> Iterator[str]:
     """The outcomes the state's latest commits recorded, the latest first."""
-    if spec.target_format == ICEBERG:
-        from spark_cdc.server_plugin.sinks.apply.iceberg import tables as iceberg_tables
+    from spark_cdc.server_plugin.sinks.apply.task import table_format
 
-        state = iceberg_tables.existing_state(spec)
-        if state is not None:
-            yield from iceberg_tables.outcomes(state, spec.app_id, _OUTCOME_SEARCH)
-        return
-    from deltalake import DeltaTable
-    from spark_cdc.server_plugin.sinks.apply.delta.tables import OUTCOME_KEY
-
-    options = dict(spec.storage_options) or None
-    if not DeltaTable.is_deltatable(spec.state, storage_options=options):
-        return
-    for commit in DeltaTable(spec.state, storage_options=options).history(_OUTCOME_SEARCH):
-        if commit.get(OUTCOME_KEY):
-            yield commit[OUTCOME_KEY]
+    tables_format = table_format(spec)
+    state = tables_format.existing_state(spec)
+    if state is not None:
+        yield from tables_format.outcomes(state, spec, _OUTCOME_SEARCH)

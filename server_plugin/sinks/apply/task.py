@@ -7,18 +7,40 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import pyarrow as pa
 from spark_cdc.server_plugin.errors import ChangelogSourceError, error
-from spark_cdc.server_plugin.sinks.apply.delta.state import StateMemory
-from spark_cdc.server_plugin.sinks.apply.engine.batch import (
-    Outcome,
-    Share,
-    apply_batch,
-    apply_shares,
-    resolve_share,
-)
+from spark_cdc.server_plugin.sinks.apply.engine import batch as engine
+from spark_cdc.server_plugin.sinks.apply.engine.batch import Share
+from spark_cdc.server_plugin.sinks.apply.engine.changes import Outcome
+from spark_cdc.server_plugin.sinks.apply.engine.formats import TableFormat
 from spark_cdc.server_plugin.sinks.apply.engine.spec import ICEBERG, ApplySpec
+
+
+def table_format(spec: ApplySpec) -> TableFormat:
+    """The format of the spec's target (and its state): the engine's tables for it,
+    imported only when a writer asks (each needs its own library: delta-rs, pyiceberg)."""
+    if spec.target_format == ICEBERG:
+        from spark_cdc.server_plugin.sinks.apply.iceberg.format import FORMAT
+    else:
+        from spark_cdc.server_plugin.sinks.apply.delta.format import FORMAT  # type: ignore[assignment]
+    return FORMAT
+
+
+def apply_batch(spec: ApplySpec, table: pa.Table, version: int, memory: Any = None) -> Outcome:
+    """``engine.batch.apply_batch`` into the spec's format."""
+    return engine.apply_batch(table_format(spec), spec, table, version, memory)
+
+
+def apply_shares(spec: ApplySpec, shares: list[Share], version: int) -> Outcome:
+    """``engine.batch.apply_shares`` into the spec's format."""
+    return engine.apply_shares(table_format(spec), spec, shares, version)
+
+
+def resolve_share(spec: ApplySpec, rows: pa.Table) -> Share | None:
+    """``engine.batch.resolve_share`` against the spec's format."""
+    return engine.resolve_share(table_format(spec), spec, rows)
 
 
 def applied(
@@ -26,21 +48,12 @@ def applied(
     version: int,
     *,
     table: pa.Table | None = None,
-    memory: StateMemory | None = None,
+    memory: Any = None,
     shares: list[Share] | None = None,
 ) -> Outcome:
-    """The writer's batch ``version`` applied: its rows (``table``, ``apply_batch``) or the
-    tasks' resolved ``shares`` (``apply_shares``); an Iceberg target's by ``iceberg_batch``
-    and ``iceberg_shares``."""
+    """The writer's batch ``version`` applied, its errors named: its rows (``table``,
+    ``apply_batch``) or the tasks' resolved ``shares`` (``apply_shares``)."""
     with named_errors(spec):
-        if spec.target_format == ICEBERG:
-            from spark_cdc.server_plugin.sinks.apply.iceberg import batch as iceberg_batch
-            from spark_cdc.server_plugin.sinks.apply.iceberg import shares as iceberg_shares
-
-            if shares is not None:
-                return iceberg_shares.apply_shares(spec, shares, version)
-            assert table is not None
-            return iceberg_batch.apply_batch(spec, table, version)
         if shares is not None:
             return apply_shares(spec, shares, version)
         assert table is not None
@@ -48,13 +61,9 @@ def applied(
 
 
 def resolved(spec: ApplySpec, rows: pa.Table) -> Share | None:
-    """A task's share of the batch resolved (``resolve_share``; None: the commit resolves
-    the batch whole)."""
+    """A task's share of the batch resolved, its errors named (``resolve_share``; None:
+    the commit resolves the batch whole)."""
     with named_errors(spec):
-        if spec.target_format == ICEBERG:
-            from spark_cdc.server_plugin.sinks.apply.iceberg import shares as iceberg_shares
-
-            return iceberg_shares.resolve_share(spec, rows)
         return resolve_share(spec, rows)
 
 

@@ -40,8 +40,8 @@ from spark_cdc.server_plugin.delta.log import DeltaLog
 from spark_cdc.server_plugin.errors import error
 from spark_cdc.server_plugin.sinks.apply.delta import staging, tables
 from spark_cdc.server_plugin.sinks.apply.delta.tables import OUTCOME_KEY
+from spark_cdc.server_plugin.sinks.apply.engine.columns import by_key
 from spark_cdc.server_plugin.sinks.apply.engine.file_lookup import (
-    add_actions,
     row_group_as_coded,
     row_group_rows,
     row_groups,
@@ -122,7 +122,9 @@ def replace_rows(
     wanted = BatchKeys.of(replaced, replaced.column_names, len(spec.keys))
     for _ in range(_ATTEMPTS):
         read_version = table.version()
-        marks = rows_of_keys(table, log, replaced, replaced.column_names, _FILE_KEYS, wanted=wanted)
+        files, partitions = tables.add_actions(table), tables.partition_columns(table)
+        names = replaced.column_names
+        marks = rows_of_keys(log, files, replaced, names, _FILE_KEYS, partitions, wanted=wanted)
         pending = committer.PendingCommit("MERGE", read_version)
         if marks_rows(table):
             written = _mark(log, root, read_version, marks, pending)
@@ -291,7 +293,7 @@ def _partition_values(
     polars also take a file's partition from its folder, so a rewritten file goes there)."""
     if not partitions:
         return {}
-    files = add_actions(table)
+    files = tables.add_actions(table)
     found: dict[str, dict[str, pa.Scalar]] = {}
     for row, path in enumerate(files.column("path").to_pylist()):
         if path in paths:
@@ -381,7 +383,7 @@ def create(
     with tables.refusing_properties(path):
         os.makedirs(path, exist_ok=True)
         actions = staging.stage(
-            path, tables.by_key(rows, spec.keys), list(spec.partition_cols), configuration
+            path, by_key(rows, spec.keys), list(spec.partition_cols), configuration
         )
     pending = committer.PendingCommit("CREATE TABLE AS SELECT", -1)
     for action in actions:

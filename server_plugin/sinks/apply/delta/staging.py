@@ -20,7 +20,6 @@ import json
 import os
 import shutil
 import uuid
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
@@ -28,46 +27,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from spark_cdc.server_plugin.delta import committer, data_files
 from spark_cdc.server_plugin.delta.log import LOG_DIR
-from spark_cdc.server_plugin.sinks.apply.engine.file_lookup import add_actions
-from spark_cdc.server_plugin.sinks.apply.engine.spec import ICEBERG, ApplySpec
-
-
-@dataclass(frozen=True)
-class Staged:
-    """What a task wrote for the driver to commit: the target's new files (``rows`` rows,
-    the count the batch reports; ``keys``: their first keys, which an Iceberg snapshot
-    declares it changes) and the state's. A Delta table's are add actions, an Iceberg
-    table's pyiceberg data files."""
-
-    target: tuple[Any, ...] = ()
-    state: tuple[Any, ...] = ()
-    rows: int = 0
-    keys: pa.Array | None = None
-
-    @classmethod
-    def joined(cls, parts: list[Staged]) -> Staged:
-        """Every task's ``parts`` as one batch's."""
-        keys = [k for p in parts if (k := p.keys) is not None and len(k)]
-        return cls(
-            tuple(f for p in parts for f in p.target),
-            tuple(f for p in parts for f in p.state),
-            sum(p.rows for p in parts),
-            pa.concat_arrays([k.cast(keys[0].type) for k in keys]) if keys else None,
-        )
-
-    def discarded(self, spec: ApplySpec, held: bool = False) -> None:
-        """The files staged, deleted: all of them, or with ``held`` those no table holds
-        (a batch that failed after its target's commit keeps the target's files)."""
-        if spec.target_format == ICEBERG:
-            from spark_cdc.server_plugin.sinks.apply.iceberg import state as iceberg_state
-
-            iceberg_state.discard(spec, self.target + self.state, held)
-            return
-        for uri, adds in ((spec.target, self.target), (spec.state, self.state)):
-            discard(uri, _unheld(uri, adds) if held else adds)
-
-
-NOTHING = Staged()
+from spark_cdc.server_plugin.sinks.apply.delta.tables import (
+    add_actions,
+    commit_properties,
+    refusing_races,
+    table_schema,
+)
+from spark_cdc.server_plugin.sinks.apply.engine.spec import ApplySpec
 
 
 def stage(
@@ -154,7 +120,7 @@ def stages(uri: str) -> bool:
     return committer.can_commit(uri)
 
 
-def _unheld(uri: str, adds: tuple[dict[str, Any], ...]) -> tuple[dict[str, Any], ...]:
+def unheld(uri: str, adds: tuple[dict[str, Any], ...]) -> tuple[dict[str, Any], ...]:
     """The staged files the table at ``uri`` does not hold (none when it cannot be read:
     orphans at worst, never a committed file deleted)."""
     from deltalake import DeltaTable
@@ -181,11 +147,15 @@ def discard(uri: str, adds: tuple[dict[str, Any], ...] | list[dict[str, Any]]) -
             os.unlink(os.path.join(root, unquote(add["path"])))
 
 
-def committed_appends(
-    table: Any, adds: tuple[dict[str, Any], ...], schema: pa.Schema, properties: Any
+def append_staged(
+    table: Any,
+    spec: ApplySpec,
+    version: int,
+    adds: tuple[dict[str, Any], ...],
+    outcome: str | None = None,
 ) -> None:
     """One commit appending the staged files ``adds`` (of an unpartitioned table), with
-    ``properties`` (the batch's marker): delta-rs' own commit, which another writer's
+    the batch's marker and ``outcome``: delta-rs' own commit, which another writer's
     commit in between does not break (an append conflicts with none)."""
     from deltalake.transaction import AddAction
 
@@ -200,4 +170,8 @@ def committed_appends(
         )
         for add in adds
     ]
-    table.create_write_transaction(actions, "append", schema, commit_properties=properties)
+    with refusing_races(table.table_uri):
+        properties = commit_properties(spec, version, outcome)
+        table.create_write_transaction(
+            actions, "append", table_schema(table), commit_properties=properties
+        )

@@ -20,44 +20,23 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from spark_cdc.server_plugin.arrow_types import from_numpy, to_numpy
+from spark_cdc.server_plugin.arrow_types import from_numpy
 from spark_cdc.server_plugin.delta.log import DeltaLog
 from spark_cdc.server_plugin.sinks.apply.delta import tables
 from spark_cdc.server_plugin.sinks.apply.engine.buckets import Layout, stored
-from spark_cdc.server_plugin.sinks.apply.engine.file_lookup import (
-    Files,
-    add_actions,
-    file_identities,
-    may_hold_nulls,
-    rows_at,
-    rows_of_keys,
-)
+from spark_cdc.server_plugin.sinks.apply.engine.columns import aligned
 from spark_cdc.server_plugin.sinks.apply.engine.key_index import (
     BatchKeys,
-    BudgetCache,
-    FileKeysCache,
     KeyIndex,
     KeyRuns,
     index_of,
 )
-from spark_cdc.server_plugin.sinks.apply.engine.shared_cache import TABLE, SharedFiles
-from spark_cdc.server_plugin.sinks.apply.engine.spec import BUCKET, OP, TRUNCATE, ApplySpec
+from spark_cdc.server_plugin.sinks.apply.engine.spec import OP, TRUNCATE, ApplySpec
+from spark_cdc.server_plugin.sinks.apply.engine.state_rows import rows_in_files, truncate_positions
 
 # The most Arrow memory a writer keeps the state in; Parquet files expand about three times.
 STATE_MEMORY_BYTES = 2 << 30
 _EXPANSION = 3
-# What a machine's tasks keep of the state's files between micro-batches (``rows_of``):
-# their key indexes, and the row groups read, in files every Python worker maps
-# (``shared_cache``: Spark gives a bucket's task any worker). A task reads its buckets of
-# the state (``buckets``): of 10M keys in two, 40 MB of indexes of one integer key (more
-# for a hashed key, whose columns are kept to confirm matches), 165 MB of rows in type 1,
-# 375 MB in type 2 of five columns: every bucket's within the budgets.
-STATE_KEYS_BYTES = 512 << 20
-STATE_ROWS_BYTES = 1280 << 20
-_STATE_KEYS = FileKeysCache(STATE_KEYS_BYTES, shared="state-keys")
-_STATE_ROWS: BudgetCache[pa.Table] = BudgetCache(
-    STATE_ROWS_BYTES, lambda rows: rows.nbytes, SharedFiles("state-rows", STATE_ROWS_BYTES, TABLE)
-)
 # Rows per scanned batch: each tests membership in the batch's keys, whose hash set Arrow
 # builds again for every batch (at the scanner's default 128k rows, most of the scan).
 _SCAN_ROWS = 1 << 22
@@ -75,7 +54,7 @@ class _Rows:
 
     @classmethod
     def of(cls, rows: pa.Table) -> _Rows:
-        return cls(rows, _truncates(rows))
+        return cls(rows, truncate_positions(rows))
 
     def of_keys(self, spec: ApplySpec, keys: pa.Table | None) -> pa.Table:
         """The rows of ``keys`` (and of any key that hashes alike: a superset, and a
@@ -97,7 +76,7 @@ class _Rows:
             index = index.added(_index(added, wanted, first=count))
         return _Rows(
             pa.concat_tables([self.rows, added]),
-            np.concatenate([self.truncates, _truncates(added) + count]),
+            np.concatenate([self.truncates, truncate_positions(added) + count]),
             index,
         )
 
@@ -118,10 +97,6 @@ def _take(rows: pa.Table, positions: np.ndarray) -> pa.Table:
         if cuts[i + 1] > cuts[i]
     ]
     return pa.Table.from_batches(parts, schema=rows.schema)
-
-
-def _truncates(rows: pa.Table) -> np.ndarray:
-    return np.flatnonzero(to_numpy(pc.equal(rows.column(OP), TRUNCATE).fill_null(False)))
 
 
 def _matching(rows: Any, spec: ApplySpec, keys: pa.Table) -> Any:
@@ -201,76 +176,12 @@ def rows_of(
     earliest: pa.Scalar | None = None,
     buckets: np.ndarray | None = None,
 ) -> pa.Table:
-    """The state's changes of ``keys`` (exactly) and its truncate, read from the files
-    that hold them, only the row groups that do: what a task resolves its share of a batch
-    with. The files' key indexes are kept per process (``_STATE_KEYS``), so a stream's
-    later micro-batches read only the rows they need. A truncate's key is NULL: only files
-    whose statistics allow a NULL key are read for it.
-
-    ``earliest``: the share's smallest sequence (its first part), when each of its changes
-    supersedes every stored change before it (``supersedes``): a file whose statistics put
-    all its changes before that holds nothing the share needs, and is not read. A stream
-    whose sequence grows (commit versions, timestamps) then reads no state at all.
-
-    ``buckets``: those the keys are in, of a state laid out by bucket (``buckets``): the
-    keys are looked for in their files only."""
+    """The state's changes of ``keys`` (exactly) and its truncate, from the files of its
+    current snapshot that hold them (``state_rows.rows_in_files``): a task's share."""
     log = DeltaLog(spec.state, tables.storage(spec))
+    files, partitions = tables.add_actions(table), tables.partition_columns(table)
     schema = _stored_schema(table)
-    return rows_in_files(table, log, add_actions(table), schema, spec, keys, earliest, buckets)
-
-
-def rows_in_files(
-    table: Any,
-    log: Files,
-    files: pa.Table,
-    schema: pa.Schema,
-    spec: ApplySpec,
-    keys: pa.Table,
-    earliest: pa.Scalar | None,
-    buckets: np.ndarray | None,
-) -> pa.Table:
-    """``rows_of`` over a state's ``files`` (described as delta-rs lists add actions;
-    ``table``: the Delta table, None for another format's), whose rows ``schema`` types."""
-    if earliest is not None:
-        files = files.filter(pc.invert(_before(files, spec.sequence[0], earliest)))
-    in_buckets = files
-    if buckets is not None:
-        bucket = files.column(f"partition.{BUCKET}").cast(pa.int32())
-        in_buckets = files.filter(pc.is_in(bucket, value_set=pa.array(buckets, pa.int32())))
-    found = rows_of_keys(table, log, keys, list(spec.keys), _STATE_KEYS, in_buckets)
-    _STATE_ROWS.next_round()
-    for row in np.flatnonzero(may_hold_nulls(files, spec.keys[0])):
-        path = files.column("path")[row].as_py()
-        kinds = rows_at(log, path, None, pa.schema([schema.field(OP)])).column(OP)
-        truncates = _truncates(pa.table({OP: kinds}))
-        if len(truncates):
-            found[path] = np.union1d(found.get(path, truncates), truncates)
-    identities = file_identities(log, files)
-    parts = [
-        rows_at(log, path, at, schema, _STATE_ROWS, identities[path]) for path, at in found.items()
-    ]
-    return pa.concat_tables(parts) if parts else schema.empty_table()
-
-
-def supersedes(spec: ApplySpec, sequence: pa.DataType) -> bool:
-    """Whether a change supersedes every stored change of its key with an earlier sequence
-    (``rows_of``): in type 1, unless the state keeps values (``ignore_null_updates`` fills
-    from them), a key's latest change alone decides it, and a truncate before a change
-    drops none of it. Only for a sequence whose statistics are exact (integers, dates,
-    timestamps: a string's may be cut short, a float's has NaN)."""
-    exact = pa.types.is_integer(sequence) or pa.types.is_date(sequence)
-    exact = exact or pa.types.is_timestamp(sequence)
-    return spec.scd_type == 1 and not spec.state_keeps_values and exact
-
-
-def _before(files: pa.Table, name: str, earliest: pa.Scalar) -> Any:
-    """Per file: whether its statistics put every value of ``name`` before ``earliest``
-    (a file without them may hold any)."""
-    column = f"max.{name}"
-    if column not in files.schema.names:
-        return pa.repeat(pa.scalar(False), files.num_rows)
-    latest = files.column(column)
-    return pc.fill_null(pc.less(latest, earliest.cast(latest.type)), False)
+    return rows_in_files(log, files, schema, spec, keys, earliest, buckets, partitions)
 
 
 def _of_keys(rows: Any, spec: ApplySpec, keys: pa.Table | None) -> Any:
@@ -359,11 +270,11 @@ def _stored_schema(table: Any) -> pa.Schema:
 
 def _stored_rows(table: Any, rows: pa.Table) -> pa.Table:
     """``rows`` as the state's files hold them: what a read of them returns."""
-    return tables.aligned(Layout.of(table).file_rows(rows), _stored_schema(table))
+    return aligned(Layout.of(table).file_rows(rows), _stored_schema(table))
 
 
 def _files(table: Any, spec: ApplySpec) -> tuple[list[str], list[int]]:
-    actions = add_actions(table, flatten=False)
+    actions = tables.add_actions(table, flatten=False)
     log = DeltaLog(spec.state, tables.storage(spec))
     files = [log.location(f) for f in actions.column("path").to_pylist()]
     return files, actions.column("size_bytes").to_pylist()

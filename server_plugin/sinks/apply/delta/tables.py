@@ -20,14 +20,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from spark_cdc.server_plugin.delta.committer import local_root
 from spark_cdc.server_plugin.errors import error
-from spark_cdc.server_plugin.sinks.apply.delta import staging
-from spark_cdc.server_plugin.sinks.apply.engine.file_lookup import add_actions
-from spark_cdc.server_plugin.sinks.apply.engine.history import ALIVE
+from spark_cdc.server_plugin.sinks.apply.engine.columns import (
+    SMALL_FILE_BYTES,
+    aligned,
+    by_key,
+    check_columns,
+)
+from spark_cdc.server_plugin.sinks.apply.engine.runs import ALIVE
 from spark_cdc.server_plugin.sinks.apply.engine.spec import (
     BUCKET,
-    END_AT,
     KEY_HASH,
-    START_AT,
     ApplySpec,
 )
 
@@ -53,28 +55,6 @@ WRITABLE_FEATURES = frozenset(
 OUTCOME_KEY = "spark_cdc.outcome"
 _MARK = "__spark_cdc_key_"  # the merge source's copy of a key, on rows that delete
 _DROP = "__spark_cdc_drop"
-# A file smaller than this is a micro-batch's append, which the state's compaction merges
-# (``small_file_count``); what a compaction writes is larger.
-SMALL_FILE_BYTES = 32 << 20
-
-
-def delta_type(data_type: pa.DataType) -> pa.DataType:
-    """``data_type`` as Delta stores it: timestamps with a time zone in UTC (Spark hands
-    the session's zone), nested types field by field."""
-    if pa.types.is_timestamp(data_type) and data_type.tz is not None:
-        return pa.timestamp("us", "UTC")
-    if pa.types.is_struct(data_type):
-        return pa.struct([f.with_type(delta_type(f.type)) for f in data_type])
-    if pa.types.is_large_list(data_type) or pa.types.is_list(data_type):
-        return pa.list_(data_type.value_field.with_type(delta_type(data_type.value_type)))
-    if pa.types.is_map(data_type):
-        return pa.map_(delta_type(data_type.key_type), delta_type(data_type.item_type))
-    return data_type
-
-
-def delta_schema(schema: pa.Schema) -> pa.Schema:
-    """Every column nullable: a NOT NULL column makes delta-rs' schema merge fail."""
-    return pa.schema([pa.field(f.name, delta_type(f.type)) for f in schema])
 
 
 def storage(spec: ApplySpec) -> dict[str, str] | None:
@@ -167,7 +147,7 @@ def created(
                 partition_by=partition_by or None,
                 storage_options=options,
                 configuration=configuration or None,
-                commit_properties=_commit_properties(spec, version, outcome),
+                commit_properties=commit_properties(spec, version, outcome),
             )
     except DeltaError as lost:
         if not DeltaTable.is_deltatable(path, storage_options=options):
@@ -219,49 +199,7 @@ def _check_schema(table: Any, path: str, schema: pa.Schema, spec: ApplySpec, rol
     check_columns(path, have, want, spec, role)
 
 
-def check_columns(
-    path: str, have: dict[str, Any], want: dict[str, Any], spec: ApplySpec, role: str
-) -> None:
-    """A table's columns (``have``, names to the format's types) are exactly the feed's
-    (``want``); columns the feed brings that the table lacks are added only with
-    ``schema_evolution``. A target's are checked for its SCD type first."""
-    if role == "target":
-        _check_scd_type(path, set(have), spec.scd_type)
-    missing = [n for n in have if n not in want]
-    retyped = [
-        f"{n} ({have[n]} in the table, {want[n]} in the feed)"
-        for n in want
-        if n in have and have[n] != want[n]
-    ]
-    if missing or retyped:
-        problem = "; ".join(
-            ([f"columns not in the feed: {', '.join(missing)}"] if missing else [])
-            + ([f"columns of another type: {', '.join(retyped)}"] if retyped else [])
-        )
-        raise error("APPLY_CHANGES.TARGET_SCHEMA_MISMATCH", path=path, role=role, problem=problem)
-    added = [n for n in want if n not in have]
-    if added and not spec.schema_evolution:
-        raise error("APPLY_CHANGES.NEW_COLUMNS", path=path, columns=", ".join(added))
-
-
-def _check_scd_type(path: str, columns: set[str], asked: int) -> None:
-    """A history's columns in a mirror, or none in a history: said as the type the target
-    is, not as the columns that differ."""
-    bounds = {START_AT, END_AT}
-    stored = 2 if bounds <= columns else 1 if columns and not bounds & columns else None
-    if stored is not None and stored != asked:
-        has = "has" if stored == 2 else "has no"
-        evidence = f"it {has} {START_AT} and {END_AT} columns"
-        raise error(
-            "APPLY_CHANGES.SCD_TYPE_MISMATCH",
-            path=path,
-            stored=stored,
-            evidence=evidence,
-            asked=asked,
-        )
-
-
-def _commit_properties(spec: ApplySpec, version: int | None, outcome: str | None = None) -> Any:
+def commit_properties(spec: ApplySpec, version: int | None, outcome: str | None = None) -> Any:
     from deltalake import CommitProperties, Transaction
 
     if version is None:
@@ -270,6 +208,16 @@ def _commit_properties(spec: ApplySpec, version: int | None, outcome: str | None
         app_transactions=[Transaction(spec.app_id, version)],
         custom_metadata={OUTCOME_KEY: outcome} if outcome else None,
     )
+
+
+def add_actions(table: Any, flatten: bool = True) -> pa.Table:
+    """The snapshot's files (``path``, ``size_bytes``, and when ``flatten`` their
+    statistics as ``min.<column>``, ...), as ``file_lookup`` searches them."""
+    return pa.RecordBatchReader.from_stream(table.get_add_actions(flatten=flatten)).read_all()
+
+
+def partition_columns(table: Any) -> frozenset[str]:
+    return frozenset(table.metadata().partition_columns)
 
 
 def applied(table: Any, spec: ApplySpec, version: int) -> bool:
@@ -379,7 +327,7 @@ def _merge(
                 target_alias="t",
                 streamed_exec=False,  # prunes the target's files by the source's keys
                 merge_schema=spec.schema_evolution,
-                commit_properties=_commit_properties(spec, version, outcome),
+                commit_properties=commit_properties(spec, version, outcome),
             )
             clauses(merger).execute()
     if not applied(table, spec, version):
@@ -428,43 +376,6 @@ def append_rows(
     _write_rows(table, spec, version, rows, outcome, "append")
 
 
-def append_staged(
-    table: Any,
-    spec: ApplySpec,
-    version: int,
-    adds: tuple[dict[str, Any], ...],
-    outcome: str | None = None,
-) -> None:
-    """One commit appending the files the tasks staged (``staging``), with the batch's
-    marker."""
-    with refusing_races(table.table_uri):
-        properties = _commit_properties(spec, version, outcome)
-        staging.committed_appends(table, adds, table_schema(table), properties)
-
-
-def by_key(rows: pa.Table, keys: tuple[str, ...]) -> pa.Table:
-    """``rows`` in key order, as a new table's first files are written: their key ranges
-    are then tight (statistics prune them) and their key index one pass (``key_index``).
-    The rows a task stages are sorted too: every later batch that looks in their files or
-    rewrites them then indexes them in one pass (a 1M-change type 2 micro-batch about a
-    tenth faster, measured)."""
-    if rows.num_rows < 2 or not all(k in rows.column_names for k in keys):
-        return rows
-    try:
-        order = pc.sort_indices(rows, sort_keys=[(k, "ascending") for k in keys])
-    except pa.ArrowNotImplementedError:  # a key of a type Arrow does not sort
-        return rows
-    return rows.take(order)
-
-
-def aligned(rows: pa.Table, schema: pa.Schema) -> pa.Table:
-    """``rows`` with the table's column types (and order), columns it lacks last."""
-    names = [n for n in schema.names if n in rows.column_names]
-    names += [n for n in rows.column_names if n not in schema.names]
-    fields = [schema.field(n) if n in schema.names else rows.schema.field(n) for n in names]
-    return rows.select(names).cast(pa.schema(fields))
-
-
 def overwrite_rows(
     table: Any, spec: ApplySpec, version: int | None, rows: pa.Table, outcome: str | None = None
 ) -> None:
@@ -482,5 +393,5 @@ def _write_rows(
             aligned(rows, table_schema(table)),
             mode=mode,
             schema_mode="merge" if spec.schema_evolution else None,
-            commit_properties=_commit_properties(spec, version, outcome),
+            commit_properties=commit_properties(spec, version, outcome),
         )

@@ -2,9 +2,10 @@
 values) allow one of the keys have their key columns read and indexed once per process and
 file (``key_index.FileKeysCache``: a data file never changes), and each is searched by its
 index. What a Delta target's deletion vectors mark and what a task reads of the state (a
-Delta table, or an Iceberg one: ``iceberg_state``) are found this way, so a stream's later
+Delta table, or an Iceberg one) are found this way, so a stream's later
 batches read no file to find their keys. The files are described as delta-rs lists a
-snapshot's add actions (``add_actions``), and opened by a ``Files``.
+snapshot's add actions (a Delta table's own, an Iceberg table's decoded from its manifests),
+and opened by a ``Files``.
 """
 
 from __future__ import annotations
@@ -34,33 +35,26 @@ class Files(Protocol):
     def open(self, path: str) -> Any: ...
 
 
-def add_actions(table: Any, flatten: bool = True) -> pa.Table:
-    """The snapshot's files (``path``, ``size_bytes``, and when ``flatten`` their
-    statistics as ``min.<column>``, ...)."""
-    return pa.RecordBatchReader.from_stream(table.get_add_actions(flatten=flatten)).read_all()
-
-
 def rows_of_keys(
-    table: Any,
     log: Files,
+    files: pa.Table,
     keys: pa.Table,
     names: list[str],
     cache: FileKeysCache,
-    files: pa.Table | None = None,
+    partitions: frozenset[str] = frozenset(),
     indexed: int | None = None,
     wanted: BatchKeys | None = None,
 ) -> dict[str, np.ndarray]:
-    """Per file of the Delta snapshot ``table`` (of ``files``, its add actions, when given;
-    ``table`` None: the files of a table without partition columns), the positions of its
-    rows whose key (``names``) is one of ``keys``', sorted; files with none left out. A
-    file's own deletion vector is not applied. The files are indexed by the first
-    ``indexed`` names (all by default), the others compared on the rows found
-    (``wanted``: the batch's keys so indexed, when the caller made them already)."""
+    """Per file of a table's snapshot (``files``, described as delta-rs lists add
+    actions; ``partitions``: the table's partition columns, whose values the description
+    holds), the positions of its rows whose key (``names``) is one of ``keys``', sorted;
+    files with none left out. A file's own deletion vector is not applied. The files are
+    indexed by the first ``indexed`` names (all by default), the others compared on the
+    rows found (``wanted``: the batch's keys so indexed, when the caller made them
+    already)."""
     if not keys.num_rows:
         return {}
     cache.next_round()
-    files = add_actions(table) if files is None else files
-    partitions = set() if table is None else set(table.metadata().partition_columns)
     wanted = wanted or BatchKeys.of(keys, names, indexed)
     candidates = np.ones(files.num_rows, bool)
     for name in names:

@@ -3,7 +3,7 @@ bounds say so) are read, and the batch's new rows added (and the files its tasks
 one ``overwrite`` snapshot. By default, as pyiceberg writes one, a copy-on-write rewrite:
 each file holding rows the batch replaces is rewritten without them, the delete files of
 its own removed with it. A target asking for merge-on-read has those rows marked deleted
-instead (``iceberg_deletes``), only the replaced rows' columns read. pyiceberg reads no
+instead (``deletes``), only the replaced rows' columns read. pyiceberg reads no
 equality deletes: a table that has them is refused by name.
 
 Another writer's commit in between is pyiceberg's to settle: it retries on the new head when
@@ -132,7 +132,7 @@ def _found_in(
     files = iceberg_files.described(table, names, candidates)
     if files is not None:
         log = iceberg_files.TableFiles(table.io)
-        found = rows_of_keys(None, log, replaced, names, _FILE_KEYS, files, len(keys))
+        found = rows_of_keys(log, files, replaced, names, _FILE_KEYS, indexed=len(keys))
         return lambda task: found.get(task.file.file_path, nothing)
     projected = table.metadata.schema().select(*names)
 

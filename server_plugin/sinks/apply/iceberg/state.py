@@ -17,9 +17,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from spark_cdc.server_plugin.errors import error
-from spark_cdc.server_plugin.sinks.apply.delta.state import rows_in_files
-from spark_cdc.server_plugin.sinks.apply.delta.tables import SMALL_FILE_BYTES, by_key
 from spark_cdc.server_plugin.sinks.apply.engine.buckets import Layout, count_of, stored
+from spark_cdc.server_plugin.sinks.apply.engine.columns import SMALL_FILE_BYTES, by_key
 from spark_cdc.server_plugin.sinks.apply.engine.spec import (
     BUCKET,
     KEY_HASH,
@@ -27,6 +26,7 @@ from spark_cdc.server_plugin.sinks.apply.engine.spec import (
     TRUNCATE,
     ApplySpec,
 )
+from spark_cdc.server_plugin.sinks.apply.engine.state_rows import rows_in_files
 from spark_cdc.server_plugin.sinks.apply.iceberg import files as iceberg_files
 from spark_cdc.server_plugin.sinks.apply.iceberg import rewrites, tables
 
@@ -79,9 +79,9 @@ def rows_of(
     """The state's changes of ``keys`` and its truncates (a NULL key), as its files hold
     them; all of it when ``keys`` is None. ``buckets``: the only buckets ``keys`` are in (a
     task's share of a bucketed state); ``earliest``: the share's smallest sequence, when
-    each change supersedes the stored ones before it (``state.supersedes``).
+    each change supersedes the stored ones before it (``state_rows.supersedes``).
 
-    The files are searched as a Delta state's are (``state.rows_in_files``: each file's
+    The files are searched as a Delta state's are (``state_rows.rows_in_files``: each file's
     key index kept per process, only the row groups holding the keys read), when they can
     be read by their columns' names: no delete files, no schema but the first (a column
     renamed or dropped and added again would be another field under one name), names
@@ -101,9 +101,8 @@ def rows_of(
         files = iceberg_files.described(state, (*spec.keys, spec.sequence[0]), tasks)
     if files is not None:
         schema = stored(tables.table_schema(state))
-        found = rows_in_files(
-            None, iceberg_files.TableFiles(state.io), files, schema, spec, keys, earliest, buckets
-        )
+        log = iceberg_files.TableFiles(state.io)
+        found = rows_in_files(log, files, schema, spec, keys, earliest, buckets)
         return layout(state).file_rows(found)
     first = spec.keys[0]
     where = rewrites.declared(keys, keys.slice(0, 0), spec.keys)

@@ -3,7 +3,7 @@ when missing (one catalog commit that creates the table with the batch's rows), 
 before anything is written, and changed by one snapshot per batch that carries the writer's
 id and the batch's number in its summary (as Flink's Iceberg sink keeps its job id and
 checkpoint id), so a batch applied again is found and skipped. A batch's target snapshot
-is ``iceberg_rewrites``'.
+is ``rewrites``'.
 
 Three of pyiceberg 0.12's private names are used (the ``server`` extra pins 0.12): Arrow
 rows written as data files (``_dataframe_to_data_files``, what its own writers use), an
@@ -21,7 +21,7 @@ from typing import Any
 
 import pyarrow as pa
 from spark_cdc.server_plugin.errors import error
-from spark_cdc.server_plugin.sinks.apply.delta.tables import aligned, check_columns
+from spark_cdc.server_plugin.sinks.apply.engine.columns import aligned, check_columns
 from spark_cdc.server_plugin.sinks.apply.engine.spec import BUCKET, KEY_HASH, START_AT, ApplySpec
 from spark_cdc.server_plugin.sinks.apply.iceberg.deletes import merges_on_read
 
@@ -150,7 +150,7 @@ def _check_schema(table: Any, name: str, schema: pa.Schema, spec: ApplySpec, rol
     each is required aside)."""
     have = {f.name: _Type.of(f.field_type) for f in table.schema().fields}
     want = {f.name: _Type.of(f.field_type) for f in _iceberg_schema(schema).fields}
-    if role == "state":  # how the state is laid out is its own (``iceberg_state``)
+    if role == "state":  # how the state is laid out is its own (``state``)
         have = {n: t for n, t in have.items() if n not in (KEY_HASH, BUCKET)}
         want = {n: t for n, t in want.items() if n not in (KEY_HASH, BUCKET)}
     check_columns(name, have, want, spec, role)

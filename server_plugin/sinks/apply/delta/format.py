@@ -1,0 +1,247 @@
+"""A Delta target and its state (``engine.formats.TableFormat``): tables at paths, written by
+delta-rs (``tables``: made, checked, merged, each commit carrying the writer's ``txn``
+marker) or by this package's own commits (``direct_commits``: deletion vectors, rewritten
+files), the tasks' files staged into the tables' folders (``staging``), the state read and
+kept between a stream's micro-batches (``state``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from spark_cdc.server_plugin.delta import committer
+from spark_cdc.server_plugin.errors import error
+from spark_cdc.server_plugin.sinks.apply.delta import direct_commits, staging, tables
+from spark_cdc.server_plugin.sinks.apply.delta import state as state_table
+from spark_cdc.server_plugin.sinks.apply.engine.binding import Bound
+from spark_cdc.server_plugin.sinks.apply.engine.buckets import Layout
+from spark_cdc.server_plugin.sinks.apply.engine.changes import inserted
+from spark_cdc.server_plugin.sinks.apply.engine.columns import aligned, by_key
+from spark_cdc.server_plugin.sinks.apply.engine.formats import Tables
+from spark_cdc.server_plugin.sinks.apply.engine.history import HASH, Resolution
+from spark_cdc.server_plugin.sinks.apply.engine.spec import (
+    DELETION_VECTORS_PROPERTY,
+    KEY_HASH,
+    ApplySpec,
+)
+from spark_cdc.server_plugin.sinks.apply.engine.staged import Staged
+
+
+class DeltaFormat:
+    """``TableFormat`` for Delta tables at the spec's paths."""
+
+    def tables(self, spec: ApplySpec, target_schema: pa.Schema, state_schema: pa.Schema) -> Tables:
+        target = tables.existing(spec.target, target_schema, spec, "target")
+        if target is None and spec.target_name is not None:
+            raise error("APPLY_CHANGES.TARGET_NOT_DELTA", table=spec.target_name, path=spec.target)
+        return Tables(target, tables.existing(spec.state, state_schema, spec, "state"))
+
+    def existing_state(self, spec: ApplySpec) -> Any | None:
+        """The state table as it is, unchecked (None: none yet)."""
+        from deltalake import DeltaTable
+
+        options = tables.storage(spec)
+        if not DeltaTable.is_deltatable(spec.state, storage_options=options):
+            return None
+        return DeltaTable(spec.state, storage_options=options)
+
+    def schema(self, table: Any) -> pa.Schema:
+        return tables.table_schema(table)
+
+    def layout(self, state: Any) -> Layout:
+        return Layout.of(state)
+
+    def last_batch(self, table: Any, app_id: str) -> int | None:
+        done = table.transaction_version(app_id)
+        return None if done is None else int(done)
+
+    def outcomes(self, table: Any, spec: ApplySpec, limit: int | None) -> Iterator[str]:
+        return tables.outcomes(table, spec, limit)
+
+    def identity(self, table: Any) -> Bound:
+        return Bound(table.metadata().id, table.version())
+
+    def read_point(self, table: Any) -> tuple[str, int]:
+        return table.metadata().id, table.version()
+
+    def state_rows(
+        self, state: Any, spec: ApplySpec, keys: pa.Table | None, memory: Any
+    ) -> pa.Table:
+        return state_table.read(state, spec, keys, keys is None, memory)
+
+    def share_rows(
+        self,
+        state: Any,
+        spec: ApplySpec,
+        keys: pa.Table,
+        earliest: pa.Scalar | None,
+        buckets: np.ndarray | None,
+    ) -> pa.Table:
+        return state_table.rows_of(state, spec, keys, earliest, buckets)
+
+    def stage(
+        self, spec: ApplySpec, found: Tables, resolution: Resolution
+    ) -> tuple[Resolution, Staged]:
+        """A task's rows written where the commit will only name them (``staging``): the
+        target's new rows when the target takes direct commits, the state's when its
+        schema holds them, each on a local filesystem."""
+        target, state = found.target, found.state
+        rows, state_rows = resolution.rows, resolution.state
+        to_target: tuple[dict[str, Any], ...] = ()
+        to_state: tuple[dict[str, Any], ...] = ()
+        new_rows = inserted(spec, resolution)
+        if target is not None and _commits_directly(target, new_rows):
+            schema = tables.table_schema(target)
+            aligned_rows = by_key(aligned(new_rows, schema), spec.keys)
+            to_target = direct_commits.staged_rows(target, aligned_rows, spec.keys)
+            rows = rows.slice(0, 0)
+        if state is not None and state_rows.num_rows and staging.stages(spec.state):
+            schema, layout = tables.table_schema(state), Layout.of(state)
+            laid = layout.rows(state_rows)
+            if set(laid.column_names) <= set(schema.names):
+                aligned_rows = by_key(aligned(laid, schema), spec.keys)
+                keyed = (*spec.keys, KEY_HASH, HASH)  # a value per key or row: no dictionary
+                to_state = staging.staged_files(
+                    spec.state, aligned_rows, layout.partition_by, keys=keyed
+                )
+                state_rows = state_rows.slice(0, 0)
+        count = new_rows.num_rows if to_target else 0  # else the rows travel: the commit counts
+        resolved = dataclasses.replace(resolution, rows=rows, state=state_rows)
+        return resolved, Staged(to_target, to_state, count)
+
+    def discard(self, spec: ApplySpec, staged: Staged, held: bool) -> None:
+        for uri, adds in ((spec.target, staged.target), (spec.state, staged.state)):
+            staging.discard(uri, staging.unheld(uri, adds) if held else adds)
+
+    def create_target(
+        self,
+        spec: ApplySpec,
+        found: Tables,
+        schema: pa.Schema,
+        version: int,
+        rows: pa.Table,
+        marker: str,
+    ) -> None:
+        """Made with deletion vectors when its properties turn them on and this package
+        can commit them, else by delta-rs. Its properties go to delta-rs without
+        ``delta.enableDeletionVectors``: given it, delta-rs also declares the variant type,
+        which readers without variant support then refuse."""
+        properties = {k: v for k, v in spec.table_properties if k != DELETION_VECTORS_PROPERTY}
+        if spec.deletion_vectors and committer.can_commit(spec.target):
+            direct_commits.create(spec, aligned(rows, schema), version, marker, properties)
+            return
+        partition_by = list(spec.partition_cols)
+        tables.created(spec.target, schema, spec, version, rows, marker, properties, partition_by)
+
+    def replace_target(
+        self,
+        spec: ApplySpec,
+        target: Any,
+        version: int,
+        rows: pa.Table,
+        marker: str,
+        staged: Staged,
+    ) -> None:
+        tables.overwrite_rows(target, spec, version, rows, marker)  # a refresh stages nothing
+        target.update_incremental()
+
+    def change_target(
+        self,
+        spec: ApplySpec,
+        target: Any,
+        version: int,
+        resolution: Resolution,
+        marker: str,
+        staged: Staged,
+    ) -> None:
+        """Written here (``direct_commits``) when the target takes it, else by delta-rs'
+        MERGE; the tasks staged files only where they found it takes direct commits."""
+        rows = inserted(spec, resolution)
+        direct = not resolution.truncated and _commits_directly(target, rows)
+        if staged.target and not direct:
+            raise error(
+                "APPLY_CHANGES.CONCURRENT_WRITE",
+                path=spec.target,
+                problem="another writer changed the target's properties while the batch was "
+                "resolved",
+            )
+        replaced = resolution.replaced  # type 1: the changed keys; type 2: their versions
+        if direct:
+            schema = tables.table_schema(target)
+            direct_commits.replace_rows(
+                target, spec, version, replaced, aligned(rows, schema), marker, staged.target
+            )
+        elif spec.scd_type == 2:
+            tables.replace_rows(target, spec, version, replaced, rows, outcome=marker)
+        elif resolution.truncated:
+            tables.replace_rows(target, spec, version, replaced, rows, resolution.kept, marker)
+        else:
+            tables.upsert_rows(target, spec, version, resolution.rows, marker)
+        target.update_incremental()
+
+    def target_after(self, spec: ApplySpec, found: Tables) -> Any:
+        return found.target if found.target is not None else tables.opened(spec.target, spec)
+
+    def create_state(
+        self,
+        spec: ApplySpec,
+        found: Tables,
+        schema: pa.Schema,
+        version: int,
+        rows: pa.Table,
+        marker: str,
+        memory: Any,
+    ) -> None:
+        state_table.create(spec, schema, version, rows, memory, marker)
+
+    def replace_state(
+        self,
+        spec: ApplySpec,
+        state: Any,
+        version: int | None,
+        rows: pa.Table,
+        marker: str | None,
+        memory: Any,
+    ) -> None:
+        state_table.overwrite(state, spec, version, rows, memory, marker)
+
+    def append_state(
+        self,
+        spec: ApplySpec,
+        state: Any,
+        version: int,
+        rows: pa.Table,
+        marker: str,
+        staged: Staged,
+        memory: Any,
+    ) -> None:
+        if staged.state:
+            staging.append_staged(state, spec, version, staged.state, marker)
+        else:
+            state_table.append(state, spec, version, rows, memory, marker)
+
+    def small_files(self, state: Any) -> int:
+        return tables.small_file_count(state)
+
+    def merge_small_files(self, state: Any, memory: Any) -> None:
+        state_table.merge_small_files(state, memory)
+
+    def memory(self) -> Any:
+        """What a stream's writer keeps of the state between its micro-batches."""
+        return state_table.StateMemory()
+
+
+def _commits_directly(target: Any, rows: pa.Table) -> bool:
+    """Whether the batch's target commit is written here (``direct_commits``): the
+    target allows it, and the batch brings no new column (that changes the table's
+    schema)."""
+    if direct_commits.refusal(target) is not None:
+        return False
+    return not set(rows.column_names) - set(tables.table_schema(target).names)
+
+
+FORMAT = DeltaFormat()
