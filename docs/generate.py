@@ -128,6 +128,21 @@ def _with_medians(benchmark: str, measure: str = "value") -> str:
     return bench_of(benchmark) + "\n\n" + "\n".join(rows)
 
 
+def bench_long_lived() -> str:
+    """The long-lived server's figures, and their counts side by side (a column per server,
+    named by what follows "on" in its case)."""
+    figures = [f for f in _figures() if f.benchmark == "long_lived" and f.medians]
+    if not figures:
+        return bench_of("long_lived")
+    rows = [
+        "| | " + " | ".join(f.case.split(" on ", 1)[-1] for f in figures) + " |",
+        "|---|" + "---|" * len(figures),
+    ]
+    for name in figures[0].medians:
+        rows.append(f"| {name} | " + " | ".join(f"{f.medians.get(name, 0):g}" for f in figures) + " |")
+    return bench_of("long_lived") + "\n\n" + "\n".join(rows)
+
+
 def bench_machine() -> str:
     """The machine and settings of the run, as the results record them (no commit ids)."""
     results = _results()
@@ -302,7 +317,7 @@ RENDERERS: dict[str, Callable[[], str]] = {
     "bench-apply-more": bench_apply_more,
     "bench-iceberg": lambda: bench_of("iceberg_source"),
     "bench-default-partitions": bench_default_partitions,
-    "bench-long-lived": lambda: _with_medians("long_lived"),
+    "bench-long-lived": bench_long_lived,
 }
 
 

@@ -45,6 +45,9 @@ CLUSTER_CONF = {
 }
 
 
+pytestmark = pytest.mark.local_process  # a cluster and a server of its own
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SparkSession, Path]]:
     """A session on a server whose master is the cluster, and the worker's folder."""

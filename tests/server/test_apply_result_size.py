@@ -56,6 +56,7 @@ def _rows(session: SparkSession) -> DataFrame:
     )
 
 
+@pytest.mark.local_process
 @pytest.mark.timeout(600)  # a server of its own
 def test_a_batch_past_max_result_size_is_refused_by_name_with_nothing_written(
     small_results: SparkSession, tmp_path: Path
@@ -68,6 +69,7 @@ def test_a_batch_past_max_result_size_is_refused_by_name_with_nothing_written(
     assert not target.exists()
 
 
+@pytest.mark.local_process
 @pytest.mark.timeout(600)
 def test_a_micro_batch_past_max_result_size_fails_the_stream_by_name(
     small_results: SparkSession, tmp_path: Path

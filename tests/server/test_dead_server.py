@@ -122,6 +122,7 @@ def test_each_call_on_a_killed_server_names_it_and_an_apply_made_again_is_exact(
     assert got == model_rows(feed_changes(spark, source), 2)
 
 
+@pytest.mark.local_process
 @pytest.mark.timeout(600)
 def test_the_wait_is_set_by_the_environment(tmp_path: Path, monkeypatch: Any) -> None:
     monkeypatch.setenv(SERVER_GONE_AFTER_ENV, "4")
