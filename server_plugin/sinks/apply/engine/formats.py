@@ -35,7 +35,7 @@ class Tables:
 
     target: Any
     state: Any
-    found: Any = None
+    catalog: Any = None
 
 
 class TableFormat(Protocol):

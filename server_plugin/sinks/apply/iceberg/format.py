@@ -122,7 +122,7 @@ class IcebergFormat:
     ) -> None:
         properties = dict(spec.table_properties)
         tables.created(
-            found.found, spec.target, schema, spec, version, rows, marker, "target", properties
+            found.catalog, spec.target, schema, spec, version, rows, marker, "target", properties
         )
 
     def replace_target(
@@ -162,7 +162,7 @@ class IcebergFormat:
         )
 
     def target_after(self, spec: ApplySpec, found: Tables) -> Any:
-        return found.found.load_table(spec.target)
+        return found.catalog.load_table(spec.target)
 
     def create_state(
         self,
@@ -174,7 +174,7 @@ class IcebergFormat:
         marker: str,
         memory: Any,
     ) -> None:
-        state_table.create(found.found, spec, schema, version, rows, marker)
+        state_table.create(found.catalog, spec, schema, version, rows, marker)
 
     def replace_state(
         self,
