@@ -314,16 +314,6 @@ def last_batch(table: Any, app_id: str) -> int | None:
     return None
 
 
-def outcomes(table: Any, app_id: str, search: int) -> Iterator[str]:
-    """The outcomes the writer ``app_id`` recorded, the latest first, among the table's
-    latest ``search`` snapshots."""
-    for i, summary in enumerate(_summaries(table)):
-        if i >= search:
-            return
-        if summary.get(WRITER_KEY) == app_id and OUTCOME_KEY in summary:
-            yield summary[OUTCOME_KEY]
-
-
 def _summaries(table: Any) -> Iterator[dict[str, str]]:
     from pyiceberg.table.snapshots import ancestors_of
 
@@ -344,12 +334,6 @@ def identity(table: Any) -> tuple[str, int]:
     sequence number: a copy restored from before has a smaller one)."""
     metadata = table.metadata
     return str(metadata.table_uuid), int(metadata.last_sequence_number)
-
-
-def applied(table: Any, spec: ApplySpec, version: int) -> bool:
-    """Whether this writer already committed ``version`` (its batch) to the table."""
-    done = last_batch(table, spec.app_id)
-    return done is not None and done >= version
 
 
 def table_schema(table: Any) -> pa.Schema:
