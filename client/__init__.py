@@ -31,6 +31,7 @@ from spark_cdc.server_plugin.conditions import ConditionError
 
 if TYPE_CHECKING:
     from spark_cdc.apply import AppliedChanges, applied_batches, apply_changes
+    from spark_cdc.apply_snapshots import AppliedSnapshot, apply_changes_from_snapshot
     from spark_cdc.changelog_reader import (
         ChangelogReader,
         ChangelogStreamReader,
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     from spark_cdc.rewrite.errors import CdcAnalysisException
     from spark_cdc.rewrite.options import CdcOptions, DeduplicationMode
     from spark_cdc.rewrite.post_process import post_process
+    from spark_cdc.rewrite.snapshot_diff import snapshot_changes
     from spark_cdc.rewrite.spec import ChangelogSpec
     from spark_cdc.sources import register_delta_changelog, register_iceberg_changelog
 
@@ -51,6 +53,7 @@ _EXPORTS = {
     "ChangelogStreamReader": "spark_cdc.changelog_reader",
     "ChangelogSpec": "spark_cdc.rewrite.spec",
     "post_process": "spark_cdc.rewrite.post_process",
+    "snapshot_changes": "spark_cdc.rewrite.snapshot_diff",
     "CdcOptions": "spark_cdc.rewrite.options",
     "DeduplicationMode": "spark_cdc.rewrite.options",
     "CdcAnalysisException": "spark_cdc.rewrite.errors",
@@ -59,11 +62,14 @@ _EXPORTS = {
     "apply_changes": "spark_cdc.apply",
     "AppliedChanges": "spark_cdc.apply",
     "applied_batches": "spark_cdc.apply",
+    "apply_changes_from_snapshot": "spark_cdc.apply_snapshots",
+    "AppliedSnapshot": "spark_cdc.apply_snapshots",
     "connect": "spark_cdc.connection",
     "ConnectionProblem": "spark_cdc.connection",
 }
 __all__ = [
     "AppliedChanges",
+    "AppliedSnapshot",
     "CdcAnalysisException",
     "CdcOptions",
     "ChangelogReader",
@@ -73,12 +79,14 @@ __all__ = [
     "DeduplicationMode",
     "applied_batches",
     "apply_changes",
+    "apply_changes_from_snapshot",
     "connect",
     "post_process",
     "read",
     "readStream",
     "register_delta_changelog",
     "register_iceberg_changelog",
+    "snapshot_changes",
 ]
 
 

@@ -20,7 +20,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from spark_cdc.result_size import applying, batch_too_large
-from spark_cdc.rewrite.apply_plan import plan_apply, target_layout
+from spark_cdc.rewrite.apply_plan import ApplyPlan, plan_apply, target_layout
 from spark_cdc.rewrite.errors import cdc_error
 from spark_cdc.rewrite.server_code import make_available, server_parallelism
 from spark_cdc.server_plugin.sinks.apply.engine.binding import REFRESH
@@ -118,13 +118,14 @@ def apply_changes(
     if feed.isStreaming and not checkpoint_location:
         raise cdc_error("APPLY_CHANGES.MISSING_CHECKPOINT_LOCATION")
     _check_full_refresh(full_refresh)
-    properties_of_catalog = _catalog(format, target, state_location, catalog)
-    target_name = target if format == DELTA and names_a_table(target) else None
-    if target_name is not None:
-        target = table_location(feed.sparkSession, target_name)
+    spark = feed.sparkSession
+    checkpoint = checkpoint_location if feed.isStreaming else None
+    tables = tables_spec(
+        spark, target, scd_type, format, catalog, state_location, storage_options, checkpoint
+    )
     # The feed is split by key among the server's tasks, and its state laid out in as many
     # buckets (``buckets``).
-    tasks = server_parallelism(feed.sparkSession)
+    tasks = server_parallelism(spark)
     plan = plan_apply(
         feed,
         scd_type,
@@ -139,47 +140,22 @@ def apply_changes(
         tasks,
     )
     partitions, properties = target_layout(plan.columns, partition_cols, table_properties)
-    spec = ApplySpec(
-        target=target,
-        state=state_location or target.rstrip("/") + STATE_SUFFIX,
-        keys=tuple(plan.keys),
-        columns=tuple(plan.columns),
-        sequence_names=tuple(plan.sequence_names),
-        scd_type=scd_type,
-        tracked=tuple(plan.tracked),
+    spec = dataclasses.replace(
+        planned(tables, plan, tasks),
         ignore_null_updates=ignore_null_updates,
-        changelog_pairs=plan.changelog,
         schema_evolution=schema_evolution,
-        app_id=_writer_id(target, checkpoint_location if feed.isStreaming else None),
         full_refresh=full_refresh,
-        checkpoint=checkpoint_location if feed.isStreaming else None,
-        target_name=target_name,
+        checkpoint=checkpoint,
         tombstone_retention_ms=_retention_ms(tombstone_retention, scd_type),
-        storage_options=tuple(sorted((storage_options or {}).items())),
         table_properties=properties,
         partition_cols=partitions,
-        partitioned_by_key=plan.partitioned_by_key,
-        key_buckets=tasks,
-        target_format=format,
-        catalog=tuple(sorted(properties_of_catalog.items())),
     )
     if full_refresh and feed.isStreaming:  # a generation of its own (``binding``)
         spec = dataclasses.replace(spec, app_id=f"{spec.app_id}{REFRESH}{uuid.uuid4().hex[:12]}")
-    spark = feed.sparkSession
+    if not feed.isStreaming:
+        return applied_once(plan, spec)
     make_available(spark, ApplyChangesSink, "apply_changes")
     options = spec_options(spec)
-    if not feed.isStreaming:
-        from pyspark.errors import PySparkException
-
-        try:
-            plan.prepared.write.format(SINK_NAME).options(**options).mode("append").save()
-        except PySparkException as problem:
-            too_large = batch_too_large(str(problem))
-            if too_large is None:
-                raise
-            raise too_large from problem
-        done = spark.read.format(SINK_NAME).options(**options).load().limit(1).collect()
-        return AppliedChanges(*done[0][1:]) if done else AppliedChanges(0, 0, 0)
     if full_refresh:  # the stream starts over from its feed's start, the old checkpoint kept
         spark.read.format(SINK_NAME).options(**options).option(
             SET_ASIDE_OPTION, "true"
@@ -194,6 +170,78 @@ def apply_changes(
     _STARTED[str(query.id)] = (spark, options)
     applying(str(query.id))
     return query
+
+
+def tables_spec(
+    spark: SparkSession,
+    target: str,
+    scd_type: int,
+    format: str,
+    catalog: Mapping[str, str] | None,
+    state_location: str | None,
+    storage_options: Mapping[str, str] | None,
+    checkpoint: str | None = None,
+    app_id: str | None = None,
+) -> ApplySpec:
+    """Where a writer's tables are and in which format, checked: a spec without columns
+    yet (``planned`` adds a feed's). A Delta table's name is resolved to its location
+    (one ``DESCRIBE``). ``app_id``: the writer's name, else a batch call's own or a
+    stream's (``_writer_id``)."""
+    properties_of_catalog = _catalog(format, target, state_location, catalog)
+    target_name = target if format == DELTA and names_a_table(target) else None
+    if target_name is not None:
+        target = table_location(spark, target_name)
+    return ApplySpec(
+        target=target,
+        state=state_location or target.rstrip("/") + STATE_SUFFIX,
+        keys=(),
+        columns=(),
+        sequence_names=(),
+        scd_type=scd_type,
+        tracked=(),
+        ignore_null_updates=False,
+        changelog_pairs=False,
+        schema_evolution=False,
+        app_id=app_id or _writer_id(target, checkpoint),
+        target_name=target_name,
+        storage_options=tuple(sorted((storage_options or {}).items())),
+        target_format=format,
+        catalog=tuple(sorted(properties_of_catalog.items())),
+    )
+
+
+def planned(tables: ApplySpec, plan: ApplyPlan, tasks: int) -> ApplySpec:
+    """``tables`` with the columns of ``plan``'s feed, split among ``tasks``."""
+    return dataclasses.replace(
+        tables,
+        keys=tuple(plan.keys),
+        columns=tuple(plan.columns),
+        sequence_names=tuple(plan.sequence_names),
+        tracked=tuple(plan.tracked),
+        changelog_pairs=plan.changelog,
+        partitioned_by_key=plan.partitioned_by_key,
+        key_buckets=tasks,
+    )
+
+
+def applied_once(plan: ApplyPlan, spec: ApplySpec) -> AppliedChanges:
+    """A batch feed applied as the spec's writer's batch (``spec.batch``), and what it
+    did (read back from the state's commit)."""
+    from pyspark.errors import PySparkException
+
+    spark = plan.prepared.sparkSession
+    make_available(spark, ApplyChangesSink, "apply_changes")
+    options = spec_options(spec)
+    try:
+        plan.prepared.write.format(SINK_NAME).options(**options).mode("append").save()
+    except PySparkException as problem:
+        too_large = batch_too_large(str(problem))
+        if too_large is None:
+            raise
+        raise too_large from problem
+    done = spark.read.format(SINK_NAME).options(**options).load()
+    found = done.filter(done.batch == spec.batch).limit(1).collect()
+    return AppliedChanges(*found[0][1:]) if found else AppliedChanges(0, 0, 0)
 
 
 # The sink's options of each query ``apply_changes`` started in this process, by query id:

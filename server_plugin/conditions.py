@@ -19,6 +19,7 @@ changes operator), and a message cannot drift from its parameters. The families:
 - ``SPARK_CDC``, ``SPARK_CDC_CLI``, ``SPARK_CDC_CONNECTION``, ``SPARK_CDC_CONTAINER``,
   ``SPARK_CDC_LOCAL_SERVER``: the client's installation, command line, connection and test
   servers.
+- ``SNAPSHOT_CHANGES``: ``snapshot_changes``' parameters and the snapshots it compares.
 - ``STREAMING_OUTPUT_MODE`` and ``UNSUPPORTED_FEATURE``: Spark's families, where Spark raises
   the same refusal for its native CDC.
 
@@ -122,6 +123,21 @@ CONDITIONS: dict[str, Condition] = {
         "'<path>' is an SCD type <stored> target (<evidence>), and the changes are applied "
         "as type <asked>: pass stored_as_scd_type=<stored> to go on with it, or apply type "
         "<asked> to a new target (with its own state_location)."
+    ),
+    "APPLY_CHANGES.SNAPSHOT_INTERRUPTED": Condition(
+        "Snapshot <applied> reached '<path>' and its apply stopped before the state's "
+        "commit, and snapshot <version> is asked for now: apply snapshot <applied> again "
+        "first (its source must give it once more), then the later ones."
+    ),
+    "APPLY_CHANGES.SNAPSHOT_VERSION_NOT_NEWER": Condition(
+        "'<path>' holds snapshots up to <last>, and snapshot <version> is older: snapshots "
+        "are applied in version order, so give versions above <last> (the source function "
+        "is called with the last one applied)."
+    ),
+    "APPLY_CHANGES.SOURCE_KIND_MISMATCH": Condition(
+        "'<path>' is written by <found> (<evidence>), and this is <asked>: a target keeps "
+        "one kind of source, or its changes would be ordered on two scales. Write to "
+        "another target (with its own state_location)."
     ),
     "APPLY_CHANGES.STATE_LAYOUT_CHANGED": Condition(
         "The state '<state>' was changed by hand (<problem>), so the changes of a batch's "
@@ -472,6 +488,23 @@ CONDITIONS: dict[str, Condition] = {
         "Post-processing for <flags> needs a row id, the column(s) that identify a row "
         "across its versions, and none was given: name them with option('rowId', 'id') on "
         "ChangelogReader or ChangelogSpec(row_id=['id']), or do without <flags>."
+    ),
+    "SNAPSHOT_CHANGES.DUPLICATE_KEY": Condition(
+        "The <side> snapshot has <count> rows of key <key>, and a snapshot holds one row per "
+        "key: deduplicate it, or name the key columns that make a row unique."
+    ),
+    "SNAPSHOT_CHANGES.INVALID_PARAMETER": Condition("<parameter> <problem>: <fix>."),
+    "SNAPSHOT_CHANGES.NULL_KEY": Condition(
+        "The <side> snapshot has a row whose key column <column> is NULL (key <key>), which "
+        "no change can name: filter such rows out or give them a key."
+    ),
+    "SNAPSHOT_CHANGES.OPTION_NOT_APPLICABLE": Condition(
+        "Option <option> bounds a range of commits, and a snapshot diff is one change "
+        "between two snapshots: leave it out, and give the diff's version as version=."
+    ),
+    "SNAPSHOT_CHANGES.STREAMING_SNAPSHOT": Condition(
+        "The <side> snapshot is a streaming DataFrame, and a snapshot is a table's whole "
+        "content at one time: read it with spark.read (a batch DataFrame)."
     ),
     "SPARK_CDC.MISSING_PYSPARK": Condition(
         "spark-cdc-connect needs PySpark's Spark Connect client, and this Python (<python>) "

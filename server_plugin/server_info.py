@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-PROTOCOL = 7
+PROTOCOL = 8
 INFO_SOURCE = "spark_cdc_server"
 INFO_SCHEMA = "python string, protocol int, package string"
 

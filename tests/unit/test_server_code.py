@@ -92,6 +92,7 @@ def _what_a_client_sends() -> dict[str, object]:
             sink.STORAGE_PREFIX,
             sink.CATALOG_PREFIX,
             sink.SET_ASIDE_OPTION,
+            sink.READ_OPTION,
         ],
         "apply outcome": sink.OUTCOME_SCHEMA,
         "net rules": [f.name for f in dataclasses.fields(net_state.NetRules)],
@@ -167,6 +168,15 @@ PROTOCOLS[7] = {
     **PROTOCOLS[6],
     "apply spec": [*PROTOCOLS[6]["apply spec"], "full_refresh", "checkpoint"],  # type: ignore[list-item]
     "apply options": ["spec", "storage.", "catalog.", "setCheckpointAside"],
+}
+
+
+# 8: snapshots (``apply_changes_from_snapshot``): the spec's snapshot version and base,
+# and the sink's reads of a writer's status and of the target's rows.
+PROTOCOLS[8] = {
+    **PROTOCOLS[7],
+    "apply spec": [*PROTOCOLS[7]["apply spec"], "snapshot_version", "snapshot_base"],  # type: ignore[list-item]
+    "apply options": ["spec", "storage.", "catalog.", "setCheckpointAside", "read"],
 }
 
 

@@ -64,6 +64,11 @@ CATALOG_PREFIX = "catalog."
 # The spec's fields that travel as options of their own (``spec_options``).
 _APART = {"storage_options": STORAGE_PREFIX, "catalog": CATALOG_PREFIX}
 OUTCOME_SCHEMA = "batch long, changes long, keys long, rows long"
+# A read with this option reads, instead of a writer's outcomes, where its snapshots stand
+# (``status``) or the target's rows (``target``): ``snapshot_reads``.
+READ_OPTION = "read"
+STATUS, TARGET = "status", "target"
+STATUS_SCHEMA = "target_exists boolean, target_batch long, state_batch long"
 # How far back the outcome of a batch is looked for in the target's history.
 _OUTCOME_SEARCH = 50
 
@@ -176,17 +181,29 @@ class ApplyChangesSink(DataSource):
     def name(cls) -> str:
         return SINK_NAME
 
-    def schema(self) -> str:
+    def schema(self) -> str | StructType:
+        read = option(self.options, READ_OPTION)
+        if read == STATUS:
+            return STATUS_SCHEMA
+        if read == TARGET:
+            from spark_cdc.server_plugin.sinks.apply.snapshot_reads import target_schema
+
+            return target_schema(_required_spec(self.options))
         return OUTCOME_SCHEMA
 
     def writer(self, schema: StructType, overwrite: bool) -> BatchApplier:
-        return BatchApplier(_required_spec(self.options))
+        return BatchApplier(_required_spec(self.options), schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> StreamApplier:
         return StreamApplier(_as_named_writer(_required_spec(self.options)))
 
-    def reader(self, schema: StructType) -> OutcomeReader:
+    def reader(self, schema: StructType) -> DataSourceReader:
         spec = _required_spec(self.options)
+        read = option(self.options, READ_OPTION)
+        if read == STATUS:
+            return StatusReader(spec)
+        if read == TARGET:
+            return TargetRowsReader(spec, schema)
         if option(self.options, SET_ASIDE_OPTION) == "true":
             return OutcomeReader(spec, set_aside=True)
         return OutcomeReader(_as_named_writer(spec))
@@ -257,6 +274,15 @@ def _discarded(spec: ApplySpec, messages: list[Any]) -> None:
             table_format(spec).discard(spec, message.staged, held=False)
 
 
+def _rows_of(messages: list[Any]) -> list[Any]:
+    """The messages of tasks that had rows (their own or resolved)."""
+    return [
+        m
+        for m in messages
+        if isinstance(m, ResolvedChanges) or (isinstance(m, StagedChanges) and m.rows)
+    ]
+
+
 def _unstaged(messages: list[Any]) -> pa.Table | None:
     """The batch's rows from every task's message (None: no rows)."""
     import pyarrow as pa
@@ -268,16 +294,26 @@ def _unstaged(messages: list[Any]) -> pa.Table | None:
 
 
 class BatchApplier(DataSourceArrowWriter):
-    """A batch DataFrame applied once, as this writer's batch 0."""
+    """A batch DataFrame applied once, as this writer's batch 0 (a snapshot's: its
+    version)."""
 
-    def __init__(self, spec: ApplySpec) -> None:
+    def __init__(self, spec: ApplySpec, schema: StructType) -> None:
         self.spec = spec
+        self.schema = schema
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         return _task_message(self.spec, iterator)
 
     def commit(self, messages: list[Any]) -> None:
-        _applied(self.spec, messages, 0, None)
+        if self.spec.snapshot_version is not None and not _rows_of(messages):
+            # A snapshot that changes nothing is applied all the same: its version is
+            # recorded, so that the next one is compared with it.
+            from spark_cdc.server_plugin.arrow_types import arrow_schema
+            from spark_cdc.server_plugin.sinks.apply.task import applied
+
+            applied(self.spec, self.spec.batch, table=arrow_schema(self.schema).empty_table())
+            return
+        _applied(self.spec, messages, self.spec.batch, None)
 
     def abort(self, messages: list[Any]) -> None:
         _discarded(self.spec, messages)
@@ -351,3 +387,37 @@ def _outcomes(spec: ApplySpec) -> Iterator[str]:
     state = tables_format.existing_state(spec)
     if state is not None:
         yield from tables_format.outcomes(state, spec, _OUTCOME_SEARCH)
+
+
+class StatusReader(DataSourceReader):
+    """One row: whether the spec's target exists, and its writer's last batch in the
+    target and in the state (``snapshot_reads.status``)."""
+
+    def __init__(self, spec: ApplySpec) -> None:
+        self.spec = spec
+
+    def read(self, partition: InputPartition) -> Iterator[tuple[bool, int | None, int | None]]:
+        from spark_cdc.server_plugin.sinks.apply.snapshot_reads import status
+
+        found = status(self.spec)
+        yield found.target_exists, found.target_batch, found.state_batch
+
+
+class TargetRowsReader(DataSourceReader):
+    """The target's rows a snapshot is compared with (``snapshot_reads``), in partitions
+    of its files."""
+
+    def __init__(self, spec: ApplySpec, schema: StructType) -> None:
+        self.spec = spec
+        self.declared = schema
+
+    def partitions(self) -> list[InputPartition]:
+        from spark_cdc.server_plugin.changefeed.partitions import default_parallelism
+        from spark_cdc.server_plugin.sinks.apply.snapshot_reads import target_partitions
+
+        return target_partitions(self.spec, default_parallelism())
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        from spark_cdc.server_plugin.sinks.apply.snapshot_reads import target_rows
+
+        return target_rows(self.spec, partition, self.declared)

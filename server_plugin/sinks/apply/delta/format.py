@@ -42,12 +42,10 @@ class DeltaFormat:
 
     def existing_state(self, spec: ApplySpec) -> Any | None:
         """The state table as it is, unchecked (None: none yet)."""
-        from deltalake import DeltaTable
+        return _existing(spec, spec.state)
 
-        options = tables.storage(spec)
-        if not DeltaTable.is_deltatable(spec.state, storage_options=options):
-            return None
-        return DeltaTable(spec.state, storage_options=options)
+    def existing_target(self, spec: ApplySpec) -> Any | None:
+        return _existing(spec, spec.target)
 
     def schema(self, table: Any) -> pa.Schema:
         return tables.table_schema(table)
@@ -233,6 +231,15 @@ class DeltaFormat:
     def memory(self) -> Any:
         """What a stream's writer keeps of the state between its micro-batches."""
         return state_table.StateMemory()
+
+
+def _existing(spec: ApplySpec, path: str) -> Any | None:
+    from deltalake import DeltaTable
+
+    options = tables.storage(spec)
+    if not DeltaTable.is_deltatable(path, storage_options=options):
+        return None
+    return DeltaTable(path, storage_options=options)
 
 
 def _commits_directly(target: Any, rows: pa.Table) -> bool:

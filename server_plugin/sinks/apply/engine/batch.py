@@ -210,10 +210,19 @@ def _opened(tables_format: TableFormat, spec: ApplySpec, schema: pa.Schema, vers
     if not rebuilds_state:  # a refresh's first batch replaces whatever is there
         _check_binding(tables_format, spec, target, state, version)
     if last is not None and version < last:
+        if spec.from_snapshots:
+            raise error(
+                "APPLY_CHANGES.SNAPSHOT_VERSION_NOT_NEWER",
+                path=spec.target,
+                last=last,
+                version=version,
+            )
         # Spark runs a stream's last batch again after a restart, never an older one: the
         # checkpoint was replaced, and its batches are not the ones the marker counts.
         raise error("APPLY_CHANGES.CHECKPOINT_REPLACED", path=spec.target, last=last, batch=version)
     skipped = state is not None and _applied(tables_format, state, spec, version)  # written last
+    if spec.snapshot_version is not None and not skipped:
+        _check_snapshot_base(spec, version, *marked)
     return Opened(
         schema,
         found,
@@ -223,6 +232,29 @@ def _opened(tables_format: TableFormat, spec: ApplySpec, schema: pa.Schema, vers
         rebuilds_target,
         rebuilds_state,
     )
+
+
+def _check_snapshot_base(
+    spec: ApplySpec, version: int, target_last: int | None, state_last: int | None
+) -> None:
+    """A snapshot's changes were computed against the target as the writer's last batch
+    in the state (``spec.snapshot_base``) left it: another run that committed a snapshot
+    since, or a snapshot other than the one stopped between its two commits, would be
+    applied on top of rows its changes do not describe."""
+    done = -1 if state_last is None else state_last
+    if target_last is not None and target_last > done and version != target_last:
+        raise error(
+            "APPLY_CHANGES.SNAPSHOT_INTERRUPTED",
+            path=spec.target,
+            applied=target_last,
+            version=version,
+        )
+    if done != spec.snapshot_base:
+        raise error(
+            "APPLY_CHANGES.CONCURRENT_WRITE",
+            path=spec.state,
+            problem=f"snapshot {done} was applied since this snapshot's changes were computed",
+        )
 
 
 def _applied(tables_format: TableFormat, table: Any, spec: ApplySpec, version: int) -> bool:
@@ -237,7 +269,10 @@ def _check_binding(
     """The target is the table its state describes, and a target apply_changes wrote has
     its state (``binding``)."""
     found = None if target is None else tables_format.identity(target)
-    outcomes = None if state is None else tables_format.outcomes(state, spec, _BOUND_SEARCH)
+    outcomes = None
+    if state is not None:
+        outcomes = list(tables_format.outcomes(state, spec, _BOUND_SEARCH))
+        binding.check_kind(spec, outcomes)
     applied = partial(tables_format.outcomes, target, spec, _APPLIED_SEARCH)
     binding.check(spec, version, found, outcomes, applied)
 

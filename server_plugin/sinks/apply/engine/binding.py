@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from spark_cdc.server_plugin.errors import error
-from spark_cdc.server_plugin.sinks.apply.engine.spec import ApplySpec
+from spark_cdc.server_plugin.sinks.apply.engine.spec import SNAPSHOT_WRITER_PREFIX, ApplySpec
 
 # Where a state commit's outcome (JSON) says which target it describes.
 TARGET_FIELD = "target"
@@ -57,6 +57,24 @@ def rebuilds(spec: ApplySpec, batch: int, marked: int | None, last: int | None) 
 def refreshing(spec: ApplySpec) -> bool:
     """Whether the writer is a full refresh's (a batch call's, or a stream's generation)."""
     return spec.full_refresh or REFRESH in spec.app_id
+
+
+def check_kind(spec: ApplySpec, state_outcomes: Iterable[str]) -> None:
+    """Refuse a change feed's batch into a target snapshots wrote, and the other way
+    round: a change feed's sequence and a snapshot's version are two scales, and a key's
+    changes on both could not be ordered."""
+    kinds = {True: "apply_changes_from_snapshot", False: "apply_changes (a change feed)"}
+    for outcome in state_outcomes:
+        applied = json.loads(outcome)
+        writer = str(applied.get("app_id", ""))
+        if writer and writer.startswith(SNAPSHOT_WRITER_PREFIX) != spec.from_snapshots:
+            raise error(
+                "APPLY_CHANGES.SOURCE_KIND_MISMATCH",
+                path=spec.target,
+                found=kinds[not spec.from_snapshots],
+                evidence=f"batch {applied.get('batch', 0)} of writer {writer}",
+                asked=kinds[spec.from_snapshots],
+            )
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,11 @@ class TableFormat(Protocol):
         """The state as it is, unchecked (None: none yet): what its commits recorded."""
         ...
 
+    def existing_target(self, spec: ApplySpec) -> Any | None:
+        """The target as it is, unchecked (None: none yet): what a snapshot is compared
+        with (``snapshot_reads``)."""
+        ...
+
     def memory(self) -> Any:
         """A stream writer's copy of the state, kept between its micro-batches (None: the
         format reads the state every batch)."""

@@ -28,6 +28,10 @@ DELETION_VECTORS_PROPERTY = "delta.enableDeletionVectors"
 # The target formats ``apply_changes`` writes.
 DELTA, ICEBERG = "delta", "iceberg"
 
+# The writer id of every ``apply_changes_from_snapshot`` into a target begins so; a change
+# feed's writers never do. A target is written by one kind or the other (``binding``).
+SNAPSHOT_WRITER_PREFIX = "spark-cdc-snapshot-"
+
 # Type 2's columns, after the target's own (Spark's and Databricks' names).
 START_AT, END_AT = "__START_AT", "__END_AT"
 
@@ -94,6 +98,21 @@ class ApplySpec:
     # A stream's checkpoint location: a full refresh sets it aside, and the new one names
     # the writer generation the stream goes on as (``checkpoints``).
     checkpoint: str | None = None
+    # ``apply_changes_from_snapshot``: the snapshot's version, which is the writer's batch
+    # number, and the writer's last batch in the state when its changes were computed (-1:
+    # none), which must still be the last when they are committed (``batch``).
+    snapshot_version: int | None = None
+    snapshot_base: int = -1
+
+    @property
+    def batch(self) -> int:
+        """A batch call's number: its snapshot's version, else 0 (a stream's micro-batches
+        are numbered by Spark)."""
+        return 0 if self.snapshot_version is None else self.snapshot_version
+
+    @property
+    def from_snapshots(self) -> bool:
+        return self.app_id.startswith(SNAPSHOT_WRITER_PREFIX)
 
     @property
     def deletion_vectors(self) -> bool:

@@ -46,6 +46,9 @@ class IcebergFormat:
     def existing_state(self, spec: ApplySpec) -> Any | None:
         return tables.existing_state(spec)
 
+    def existing_target(self, spec: ApplySpec) -> Any | None:
+        return tables.existing_target(spec)
+
     def memory(self) -> Any:
         return None
 

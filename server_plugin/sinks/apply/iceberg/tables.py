@@ -129,6 +129,11 @@ def existing_state(spec: ApplySpec) -> Any | None:
     return located(spec, lambda found, name, role: loaded(found, name))[2]
 
 
+def existing_target(spec: ApplySpec) -> Any | None:
+    """The target as it is, unchecked (None: none yet)."""
+    return located(spec, lambda found, name, role: loaded(found, name))[1]
+
+
 def loaded(found: Any, name: str) -> Any | None:
     from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
 

@@ -1,0 +1,348 @@
+"""``apply_changes_from_snapshot``: a table without a changelog mirrored (SCD type 1) or
+historised (type 2) from its snapshots, each compared with the target and its changes
+applied exactly once, with Databricks' AUTO CDC FROM SNAPSHOT parameters.
+
+Each snapshot is diffed against the target's rows (``snapshot_changes``, the target read by
+the server's installed sink: ``server_plugin.sinks.apply.snapshot_reads``) and the changes
+go through ``apply_changes``' engine as the writer's batch numbered by the snapshot's
+version, its sequence that version too (type 2's ``__START_AT``/``__END_AT``). The writer's
+name follows the target, so every run into one target is one writer: its last batch is
+the last snapshot applied, a version applied again is found and skipped, and an older one
+is refused.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from spark_cdc.apply import AppliedChanges, _scd_type, applied_once, planned, tables_spec
+from spark_cdc.rewrite.apply_plan import plan_apply, target_layout
+from spark_cdc.rewrite.errors import cdc_error
+from spark_cdc.rewrite.server_code import make_available, server_parallelism
+from spark_cdc.rewrite.snapshot_diff import snapshot_changes
+from spark_cdc.server_plugin.sinks.apply.engine.spec import (
+    DELTA,
+    END_AT,
+    SNAPSHOT_WRITER_PREFIX,
+    START_AT,
+    ApplySpec,
+)
+from spark_cdc.server_plugin.sinks.apply.sink import (
+    READ_OPTION,
+    SINK_NAME,
+    STATUS,
+    TARGET,
+    ApplyChangesSink,
+    spec_options,
+)
+from spark_cdc.server_plugin.vocabulary import COMMIT_VERSION
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+# What a source function is: given the last version applied (None: none yet), the next
+# snapshot and its version, or None when there is none.
+NextSnapshot = Callable[[int | None], "tuple[DataFrame, int] | None"]
+
+
+@dataclass(frozen=True)
+class AppliedSnapshot:
+    """What applying one snapshot did: its ``version``; the ``changes`` it made (a key
+    inserted, deleted or changed is one), the ``keys`` and the target ``rows`` they
+    wrote; ``skipped``: the version was applied already, and nothing was done."""
+
+    version: int
+    changes: int
+    keys: int
+    rows: int
+    skipped: bool = False
+
+
+def apply_changes_from_snapshot(
+    target: str,
+    source: str | NextSnapshot,
+    keys: Sequence[str],
+    *,
+    stored_as_scd_type: int | str = 1,
+    track_history_column_list: Sequence[str] | None = None,
+    track_history_except_column_list: Sequence[str] | None = None,
+    column_list: Sequence[str] | None = None,
+    except_column_list: Sequence[str] | None = None,
+    version: int | None = None,
+    spark: SparkSession | None = None,
+    state_location: str | None = None,
+    storage_options: Mapping[str, str] | None = None,
+    table_properties: Mapping[str, str] | None = None,
+    partition_cols: Sequence[str] | None = None,
+    format: str = DELTA,
+    catalog: Mapping[str, str] | None = None,
+) -> list[AppliedSnapshot]:
+    """Apply the snapshots of ``source`` to ``target``: each compared by ``keys`` with the
+    target's rows, a new key inserted, a changed one updated, a missing one deleted (type
+    1) or closed (type 2), an unchanged one left alone. Returns what each snapshot did.
+
+    ``source`` is a table's name or a path (read with ``spark.read.table`` or as a Delta
+    table with this package's source: its current content is the next snapshot, at
+    ``version`` or one above the last applied), or a function called on the client with
+    the last version applied (None at first) that returns the next snapshot and its
+    version, or None when there is no newer one; it is called until it returns None.
+    Versions must grow: one applied already is skipped (and ends the calls), an older
+    one is refused with ``APPLY_CHANGES.SNAPSHOT_VERSION_NOT_NEWER``.
+
+    The target is ``apply_changes``' (a Delta path or table name, or an Iceberg table in
+    ``catalog`` with ``format="iceberg"``), made by the first snapshot; a target written
+    by ``apply_changes`` from a change feed is refused, as this target is to it. A
+    snapshot with a key twice or a NULL key is refused (``SNAPSHOT_CHANGES.*``) before
+    anything is written. See docs/snapshots.md.
+
+    Examples
+    --------
+    >>> from spark_cdc import apply_changes_from_snapshot
+    >>> def dumps(last):
+    ...     day = next_dump_after(last)  # yours: e.g. the folders of a nightly export
+    ...     return None if day is None else (spark.read.parquet(f"/dumps/{day}"), day)
+    >>> apply_changes_from_snapshot("/data/customers", dumps, keys=["customer_id"],
+    ...     stored_as_scd_type=2)
+    """
+    scd_type = _scd_type(stored_as_scd_type)
+    session = spark if spark is not None else _active_session()
+    tables = tables_spec(
+        session,
+        target,
+        scd_type,
+        format,
+        catalog,
+        state_location,
+        storage_options,
+        app_id=writer_id(target),
+    )
+    next_snapshot = _next_snapshot(source, version, session, tables)
+    make_available(session, ApplyChangesSink, "apply_changes")
+    done: list[AppliedSnapshot] = []
+    while True:
+        exists, target_batch, state_batch = _status(session, tables)
+        got = next_snapshot(state_batch)
+        if got is None:
+            return done
+        snapshot, number = _checked(got, state_batch, target_batch, tables.target)
+        if state_batch is not None and number == state_batch:
+            done.append(AppliedSnapshot(number, 0, 0, 0, skipped=True))
+            return done
+        before = _target_rows(session, tables, scd_type) if exists else None
+        applied = _applied(
+            tables,
+            snapshot,
+            before,
+            keys,
+            number,
+            state_batch,
+            column_list,
+            except_column_list,
+            track_history_column_list,
+            track_history_except_column_list,
+            table_properties,
+            partition_cols,
+        )
+        done.append(AppliedSnapshot(number, applied.changes, applied.keys, applied.rows))
+        if isinstance(source, str):
+            return done
+
+
+def writer_id(target: str) -> str:
+    """Every run into one target is one writer (module docstring)."""
+    digest = hashlib.sha256(target.encode()).hexdigest()[:32]
+    return f"{SNAPSHOT_WRITER_PREFIX}{digest}"
+
+
+def _applied(
+    tables: ApplySpec,
+    snapshot: DataFrame,
+    before: DataFrame | None,
+    keys: Sequence[str],
+    number: int,
+    base: int | None,
+    column_list: Sequence[str] | None,
+    except_column_list: Sequence[str] | None,
+    track_history_column_list: Sequence[str] | None,
+    track_history_except_column_list: Sequence[str] | None,
+    table_properties: Mapping[str, str] | None,
+    partition_cols: Sequence[str] | None,
+) -> AppliedChanges:
+    """One snapshot's changes applied as the writer's batch ``number``."""
+    from pyspark.sql import functions as F
+
+    if column_list and except_column_list:
+        raise cdc_error(
+            "APPLY_CHANGES.CONFLICTING_PARAMETERS",
+            first="column_list",
+            second="except_column_list",
+        )
+    after = snapshot
+    if column_list:
+        after = after.select(*[F.col(_quoted(c)) for c in column_list])
+    elif except_column_list:
+        after = after.drop(*except_column_list)
+    changes = snapshot_changes(
+        after.limit(0) if before is None else before,
+        after,
+        keys,
+        number,
+        commit_timestamp=F.current_timestamp(),
+        options={"computeUpdates": True},
+    )
+    tasks = server_parallelism(snapshot.sparkSession)
+    plan = plan_apply(
+        changes,
+        tables.scd_type,
+        keys,
+        COMMIT_VERSION,
+        None,
+        None,
+        None,
+        None,
+        track_history_column_list,
+        track_history_except_column_list,
+        tasks,
+    )
+    partitions, properties = target_layout(plan.columns, partition_cols, table_properties)
+    spec = dataclasses.replace(
+        planned(tables, plan, tasks),
+        table_properties=properties,
+        partition_cols=partitions,
+        snapshot_version=number,
+        snapshot_base=-1 if base is None else base,
+    )
+    return applied_once(plan, spec)
+
+
+def _status(spark: SparkSession, tables: ApplySpec) -> tuple[bool, int | None, int | None]:
+    """Whether the target exists, and the writer's last snapshot in it and in its state."""
+    options = spec_options(tables)
+    row = spark.read.format(SINK_NAME).options(**options).option(READ_OPTION, STATUS)
+    found = row.load().collect()[0]
+    return bool(found[0]), found[1], found[2]
+
+
+def _target_rows(spark: SparkSession, tables: ApplySpec, scd_type: int) -> DataFrame:
+    """The target's rows the next snapshot is compared with: type 2's open versions,
+    without their two columns. A target of the other type is refused by name."""
+    from pyspark.sql import functions as F
+
+    reader = spark.read.format(SINK_NAME).options(**spec_options(tables))
+    rows = reader.option(READ_OPTION, TARGET).load()
+    history = END_AT in rows.columns
+    if history != (scd_type == 2):
+        stored = 2 if history else 1
+        raise cdc_error(
+            "APPLY_CHANGES.SCD_TYPE_MISMATCH",
+            path=tables.target,
+            stored=stored,
+            evidence=f"it {'has' if history else 'has no'} a {END_AT} column",
+            asked=scd_type,
+        )
+    if history:
+        rows = rows.filter(F.col(END_AT).isNull()).drop(START_AT, END_AT)
+    return rows
+
+
+def _checked(
+    got: Any, applied: int | None, reached: int | None, target: str
+) -> tuple[DataFrame, int]:
+    """The source's answer, checked: a DataFrame and a version not below the last
+    applied, and after a stop between a snapshot's two commits, that snapshot again."""
+    from pyspark.sql import DataFrame
+
+    if (
+        not isinstance(got, tuple)
+        or len(got) != 2
+        or not isinstance(got[0], DataFrame)
+        or isinstance(got[1], bool)
+        or not isinstance(got[1], int)
+    ):
+        raise cdc_error(
+            "APPLY_CHANGES.INVALID_PARAMETER",
+            parameter="source",
+            problem=f"returned {type(got).__name__}, not a (DataFrame, int) pair or None",
+            fix="return the next snapshot and its version, or None when there is none",
+        )
+    snapshot, number = got
+    done = -1 if applied is None else applied
+    if number < done:
+        raise cdc_error(
+            "APPLY_CHANGES.SNAPSHOT_VERSION_NOT_NEWER", path=target, last=done, version=number
+        )
+    if reached is not None and reached > done and number != reached:
+        raise cdc_error(
+            "APPLY_CHANGES.SNAPSHOT_INTERRUPTED", path=target, applied=reached, version=number
+        )
+    return snapshot, number
+
+
+def _next_snapshot(
+    source: Any, version: int | None, spark: SparkSession, tables: ApplySpec
+) -> Callable[[int | None], Any]:
+    """``source`` as a function of the last version applied."""
+    if callable(source):
+        if version is not None:
+            raise cdc_error(
+                "APPLY_CHANGES.INVALID_PARAMETER",
+                parameter="version",
+                problem="is given with a source function, which returns each version",
+                fix="leave it out",
+            )
+        return source
+    if not isinstance(source, str) or not source:
+        raise cdc_error(
+            "APPLY_CHANGES.INVALID_PARAMETER",
+            parameter="source",
+            problem=f"is {source!r}",
+            fix="pass a table's name or path, or a function returning (DataFrame, version)",
+        )
+    if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
+        raise cdc_error(
+            "APPLY_CHANGES.INVALID_PARAMETER",
+            parameter="version",
+            problem=f"is {version!r}",
+            fix="pass the snapshot's version as an int, or leave it out",
+        )
+
+    def current(applied: int | None) -> tuple[DataFrame, int]:
+        number = version if version is not None else (1 if applied is None else applied + 1)
+        return _read_table(spark, source, tables), number
+
+    return current
+
+
+def _read_table(spark: SparkSession, source: str, tables: ApplySpec) -> DataFrame:
+    """A table's current rows: a path as a Delta table, read by the server's sink as it
+    reads a target (deletion vectors and column mapping applied), a name through the
+    session's catalog."""
+    if "/" not in source:
+        return spark.read.table(source)
+    as_target = dataclasses.replace(
+        tables, target=source, state=source.rstrip("/") + "__no_state", target_format=DELTA
+    )
+    reader = spark.read.format(SINK_NAME).options(**spec_options(as_target))
+    return reader.option(READ_OPTION, TARGET).load()
+
+
+def _active_session() -> SparkSession:
+    from pyspark.sql import SparkSession
+
+    session = SparkSession.getActiveSession()
+    if session is None:
+        raise cdc_error(
+            "APPLY_CHANGES.INVALID_PARAMETER",
+            parameter="spark",
+            problem="is not given, and no session is active",
+            fix="pass spark=, the session to apply with",
+        )
+    return session
+
+
+def _quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"

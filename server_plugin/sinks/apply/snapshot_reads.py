@@ -1,0 +1,97 @@
+"""What ``apply_changes_from_snapshot`` reads through the sink before it writes: where
+the writer's snapshots stand (``status``), and the target's rows that the next snapshot is
+compared with (``target_rows``), in the target's own format.
+
+Those rows are the target's current ones, except after a stop between a snapshot's two
+commits (the target's, then the state's: ``engine.batch``). The snapshot is then applied
+again, and must give the same changes as the first time, or the state would record other
+changes than the target's. So the rows read are the target as the state last described
+it (the version its newest outcome names, ``binding.Bound``): what the first run compared.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import InputPartition
+from pyspark.sql.types import StructType
+from spark_cdc.server_plugin.sinks.apply.engine.binding import Bound
+from spark_cdc.server_plugin.sinks.apply.engine.spec import ICEBERG, ApplySpec
+from spark_cdc.server_plugin.sinks.apply.task import table_format
+
+# How many of the state's newest commits are searched for the target they describe.
+_BOUND_SEARCH = 20
+
+
+@dataclass(frozen=True)
+class Status:
+    """Whether the target exists, and the writer's last batch (its last snapshot's
+    version) in the target and in the state (None: none)."""
+
+    target_exists: bool
+    target_batch: int | None
+    state_batch: int | None
+
+
+def status(spec: ApplySpec) -> Status:
+    tables_format = table_format(spec)
+    target, state = tables_format.existing_target(spec), tables_format.existing_state(spec)
+    last = [
+        None if t is None else tables_format.last_batch(t, spec.app_id) for t in (target, state)
+    ]
+    return Status(target is not None, *last)
+
+
+def _version_read(spec: ApplySpec) -> tuple[bool, int | None]:
+    """Whether the target has rows to compare with, and at which version of it (None:
+    its current one; module docstring)."""
+    tables_format = table_format(spec)
+    found = status(spec)
+    if not found.target_exists:
+        return False, None
+    done = -1 if found.state_batch is None else found.state_batch
+    if found.target_batch is None or found.target_batch <= done:
+        return True, None
+    state = tables_format.existing_state(spec)
+    if state is None:  # the target was made by the stopped snapshot: it compared nothing
+        return False, None
+    for outcome in tables_format.outcomes(state, spec, _BOUND_SEARCH):
+        bound = Bound.of(outcome)
+        if bound is not None:
+            return True, bound.version
+    return True, None
+
+
+def _rows_module(spec: ApplySpec) -> Any:
+    if spec.target_format == ICEBERG:
+        from spark_cdc.server_plugin.sinks.apply.iceberg import rows
+    else:
+        from spark_cdc.server_plugin.sinks.apply.delta import rows  # type: ignore[no-redef]
+    return rows
+
+
+class NoRows(InputPartition):
+    """The partition of a target with nothing to compare with."""
+
+
+def target_schema(spec: ApplySpec) -> StructType:
+    """The target's columns, at the version its rows are read at."""
+    return _rows_module(spec).schema(spec, _version_read(spec)[1])
+
+
+def target_partitions(spec: ApplySpec, count: int) -> list[InputPartition]:
+    exists, version = _version_read(spec)
+    if not exists:
+        return [NoRows(None)]
+    return list(_rows_module(spec).partitions(spec, version, count))
+
+
+def target_rows(
+    spec: ApplySpec, partition: InputPartition, declared: StructType
+) -> Iterator[pa.RecordBatch]:
+    if isinstance(partition, NoRows):
+        return iter(())
+    return _rows_module(spec).read(spec, partition, declared)
