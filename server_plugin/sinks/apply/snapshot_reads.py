@@ -18,7 +18,7 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 from pyspark.sql.types import StructType
-from spark_cdc.server_plugin.sinks.apply.engine.binding import Bound
+from spark_cdc.server_plugin.sinks.apply.engine.binding import Bound, check_kind
 from spark_cdc.server_plugin.sinks.apply.engine.spec import ICEBERG, ApplySpec
 from spark_cdc.server_plugin.sinks.apply.task import table_format
 
@@ -37,8 +37,12 @@ class Status:
 
 
 def status(spec: ApplySpec) -> Status:
+    """Where the writer stands; a target a change feed wrote is refused here, before
+    a snapshot is compared with it (``binding.check_kind``)."""
     tables_format = table_format(spec)
     target, state = tables_format.existing_target(spec), tables_format.existing_state(spec)
+    if state is not None:
+        check_kind(spec, tables_format.outcomes(state, spec, _BOUND_SEARCH))
     last = [
         None if t is None else tables_format.last_batch(t, spec.app_id) for t in (target, state)
     ]

@@ -1,0 +1,303 @@
+"""``apply_changes_from_snapshot``: random snapshot sequences applied to Delta and Iceberg
+targets, types 1 and 2, equal row for row to a model (a dict of keys per version); a
+version again, an older one, a writer of the other kind and a bad snapshot refused by
+name with nothing written; a stop between a snapshot's two commits run again."""
+
+from __future__ import annotations
+
+import math
+import tempfile
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pyspark.errors import PySparkException
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import (
+    DateType,
+    DoubleType,
+    IntegerType,
+    StringType,
+    StructField,
+    StructType,
+)
+from spark_cdc import AppliedSnapshot, apply_changes, apply_changes_from_snapshot
+
+from tests.support.apply_targets import iceberg_catalog, read_iceberg, read_table, sorted_rows
+from tests.support.snapshot_model import as_bag, same
+
+SCHEMA = StructType(
+    [
+        StructField("id", IntegerType()),
+        StructField("region", StringType()),
+        StructField("name", StringType()),
+        StructField("amount", DoubleType()),
+        StructField("day", DateType()),
+    ]
+)
+KEYS = ["id", "region"]
+VALUES = {
+    "name": st.sampled_from(["a", "b", None]),
+    "amount": st.sampled_from([1.5, 2.5, math.nan, None]),
+    "day": st.sampled_from([date(2024, 1, 1), date(2025, 6, 30), None]),
+}
+Rows = dict[tuple[Any, ...], dict[str, Any]]
+
+
+@st.composite
+def snapshot_sequences(draw: st.DrawFn) -> list[tuple[int, Rows]]:
+    """Two to four snapshots at growing versions: each key (two columns) present or not,
+    its values kept or some of them drawn again; a key may leave and come back."""
+    keys = [(i, r) for i in range(4) for r in ("eu", "us")]
+    versions = sorted(draw(st.sets(st.integers(1, 40), min_size=2, max_size=4)))
+    sequence: list[tuple[int, Rows]] = []
+    last: Rows = {}
+    for version in versions:
+        rows: Rows = {}
+        for key in keys:
+            if not draw(st.booleans()):
+                continue
+            row = dict(last.get(key) or {"id": key[0], "region": key[1]})
+            for name, values in VALUES.items():
+                if name not in row or draw(st.booleans()):
+                    row[name] = draw(values)
+            rows[key] = row
+        sequence.append((version, rows))
+        last = rows
+    return sequence
+
+
+def model(sequence: list[tuple[int, Rows]], scd_type: int, tracked: list[str]) -> list[dict]:
+    """The target after the sequence: type 1 the last snapshot; type 2 each key's versions,
+    one opened where the key appears or a tracked value changes, closed where the next
+    opens or the key leaves; an untracked change updates the open version in place."""
+    if scd_type == 1:
+        return list(sequence[-1][1].values())
+    open_rows: dict[tuple[Any, ...], dict[str, Any]] = {}
+    closed: list[dict[str, Any]] = []
+    for version, rows in sequence:
+        for key in list(open_rows):
+            if key not in rows:
+                closed.append({**open_rows.pop(key), "__END_AT": version})
+        for key, row in rows.items():
+            current = open_rows.get(key)
+            if current is None:
+                open_rows[key] = {**row, "__START_AT": version}
+            elif not all(same(current[c], row[c]) for c in tracked):
+                closed.append({**current, "__END_AT": version})
+                open_rows[key] = {**row, "__START_AT": version}
+            elif not all(same(current[c], row[c]) for c in VALUES):
+                open_rows[key] = {**row, "__START_AT": current["__START_AT"]}
+    return closed + [{**r, "__END_AT": None} for r in open_rows.values()]
+
+
+def frame(spark: SparkSession, rows: Rows) -> DataFrame:
+    return spark.createDataFrame([tuple(r[c] for c in SCHEMA.names) for r in rows.values()], SCHEMA)
+
+
+def comparable(rows: list[dict[str, Any]], scd_type: int) -> list[tuple[Any, ...]]:
+    """Whole rows as sorted tuples, NaN as text (it equals itself in Spark, not Python)."""
+    history = ["__START_AT", "__END_AT"] if scd_type == 2 else []
+    return as_bag(rows, [*SCHEMA.names, *history])
+
+
+def target_of(folder: str, iceberg: bool) -> dict[str, Any]:
+    if iceberg:
+        return {"target": "db.customers", "format": "iceberg", "catalog": iceberg_catalog(folder)}
+    return {"target": f"{folder}/customers"}
+
+
+def read_target(folder: str, iceberg: bool) -> pa.Table:
+    if iceberg:
+        return read_iceberg(iceberg_catalog(folder), "db.customers")
+    return read_table(f"{folder}/customers")
+
+
+@settings(
+    max_examples=10,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    sequence=snapshot_sequences(),
+    scd_type=st.sampled_from([1, 2]),
+    iceberg=st.booleans(),
+    tracked=st.sampled_from([list(VALUES), ["name"]]),
+)
+def test_snapshot_sequences_equal_the_model(
+    spark: SparkSession,
+    sequence: list[tuple[int, Rows]],
+    scd_type: int,
+    iceberg: bool,
+    tracked: list[str],
+) -> None:
+    pending = list(sequence)
+    asked: list[int | None] = []
+
+    def next_snapshot(last: int | None) -> tuple[DataFrame, int] | None:
+        asked.append(last)
+        if not pending:
+            return None
+        version, rows = pending.pop(0)
+        return frame(spark, rows), version
+
+    lists = {"track_history_column_list": tracked} if scd_type == 2 else {}
+    with tempfile.TemporaryDirectory() as folder:
+        done = apply_changes_from_snapshot(
+            source=next_snapshot,
+            keys=KEYS,
+            stored_as_scd_type=scd_type,
+            spark=spark,
+            **target_of(folder, iceberg),
+            **lists,
+        )
+        assert [d.version for d in done] == [v for v, _ in sequence]
+        assert asked == [None, *[v for v, _ in sequence]]
+        found = read_target(folder, iceberg)
+        history = ["__START_AT", "__END_AT"] if scd_type == 2 else []
+        assert found.column_names == [*SCHEMA.names, *history]
+        assert comparable(found.to_pylist(), scd_type) == comparable(
+            model(sequence, scd_type, tracked), scd_type
+        )
+
+
+def test_a_table_source_and_its_counts(spark: SparkSession, tmp_path: Path) -> None:
+    """A Delta table by path is the next snapshot, one version above the last."""
+    from deltalake import write_deltalake
+
+    source = str(tmp_path / "dump")
+    first = pa.table({"id": [1, 2, 3], "v": ["a", "b", "c"]})
+    write_deltalake(source, first)
+    target = str(tmp_path / "mirror")
+    assert apply_changes_from_snapshot(target, source, ["id"], spark=spark) == [
+        AppliedSnapshot(1, 3, 3, 3)
+    ]
+    write_deltalake(source, pa.table({"id": [2, 3, 4], "v": ["b", "C", "d"]}), mode="overwrite")
+    assert apply_changes_from_snapshot(target, source, ["id"], spark=spark) == [
+        AppliedSnapshot(2, 3, 3, 2)
+    ]
+    assert sorted_rows(read_table(target)) == [
+        {"id": 2, "v": "b"},
+        {"id": 3, "v": "C"},
+        {"id": 4, "v": "d"},
+    ]
+    # Nothing changed: the version is recorded, the target not written.
+    before = len(list((tmp_path / "mirror" / "_delta_log").glob("*.json")))
+    assert apply_changes_from_snapshot(target, source, ["id"], spark=spark) == [
+        AppliedSnapshot(3, 0, 0, 0)
+    ]
+    assert len(list((tmp_path / "mirror" / "_delta_log").glob("*.json"))) == before
+
+
+def _snapshots(spark: SparkSession, *given: tuple[int, list[tuple[Any, ...]]]) -> Any:
+    pending = list(given)
+
+    def next_snapshot(last: int | None) -> tuple[DataFrame, int] | None:
+        if not pending:
+            return None
+        version, rows = pending.pop(0)
+        return spark.createDataFrame(rows, "id int, v string"), version
+
+    return next_snapshot
+
+
+def test_a_version_again_is_skipped_and_an_older_one_refused(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    target = str(tmp_path / "mirror")
+    apply_changes_from_snapshot(target, _snapshots(spark, (5, [(1, "a")])), ["id"], spark=spark)
+    again = apply_changes_from_snapshot(
+        target, _snapshots(spark, (5, [(1, "b")])), ["id"], spark=spark
+    )
+    assert again == [AppliedSnapshot(5, 0, 0, 0, skipped=True)]
+    with pytest.raises(PySparkException) as caught:
+        apply_changes_from_snapshot(target, _snapshots(spark, (4, [(1, "c")])), ["id"], spark=spark)
+    assert caught.value.getCondition() == "APPLY_CHANGES.SNAPSHOT_VERSION_NOT_NEWER"
+    assert caught.value.getMessageParameters() == {"path": target, "last": "5", "version": "4"}
+    assert sorted_rows(read_table(target)) == [{"id": 1, "v": "a"}]
+
+
+def test_a_bad_snapshot_writes_nothing(spark: SparkSession, tmp_path: Path) -> None:
+    target = str(tmp_path / "mirror")
+    apply_changes_from_snapshot(target, _snapshots(spark, (1, [(1, "a")])), ["id"], spark=spark)
+    log = sorted((tmp_path / "mirror" / "_delta_log").glob("*.json"))
+    for rows, condition in (
+        ([(1, "a"), (1, "b")], "SNAPSHOT_CHANGES.DUPLICATE_KEY"),
+        ([(None, "a")], "SNAPSHOT_CHANGES.NULL_KEY"),
+    ):
+        with pytest.raises(PySparkException) as caught:
+            apply_changes_from_snapshot(target, _snapshots(spark, (2, rows)), ["id"], spark=spark)
+        assert caught.value.getCondition() == condition
+    assert sorted((tmp_path / "mirror" / "_delta_log").glob("*.json")) == log
+    assert sorted_rows(read_table(target)) == [{"id": 1, "v": "a"}]
+
+
+def test_a_change_feed_target_and_a_snapshot_target_do_not_mix(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    feed = spark.createDataFrame([(1, "a", 1)], "id int, v string, seq long")
+    fed, snapped = str(tmp_path / "fed"), str(tmp_path / "snapped")
+    apply_changes(feed, fed, ["id"], "seq", except_column_list=["seq"])
+    apply_changes_from_snapshot(snapped, _snapshots(spark, (1, [(1, "a")])), ["id"], spark=spark)
+    with pytest.raises(PySparkException) as caught:
+        apply_changes_from_snapshot(fed, _snapshots(spark, (2, [(1, "b")])), ["id"], spark=spark)
+    assert caught.value.getCondition() == "APPLY_CHANGES.SOURCE_KIND_MISMATCH"
+    with pytest.raises(PySparkException) as caught:
+        apply_changes(
+            feed.selectExpr("id", "'b' as v", "2L as seq"),
+            snapped,
+            ["id"],
+            "seq",
+            except_column_list=["seq"],
+        )
+    assert caught.value.getCondition() == "APPLY_CHANGES.SOURCE_KIND_MISMATCH"
+    assert sorted_rows(read_table(fed)) == [{"id": 1, "v": "a"}]
+    assert sorted_rows(read_table(snapped)) == [{"id": 1, "v": "a"}]
+
+
+def test_a_stop_between_the_two_commits_is_run_again_exactly(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """The state's commit of snapshot 2 removed (as if the run stopped before it): run
+    again, snapshot 2 is compared with the target as snapshot 1 left it, so the state
+    records the same changes; another version first is refused by name."""
+    target = str(tmp_path / "history")
+    state = target + "__apply_changes_state"
+    apply_changes_from_snapshot(
+        target,
+        _snapshots(spark, (1, [(1, "a"), (2, "b")]), (2, [(1, "A"), (3, "c")])),
+        ["id"],
+        stored_as_scd_type=2,
+        spark=spark,
+    )
+    commits = sorted((Path(state) / "_delta_log").glob("*.json"))
+    commits[-1].unlink()  # the state's commit of snapshot 2
+    with pytest.raises(PySparkException) as caught:
+        apply_changes_from_snapshot(
+            target,
+            _snapshots(spark, (3, [(1, "A")])),
+            ["id"],
+            stored_as_scd_type=2,
+            spark=spark,
+        )
+    assert caught.value.getCondition() == "APPLY_CHANGES.SNAPSHOT_INTERRUPTED"
+    done = apply_changes_from_snapshot(
+        target,
+        _snapshots(spark, (2, [(1, "A"), (3, "c")]), (3, [(1, "A")])),
+        ["id"],
+        stored_as_scd_type=2,
+        spark=spark,
+    )
+    assert [d.version for d in done] == [2, 3]
+    rows = read_table(target).to_pylist()
+    assert len(rows) == 4
+    assert {(r["id"], r["v"], r["__START_AT"], r["__END_AT"]) for r in rows} == {
+        (1, "a", 1, 2),
+        (1, "A", 2, None),
+        (2, "b", 1, 2),
+        (3, "c", 2, 3),
+    }
