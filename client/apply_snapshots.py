@@ -80,6 +80,7 @@ def apply_changes_from_snapshot(
     partition_cols: Sequence[str] | None = None,
     format: str = DELTA,
     catalog: Mapping[str, str] | None = None,
+    schema_evolution: bool = False,
 ) -> list[AppliedSnapshot]:
     """Apply the snapshots of ``source`` to ``target``: each compared by ``keys`` with the
     target's rows, a new key inserted, a changed one updated, a missing one deleted (type
@@ -97,7 +98,10 @@ def apply_changes_from_snapshot(
     ``catalog`` with ``format="iceberg"``), made by the first snapshot; a target written
     by ``apply_changes`` from a change feed is refused, as this target is to it. A
     snapshot with a key twice or a NULL key is refused (``SNAPSHOT_CHANGES.*``) before
-    anything is written. See docs/snapshots.md.
+    anything is written. With ``schema_evolution``, a column a snapshot adds is added to
+    the target (its values written to every key that has one), and one it no longer has is
+    NULL from then on; without, either fails the comparison, naming the column. See
+    docs/snapshots.md.
 
     Examples
     --------
@@ -109,6 +113,10 @@ def apply_changes_from_snapshot(
     ...     stored_as_scd_type=2)
     """
     scd_type = _scd_type(stored_as_scd_type)
+    if column_list and except_column_list:
+        raise cdc_error(
+            "APPLY_CHANGES.CONFLICTING_PARAMETERS", first="column_list", second="except_column_list"
+        )
     session = spark if spark is not None else _active_session()
     tables = tables_spec(
         session,
@@ -122,6 +130,53 @@ def apply_changes_from_snapshot(
     )
     next_snapshot = _next_snapshot(source, version, session, tables)
     make_available(session, ApplyChangesSink, "apply_changes")
+
+    def applied(
+        snapshot: DataFrame, before: DataFrame | None, number: int, base: int
+    ) -> AppliedChanges:
+        """The snapshot's changes from ``before`` (None: an empty target) applied as the
+        writer's batch ``number``, computed against its batch ``base`` (-1: none)."""
+        from pyspark.sql import functions as F
+
+        after = snapshot
+        if column_list:
+            after = after.select(*[F.col(_quoted(c)) for c in column_list])
+        elif except_column_list:
+            after = after.drop(*except_column_list)
+        changes = snapshot_changes(
+            after.limit(0) if before is None else before,
+            after,
+            keys,
+            number,
+            commit_timestamp=F.current_timestamp(),
+            allow_missing_columns=schema_evolution,
+            options={"computeUpdates": True},
+        )
+        tasks = server_parallelism(session)
+        plan = plan_apply(
+            changes,
+            scd_type,
+            keys,
+            COMMIT_VERSION,
+            None,
+            None,
+            None,
+            None,
+            track_history_column_list,
+            track_history_except_column_list,
+            tasks,
+        )
+        partitions, properties = target_layout(plan.columns, partition_cols, table_properties)
+        spec = dataclasses.replace(
+            planned(tables, plan, tasks),
+            table_properties=properties,
+            partition_cols=partitions,
+            schema_evolution=schema_evolution,
+            snapshot_version=number,
+            snapshot_base=base,
+        )
+        return applied_once(plan, spec)
+
     done: list[AppliedSnapshot] = []
     while True:
         exists, target_batch, state_batch = _status(session, tables)
@@ -133,21 +188,8 @@ def apply_changes_from_snapshot(
             done.append(AppliedSnapshot(number, 0, 0, 0, skipped=True))
             return done
         before = _target_rows(session, tables, scd_type) if exists else None
-        applied = _applied(
-            tables,
-            snapshot,
-            before,
-            keys,
-            number,
-            state_batch,
-            column_list,
-            except_column_list,
-            track_history_column_list,
-            track_history_except_column_list,
-            table_properties,
-            partition_cols,
-        )
-        done.append(AppliedSnapshot(number, applied.changes, applied.keys, applied.rows))
+        outcome = applied(snapshot, before, number, -1 if state_batch is None else state_batch)
+        done.append(AppliedSnapshot(number, outcome.changes, outcome.keys, outcome.rows))
         if isinstance(source, str):
             return done
 
@@ -156,67 +198,6 @@ def writer_id(target: str) -> str:
     """Every run into one target is one writer (module docstring)."""
     digest = hashlib.sha256(target.encode()).hexdigest()[:32]
     return f"{SNAPSHOT_WRITER_PREFIX}{digest}"
-
-
-def _applied(
-    tables: ApplySpec,
-    snapshot: DataFrame,
-    before: DataFrame | None,
-    keys: Sequence[str],
-    number: int,
-    base: int | None,
-    column_list: Sequence[str] | None,
-    except_column_list: Sequence[str] | None,
-    track_history_column_list: Sequence[str] | None,
-    track_history_except_column_list: Sequence[str] | None,
-    table_properties: Mapping[str, str] | None,
-    partition_cols: Sequence[str] | None,
-) -> AppliedChanges:
-    """One snapshot's changes applied as the writer's batch ``number``."""
-    from pyspark.sql import functions as F
-
-    if column_list and except_column_list:
-        raise cdc_error(
-            "APPLY_CHANGES.CONFLICTING_PARAMETERS",
-            first="column_list",
-            second="except_column_list",
-        )
-    after = snapshot
-    if column_list:
-        after = after.select(*[F.col(_quoted(c)) for c in column_list])
-    elif except_column_list:
-        after = after.drop(*except_column_list)
-    changes = snapshot_changes(
-        after.limit(0) if before is None else before,
-        after,
-        keys,
-        number,
-        commit_timestamp=F.current_timestamp(),
-        options={"computeUpdates": True},
-    )
-    tasks = server_parallelism(snapshot.sparkSession)
-    plan = plan_apply(
-        changes,
-        tables.scd_type,
-        keys,
-        COMMIT_VERSION,
-        None,
-        None,
-        None,
-        None,
-        track_history_column_list,
-        track_history_except_column_list,
-        tasks,
-    )
-    partitions, properties = target_layout(plan.columns, partition_cols, table_properties)
-    spec = dataclasses.replace(
-        planned(tables, plan, tasks),
-        table_properties=properties,
-        partition_cols=partitions,
-        snapshot_version=number,
-        snapshot_base=-1 if base is None else base,
-    )
-    return applied_once(plan, spec)
 
 
 def _status(spark: SparkSession, tables: ApplySpec) -> tuple[bool, int | None, int | None]:

@@ -318,6 +318,8 @@ RENDERERS: dict[str, Callable[[], str]] = {
     "bench-iceberg": lambda: bench_of("iceberg_source"),
     "bench-default-partitions": bench_default_partitions,
     "bench-long-lived": bench_long_lived,
+    "bench-snapshot": lambda: bench_of("snapshot"),
+    "bench-snapshot-medians": lambda: _with_medians("snapshot", "seconds (median)"),
 }
 
 

@@ -65,6 +65,7 @@ def snapshot_changes(
     commit_timestamp: datetime | Column | None = None,
     compare_column_list: Sequence[str] | None = None,
     compare_except_column_list: Sequence[str] | None = None,
+    allow_missing_columns: bool = False,
     options: Mapping[str, OptionValue] | None = None,
 ) -> DataFrame:
     """The changes that turn snapshot ``before`` into snapshot ``after``, rows identified by
@@ -96,6 +97,10 @@ def snapshot_changes(
     compare_column_list, compare_except_column_list : list of str, optional
         Only these columns, or all but these, decide whether a key changed (the output has
         every column either way). One of the two, as Spark's ``*_column_list`` pairs.
+    allow_missing_columns : bool
+        ``unionByName``'s: a column only one snapshot has is NULL in the other (a column
+        added to the table changes every key it holds a value for); by default it fails
+        the query's analysis, naming the column.
     options : mapping, optional
         Spark's CDC options, by Spark's names: ``computeUpdates``, ``deduplicationMode``.
 
@@ -128,10 +133,17 @@ def snapshot_changes(
             fix="name the column the version is written to, such as '_commit_version'",
         )
     timestamp = _timestamp(commit_timestamp)
+    if not isinstance(allow_missing_columns, bool):
+        raise cdc_error(
+            "SNAPSHOT_CHANGES.INVALID_PARAMETER",
+            parameter="allow_missing_columns",
+            problem=f"is {allow_missing_columns!r}",
+            fix="pass True or False",
+        )
 
     rows = (
         after.withColumn(SIDE, F.lit(1))
-        .unionByName(before.withColumn(SIDE, F.lit(0)))
+        .unionByName(before.withColumn(SIDE, F.lit(0)), allowMissingColumns=allow_missing_columns)
         .select(F.struct(F.col("*")).dropFields(SIDE).alias(ROW), F.col(SIDE))
     )
     row = F.col(ROW)

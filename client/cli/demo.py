@@ -1,6 +1,8 @@
 """The main job: a Delta table being written (appends, updates, deletes, merges) and its
 change feed streamed live, carry-overs removed and updates detected, commit by commit; then
-the whole feed applied to a history table (SCD type 2) and a few orders' histories shown.
+the whole feed applied to a history table (SCD type 2) and a few orders' histories shown;
+last, the table's content applied as snapshots to another history, as for a table without a
+changelog.
 
     spark-cdc demo [--remote sc://host:port] [--seconds 20]
 
@@ -101,6 +103,7 @@ def run(spark: Any, seconds: float = 20.0, work_dir: str | None = None) -> None:
         follow(spark, table, options, show, lambda: not writer.is_alive(), listening.set)
         print("Done: every commit above came out of the stream, post-processed.\n")
         show_history(spark, table, str(work / "orders_history"))
+        show_snapshots(spark, table, str(work / "orders_from_snapshots"))
     finally:
         stop.set()
         writer.join(10)
@@ -109,7 +112,6 @@ def run(spark: Any, seconds: float = 20.0, work_dir: str | None = None) -> None:
 def show_history(spark: Any, table: str, history: str, orders_shown: int = 3) -> None:
     """Apply the table's whole feed to ``history`` as SCD type 2 and print the versions of
     the orders that changed most (read back with delta-rs: the server needs no Delta jars)."""
-    from deltalake import DeltaTable, QueryBuilder
     from spark_cdc import AppliedChanges, apply_changes, read
     from spark_cdc.cli.live_feed import text_table
 
@@ -118,12 +120,7 @@ def show_history(spark: Any, table: str, history: str, orders_shown: int = 3) ->
         feed, history, keys=["order_id"], sequence_by="_commit_version", stored_as_scd_type=2
     )
     assert isinstance(done, AppliedChanges)  # a batch feed is applied at once
-    reader = (
-        QueryBuilder()
-        .register("h", DeltaTable(history))
-        .execute("select * from h order by order_id, __START_AT")
-    )
-    rows = pa.RecordBatchReader.from_stream(reader).read_all().to_pylist()
+    rows = _query(history, "select * from t order by order_id, __START_AT")
     versions: dict[int, int] = {}
     for row in rows:
         versions[row["order_id"]] = versions.get(row["order_id"], 0) + 1
@@ -134,3 +131,44 @@ def show_history(spark: Any, table: str, history: str, orders_shown: int = 3) ->
     )
     names = ["order_id", "status", "amount", "__START_AT", "__END_AT"]
     print(text_table(names, [r for r in rows if r["order_id"] in shown]) + "\n")
+
+
+def show_snapshots(spark: Any, table: str, history: str) -> None:
+    """Apply the table's content as snapshot 1, change a few orders by hand, apply it
+    again as snapshot 2, and print the history rows snapshot 2 wrote: what a table without
+    a changelog (a nightly dump) gets from ``apply_changes_from_snapshot``."""
+    from deltalake import DeltaTable, write_deltalake
+    from spark_cdc import apply_changes_from_snapshot
+    from spark_cdc.cli.live_feed import text_table
+
+    def applied() -> str:
+        (done,) = apply_changes_from_snapshot(
+            history, table, keys=["order_id"], stored_as_scd_type=2, spark=spark
+        )
+        return f"snapshot {done.version}: {done.changes} changes, {done.rows} rows written"
+
+    first = applied()
+    newest = _query(table, "select max(order_id) as newest from t")[0]["newest"] or 0
+    target = DeltaTable(table)
+    target.update({"status": "'refunded'"}, predicate=f"order_id = {newest}")
+    target.delete(f"order_id = {newest - 1}")
+    write_deltalake(table, orders([newest + 1]), mode="append")
+    second = applied()
+    changed = "where __START_AT = 2 or __END_AT = 2 order by order_id, __START_AT"
+    rows = _query(history, f"select * from t {changed}")
+    print(
+        f"apply_changes_from_snapshot applied the table's content to {history} as {first}; "
+        f"then order {newest} was refunded, {newest - 1} deleted and {newest + 1} added by "
+        f"hand, and {second}. The versions snapshot 2 closed or opened:"
+    )
+    names = ["order_id", "status", "amount", "__START_AT", "__END_AT"]
+    print(text_table(names, rows) + "\n")
+
+
+def _query(path: str, sql: str) -> list[dict[str, Any]]:
+    """``sql`` over the Delta table at ``path`` (as ``t``), read with delta-rs: the server
+    needs no Delta jars."""
+    from deltalake import DeltaTable, QueryBuilder
+
+    reader = QueryBuilder().register("t", DeltaTable(path)).execute(sql)
+    return pa.RecordBatchReader.from_stream(reader).read_all().to_pylist()

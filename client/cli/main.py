@@ -6,13 +6,15 @@
     spark-cdc apply TABLE --target T --keys COLS [--scd 2] [--available-now] [--full-refresh]
                   [--format iceberg --catalog-file F --checkpoint DIR]
                                                 apply it to a target until stopped (or once)
+    spark-cdc apply-snapshot TABLE --target T --keys COLS [--scd 2] [--version V]
+                                                apply what it holds now as the next snapshot
 
 Errors end in one sentence and a non-zero exit, never a stack trace, and never show a token.
 Every command stops the same way on Ctrl-C, SIGTERM and SIGHUP (``lifecycle``); what
 ``serve`` and ``tail`` do is in ``commands``, the demo in ``demo``.
 
-Imports go one way: ``main`` imports ``commands`` and ``demo``, ``demo`` imports ``commands``,
-and all of them ``lifecycle``, which imports none of them.
+Imports go one way: ``main`` imports ``commands``, ``demo`` and ``snapshot_command``, which
+import ``commands``, and all of them ``lifecycle``, which imports none of them.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import re
 import sys
 from pathlib import Path
 
-from spark_cdc.cli import commands
+from spark_cdc.cli import commands, snapshot_command
 from spark_cdc.cli.lifecycle import (
     CliError,
     Stopped,
@@ -314,6 +316,10 @@ def _parser() -> argparse.ArgumentParser:
     with_remote(apply)
     with_token(apply)
     apply.set_defaults(run=commands.apply)
+
+    apply_snapshot = snapshot_command.add_parser(subcommands)
+    with_remote(apply_snapshot)
+    with_token(apply_snapshot)
 
     demo = subcommands.add_parser(
         "demo",

@@ -238,3 +238,49 @@ def test_apply_stops_on_a_signal_in_each_phase(
     assert "Stopped." in command.output, command.output
     assert "release unlocked lock" not in command.output
     assert took < EXIT_BOUND_S
+
+
+def test_apply_snapshot_applies_what_the_table_holds_now_once_per_version(
+    spark: SparkSession, spark_remote: str, tmp_path: Path
+) -> None:
+    """A scheduled snapshot job: the source's content is the next version, a line says
+    what it wrote, a version again writes nothing, and a bad one exits non-zero with one
+    sentence."""
+    source, target = str(tmp_path / "dump"), str(tmp_path / "history")
+    write_deltalake(source, pa.table({"id": [1, 2], "v": ["a", "b"]}))
+
+    def run(*more: str) -> Command:
+        command = Command(
+            "apply-snapshot",
+            source,
+            "--target",
+            target,
+            "--keys",
+            "id",
+            "--scd",
+            "2",
+            *more,
+            "--remote",
+            spark_remote,
+        )
+        command.process.wait(300)
+        command._reader.join(10)
+        assert "Traceback" not in command.output
+        return command
+
+    first = run()
+    assert first.process.returncode == 0, first.output
+    assert f"snapshot 1: 2 changes, 2 keys and 2 rows written to {target}" in first.lines
+    write_deltalake(source, pa.table({"id": [1], "v": ["A"]}), mode="overwrite")
+    second = run("--version", "7")
+    assert f"snapshot 7: 2 changes, 2 keys and 3 rows written to {target}" in second.lines
+    again = run("--version", "7")
+    assert "snapshot 7: applied already, nothing written" in again.lines
+    older = run("--version", "3")
+    assert older.process.returncode != 0
+    assert "APPLY_CHANGES.SNAPSHOT_VERSION_NOT_NEWER" in older.output
+    assert sorted_rows(read_table(target)) == [
+        {"id": 1, "v": "A", "__START_AT": 7, "__END_AT": None},
+        {"id": 1, "v": "a", "__START_AT": 1, "__END_AT": 7},
+        {"id": 2, "v": "b", "__START_AT": 1, "__END_AT": 7},
+    ]

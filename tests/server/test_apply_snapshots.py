@@ -301,3 +301,43 @@ def test_a_stop_between_the_two_commits_is_run_again_exactly(
         (2, "b", 1, 2),
         (3, "c", 2, 3),
     }
+
+
+def test_a_column_added_or_dropped_with_schema_evolution(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    target = str(tmp_path / "mirror")
+    apply_changes_from_snapshot(
+        target, _snapshots(spark, (1, [(1, "a"), (2, "b")])), ["id"], spark=spark
+    )
+    wider = spark.createDataFrame([(1, "a", 10), (2, "b", None)], "id int, v string, w int")
+    with pytest.raises(PySparkException) as caught:
+        apply_changes_from_snapshot(
+            target, lambda last: None if last == 2 else (wider, 2), ["id"], spark=spark
+        )
+    assert "w" in str(caught.value)
+    assert sorted_rows(read_table(target)) == [{"id": 1, "v": "a"}, {"id": 2, "v": "b"}]
+    done = apply_changes_from_snapshot(
+        target,
+        lambda last: None if last == 2 else (wider, 2),
+        ["id"],
+        spark=spark,
+        schema_evolution=True,
+    )
+    assert done == [AppliedSnapshot(2, 1, 1, 1)]  # only the key whose new column has a value
+    assert sorted_rows(read_table(target)) == [
+        {"id": 1, "v": "a", "w": 10},
+        {"id": 2, "v": "b", "w": None},
+    ]
+    narrower = spark.createDataFrame([(1, 10), (2, None)], "id int, w int")
+    apply_changes_from_snapshot(
+        target,
+        lambda last: None if last == 3 else (narrower, 3),
+        ["id"],
+        spark=spark,
+        schema_evolution=True,
+    )
+    assert sorted_rows(read_table(target)) == [
+        {"id": 1, "v": None, "w": 10},
+        {"id": 2, "v": None, "w": None},
+    ]

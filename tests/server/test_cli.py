@@ -4,6 +4,7 @@ tests/unit/test_cli_startup.py (no harness server)."""
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from pathlib import Path
@@ -161,4 +162,8 @@ def test_demo_runs_the_main_job(spark_remote: str, tmp_path: Path) -> None:
     text = demo.output
     for expected in ("commit 1 ", "update_preimage", "update_postimage", "delete", "Done:"):
         assert expected in text, text
+    # The snapshot step: snapshot 2 closes the refunded order's and the deleted one's
+    # versions and opens the refunded one's and the new one's.
+    assert re.search(r"snapshot 1: \d+ changes", text), text
+    assert "snapshot 2: 3 changes, 4 rows written" in text, text
     assert "Traceback" not in text
