@@ -123,7 +123,8 @@ def _with_medians(benchmark: str, measure: str = "value") -> str:
         "|---|---|" + ("---|" if samples else ""),
     ]
     for name, value in figures[0].medians.items():
-        runs = f" {', '.join(f'{v:g}' for v in samples[name])} |" if samples else ""
+        taken = samples.get(name, [])  # a measure of the whole run (peak memory) has none
+        runs = f" {', '.join(f'{v:g}' for v in taken)} |" if samples else ""
         rows.append(f"| {name} | {value:g} |{runs}")
     return bench_of(benchmark) + "\n\n" + "\n".join(rows)
 
