@@ -13,6 +13,7 @@ First the wheel alone (no PySpark at all): the package names what to install. Ne
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -199,6 +200,58 @@ def test_a_thin_client_applies_changes(
     changes = feed_changes(spark, path)
     assert sorted_rows(read_table(target)) == model_rows(changes, 2)
     assert sorted_rows(read_iceberg(catalog, "db.mirror")) == model_rows(changes, 1)
+
+
+def test_a_thin_client_applies_snapshots(
+    thin: Path, spark: SparkSession, spark_remote: str, tmp_path: Path
+) -> None:
+    """``snapshot_changes`` and ``apply_changes_from_snapshot`` from a client on another
+    Python with no deltalake, no pyiceberg and no Spark jars: the diff is a plan, and the
+    server's installed sink reads the target and applies, into a Delta history and an
+    Iceberg mirror."""
+    target, catalog = str(tmp_path / "history"), catalog_properties(tmp_path)
+    done = python(
+        thin,
+        f"""
+        from spark_cdc import apply_changes_from_snapshot, connect, snapshot_changes
+        spark = connect({spark_remote!r})
+        first = spark.createDataFrame([(1, "a"), (2, "b")], "id int, v string")
+        second = spark.createDataFrame([(1, "A"), (3, "c")], "id int, v string")
+        diff = snapshot_changes(first, second, ["id"], 2, options={{"computeUpdates": True}})
+        print(sorted((r.id, r.v, r._change_type) for r in diff.collect()))
+        snapshots = {{1: first, 2: second}}
+        def next_snapshot(last):
+            number = 1 if last is None else last + 1
+            return (snapshots[number], number) if number in snapshots else None
+        print(apply_changes_from_snapshot({target!r}, next_snapshot, ["id"],
+                                          stored_as_scd_type=2, spark=spark))
+        print(apply_changes_from_snapshot("db.mirror", next_snapshot, ["id"], spark=spark,
+                                          format="iceberg", catalog={catalog!r}))
+        spark.stop()
+        """,
+    )
+    assert done.returncode == 0, done.stderr
+    assert not {"deltalake", "pyiceberg"} & installed(thin)
+    lines = done.stdout.splitlines()
+    assert lines[0] == str(
+        [
+            (1, "A", "update_postimage"),
+            (1, "a", "update_preimage"),
+            (2, "b", "delete"),
+            (3, "c", "insert"),
+        ]
+    )
+    assert [int(v) for v in re.findall(r"version=(\d+)", lines[1])] == [1, 2]
+    assert sorted_rows(read_table(target)) == [
+        {"id": 1, "v": "A", "__START_AT": 2, "__END_AT": None},
+        {"id": 1, "v": "a", "__START_AT": 1, "__END_AT": 2},
+        {"id": 2, "v": "b", "__START_AT": 1, "__END_AT": 2},
+        {"id": 3, "v": "c", "__START_AT": 2, "__END_AT": None},
+    ]
+    assert sorted_rows(read_iceberg(catalog, "db.mirror")) == [
+        {"id": 1, "v": "A"},
+        {"id": 3, "v": "c"},
+    ]
 
 
 # Each read a client can make, as Python source over `spark` (a session), `path` (a Delta
