@@ -139,16 +139,13 @@ def apply_changes(
         track_history_except_column_list,
         tasks,
     )
-    partitions, properties = target_layout(plan.columns, partition_cols, table_properties)
     spec = dataclasses.replace(
-        planned(tables, plan, tasks),
+        planned(tables, plan, tasks, partition_cols, table_properties),
         ignore_null_updates=ignore_null_updates,
         schema_evolution=schema_evolution,
         full_refresh=full_refresh,
         checkpoint=checkpoint,
         tombstone_retention_ms=_retention_ms(tombstone_retention, scd_type),
-        table_properties=properties,
-        partition_cols=partitions,
     )
     if full_refresh and feed.isStreaming:  # a generation of its own (``binding``)
         spec = dataclasses.replace(spec, app_id=f"{spec.app_id}{REFRESH}{uuid.uuid4().hex[:12]}")
@@ -210,8 +207,16 @@ def tables_spec(
     )
 
 
-def planned(tables: ApplySpec, plan: ApplyPlan, tasks: int) -> ApplySpec:
-    """``tables`` with the columns of ``plan``'s feed, split among ``tasks``."""
+def planned(
+    tables: ApplySpec,
+    plan: ApplyPlan,
+    tasks: int,
+    partition_cols: Sequence[str] | None,
+    table_properties: Mapping[str, str] | None,
+) -> ApplySpec:
+    """``tables`` with the columns of ``plan``'s feed, split among ``tasks``, and the
+    layout of a target the first batch makes (checked against those columns)."""
+    partitions, properties = target_layout(plan.columns, partition_cols, table_properties)
     return dataclasses.replace(
         tables,
         keys=tuple(plan.keys),
@@ -221,6 +226,8 @@ def planned(tables: ApplySpec, plan: ApplyPlan, tasks: int) -> ApplySpec:
         changelog_pairs=plan.changelog,
         partitioned_by_key=plan.partitioned_by_key,
         key_buckets=tasks,
+        table_properties=properties,
+        partition_cols=partitions,
     )
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from spark_cdc.apply import AppliedChanges, _scd_type, applied_once, planned, tables_spec
-from spark_cdc.rewrite.apply_plan import plan_apply, target_layout
+from spark_cdc.rewrite.apply_plan import plan_apply
 from spark_cdc.rewrite.errors import cdc_error
 from spark_cdc.rewrite.server_code import make_available, server_parallelism
 from spark_cdc.rewrite.snapshot_diff import snapshot_changes
@@ -166,11 +166,8 @@ def apply_changes_from_snapshot(
             track_history_except_column_list,
             tasks,
         )
-        partitions, properties = target_layout(plan.columns, partition_cols, table_properties)
         spec = dataclasses.replace(
-            planned(tables, plan, tasks),
-            table_properties=properties,
-            partition_cols=partitions,
+            planned(tables, plan, tasks, partition_cols, table_properties),
             schema_evolution=schema_evolution,
             snapshot_version=number,
             snapshot_base=base,

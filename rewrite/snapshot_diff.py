@@ -36,6 +36,7 @@ from spark_cdc.rewrite.names import (
 from spark_cdc.rewrite.options import OptionValue, parse_options
 from spark_cdc.rewrite.plan_tree import reads_a_stream
 from spark_cdc.rewrite.raised import raise_in_query
+from spark_cdc.server_plugin.vocabulary import RANGE_OPTIONS
 
 # The helper columns of the plan (none survives it).
 ROW = HELPER_PREFIX + "row"  # a snapshot's row, whole, as one struct
@@ -43,16 +44,6 @@ SIDE = HELPER_PREFIX + "side"  # 0: before, 1: after
 PARTNER = HELPER_PREFIX + "partner"  # the key's row on the other side, if any
 ROWS = HELPER_PREFIX + "rows"  # the key's rows, both sides
 AFTER_ROWS = HELPER_PREFIX + "after_rows"  # the key's rows in after
-
-# Options that bound a range of commits: a diff has none.
-_RANGE_OPTIONS = (
-    "startingVersion",
-    "endingVersion",
-    "startingTimestamp",
-    "endingTimestamp",
-    "startingBoundInclusive",
-    "endingBoundInclusive",
-)
 
 
 def snapshot_changes(
@@ -260,7 +251,7 @@ def _compute_updates(options: Mapping[str, OptionValue] | None) -> bool:
     """Spark's options, checked as ``post_process`` checks them; a range refused."""
     given = dict(options or {})
     for name in given:
-        if name.lower() in {o.lower() for o in _RANGE_OPTIONS}:
+        if name.lower() in {o.lower() for o in RANGE_OPTIONS}:  # a diff has no range
             raise cdc_error("SNAPSHOT_CHANGES.OPTION_NOT_APPLICABLE", option=name)
     return parse_options(given).compute_updates
 

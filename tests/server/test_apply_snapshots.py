@@ -6,7 +6,7 @@ name with nothing written; a stop between a snapshot's two commits run again."""
 from __future__ import annotations
 
 import math
-import tempfile
+import uuid
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -130,6 +130,7 @@ def read_target(folder: str, iceberg: bool) -> pa.Table:
 )
 def test_snapshot_sequences_equal_the_model(
     spark: SparkSession,
+    tmp_path: Path,
     sequence: list[tuple[int, Rows]],
     scd_type: int,
     iceberg: bool,
@@ -146,23 +147,26 @@ def test_snapshot_sequences_equal_the_model(
         return frame(spark, rows), version
 
     lists = {"track_history_column_list": tracked} if scd_type == 2 else {}
-    with tempfile.TemporaryDirectory() as folder:
-        done = apply_changes_from_snapshot(
-            source=next_snapshot,
-            keys=KEYS,
-            stored_as_scd_type=scd_type,
-            spark=spark,
-            **target_of(folder, iceberg),
-            **lists,
-        )
-        assert [d.version for d in done] == [v for v, _ in sequence]
-        assert asked == [None, *[v for v, _ in sequence]]
-        found = read_target(folder, iceberg)
-        history = ["__START_AT", "__END_AT"] if scd_type == 2 else []
-        assert found.column_names == [*SCHEMA.names, *history]
-        assert comparable(found.to_pylist(), scd_type) == comparable(
-            model(sequence, scd_type, tracked), scd_type
-        )
+    # A folder of its own under tmp_path, which a server in a container sees too.
+    made = tmp_path / uuid.uuid4().hex
+    made.mkdir()
+    folder = str(made)
+    done = apply_changes_from_snapshot(
+        source=next_snapshot,
+        keys=KEYS,
+        stored_as_scd_type=scd_type,
+        spark=spark,
+        **target_of(folder, iceberg),
+        **lists,
+    )
+    assert [d.version for d in done] == [v for v, _ in sequence]
+    assert asked == [None, *[v for v, _ in sequence]]
+    found = read_target(folder, iceberg)
+    history = ["__START_AT", "__END_AT"] if scd_type == 2 else []
+    assert found.column_names == [*SCHEMA.names, *history]
+    assert comparable(found.to_pylist(), scd_type) == comparable(
+        model(sequence, scd_type, tracked), scd_type
+    )
 
 
 def test_a_table_source_and_its_counts(spark: SparkSession, tmp_path: Path) -> None:
