@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from spark_cdc.apply import AppliedChanges, _scd_type, applied_once, planned, tables_spec
-from spark_cdc.rewrite.apply_plan import plan_apply
+from spark_cdc.rewrite.apply_plan import _quoted, plan_apply
 from spark_cdc.rewrite.errors import cdc_error
 from spark_cdc.rewrite.server_code import make_available, server_parallelism
 from spark_cdc.rewrite.snapshot_diff import snapshot_changes
@@ -320,7 +320,3 @@ def _active_session() -> SparkSession:
             fix="pass spark=, the session to apply with",
         )
     return session
-
-
-def _quoted(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
