@@ -52,17 +52,48 @@ def pytest_configure(config: pytest.Config) -> None:
             signal.signal(name, signal.SIG_DFL)
 
 
+# The modules that take longest in CI (their summed test times, measured), longest first.
+# ``./dev test`` hands modules to its workers in collection order (``--dist loadfile
+# --no-loadscope-reorder``), so these start first and the run does not end on one worker
+# finishing a four-minute module while the other waits: xdist's own order (most tests first)
+# put the single-test modules of minutes last.
+_LONGEST_FIRST = (
+    "server/test_iceberg_source.py",
+    "server/test_apply_kills.py",
+    "server/test_source_post_processing.py",
+    "server/test_thin_client.py",
+    "server/test_reliability.py",
+    "server/test_dead_server.py",
+    "unit/test_cli_signals_own_server.py",
+    "server/test_apply_hand_edits.py",
+    "server/test_long_lived_server.py",
+    "server/test_apply_snapshots.py",
+    "server/test_apply_cluster.py",
+    "server/test_apply_changes.py",
+    "server/test_net_changes.py",
+    "server/test_model.py",
+    "server/test_refusals.py",
+    "server/test_apply_cli.py",
+    "server/test_cli.py",
+    "server/test_cli_signals.py",
+    "server/test_shared_workers.py",
+)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark what needs the harness server and what is slow, so ``-m "not server and not slow"``
     (``./dev test --fast``) selects the quick loop without a list kept by hand: ``server`` for
     every test whose fixtures reach ``spark_remote`` (directly or through ``spark`` and the
     like), ``slow`` for every ``local_process`` test (it starts a Spark Connect server of its
-    own). Other slow tests carry ``slow`` in their module."""
+    own). Other slow tests carry ``slow`` in their module. Then the longest modules go first
+    (``_LONGEST_FIRST``), the others after them in their own order."""
     for item in items:
         if "spark_remote" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.server)
         if item.get_closest_marker("local_process") is not None:
             item.add_marker(pytest.mark.slow)
+    rank = {ROOT / "tests" / module: place for place, module in enumerate(_LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path, len(rank)))
 
 
 @pytest.fixture(scope="session")

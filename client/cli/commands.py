@@ -234,6 +234,16 @@ def tail(args: argparse.Namespace) -> int:
     return 0
 
 
+def target_arguments(args: argparse.Namespace) -> tuple[list[str], dict[str, str] | None]:
+    """``--keys`` as a list, and an Iceberg target's catalog properties (None: a Delta
+    target): what ``main.with_target``'s arguments say."""
+    from spark_cdc.cli.catalog_properties import catalog_properties
+
+    keys = [k.strip() for k in args.keys.split(",") if k.strip()]
+    iceberg = args.format == "iceberg"
+    return keys, catalog_properties(args.catalog, args.catalog_file) if iceberg else None
+
+
 def apply(args: argparse.Namespace) -> int:
     """Follow a Delta table into a target with ``apply_changes``, a line per micro-batch
     applied, until stopped, or, with ``--available-now``, until what is there now is
@@ -242,16 +252,14 @@ def apply(args: argparse.Namespace) -> int:
     again continues where it stopped, neither losing nor repeating a change; with
     ``--full-refresh`` the target and its state are rebuilt from the feed's start."""
     from spark_cdc import AppliedChanges, apply_changes, readStream, register_delta_changelog
-    from spark_cdc.cli.catalog_properties import catalog_properties
     from spark_cdc.cli.live_feed import finished_within
     from spark_cdc.sources import names_a_table, table_location
 
-    keys = [k.strip() for k in args.keys.split(",") if k.strip()]
+    keys, catalog = target_arguments(args)
     options: dict[str, Any] = {"rowId": ",".join(keys), "computeUpdates": True}
     if args.starting_version is not None:
         options["startingVersion"] = args.starting_version
     iceberg = args.format == "iceberg"
-    catalog = catalog_properties(args.catalog, args.catalog_file) if iceberg else None
     if iceberg and not args.checkpoint:
         raise CliError("SPARK_CDC_CLI.CHECKPOINT_REQUIRED")
     try:

@@ -199,6 +199,44 @@ def _parser() -> argparse.ArgumentParser:
             "for this command and stop it after)",
         )
 
+    def with_target(sub: argparse.ArgumentParser) -> None:
+        """The target a command applies to, its keys and SCD type (``apply``,
+        ``apply-snapshot``)."""
+        sub.add_argument(
+            "--target",
+            required=True,
+            help="the target table's path or URI, or the name of a Delta table in the "
+            "server's catalog",
+        )
+        sub.add_argument(
+            "--keys", required=True, metavar="COLS", help="the column(s) identifying a row"
+        )
+        sub.add_argument(
+            "--scd", type=int, choices=(1, 2), default=1, help="SCD type (default %(default)s)"
+        )
+        sub.add_argument(
+            "--format",
+            choices=("delta", "iceberg"),
+            default="delta",
+            help="the target's format (default %(default)s); iceberg: TARGET is namespace.table "
+            "in the catalog that --catalog names",
+        )
+        sub.add_argument(
+            "--catalog",
+            default="default",
+            metavar="NAME",
+            help="with --format iceberg: the catalog whose properties come from --catalog-file "
+            "and the PYICEBERG_CATALOG__<NAME>__<KEY> variables, as pyiceberg reads them "
+            "(default %(default)s); never give them on the command line",
+        )
+        sub.add_argument(
+            "--catalog-file",
+            metavar="PATH",
+            type=Path,
+            help="with --format iceberg: the catalog's properties, key=value lines (variables "
+            "override them)",
+        )
+
     serve = subcommands.add_parser(
         "serve",
         help="run a local Spark Connect server with this package's sources and sinks",
@@ -256,39 +294,7 @@ def _parser() -> argparse.ArgumentParser:
         "once, until stopped; run again, it continues where it stopped.",
     )
     apply.add_argument("source", help="the source table's path or URI, as the server sees it")
-    apply.add_argument(
-        "--target",
-        required=True,
-        help="the target table's path or URI, or the name of a Delta table in the server's catalog",
-    )
-    apply.add_argument(
-        "--keys", required=True, metavar="COLS", help="the column(s) identifying a row"
-    )
-    apply.add_argument(
-        "--scd", type=int, choices=(1, 2), default=1, help="SCD type (default %(default)s)"
-    )
-    apply.add_argument(
-        "--format",
-        choices=("delta", "iceberg"),
-        default="delta",
-        help="the target's format (default %(default)s); iceberg: TARGET is namespace.table "
-        "in the catalog that --catalog names",
-    )
-    apply.add_argument(
-        "--catalog",
-        default="default",
-        metavar="NAME",
-        help="with --format iceberg: the catalog whose properties come from --catalog-file "
-        "and the PYICEBERG_CATALOG__<NAME>__<KEY> variables, as pyiceberg reads them "
-        "(default %(default)s); never give them on the command line",
-    )
-    apply.add_argument(
-        "--catalog-file",
-        metavar="PATH",
-        type=Path,
-        help="with --format iceberg: the catalog's properties, key=value lines (variables "
-        "override them)",
-    )
+    with_target(apply)
     apply.add_argument(
         "--checkpoint",
         metavar="DIR",
@@ -318,6 +324,7 @@ def _parser() -> argparse.ArgumentParser:
     apply.set_defaults(run=commands.apply)
 
     apply_snapshot = snapshot_command.add_parser(subcommands)
+    with_target(apply_snapshot)
     with_remote(apply_snapshot)
     with_token(apply_snapshot)
 

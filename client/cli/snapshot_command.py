@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-from spark_cdc.cli.commands import session
+from spark_cdc.cli.commands import session, target_arguments
 
 
 def add_parser(subcommands: argparse._SubParsersAction) -> argparse.ArgumentParser:  # type: ignore[type-arg]
@@ -26,42 +25,11 @@ def add_parser(subcommands: argparse._SubParsersAction) -> argparse.ArgumentPars
         "name in the server's catalog",
     )
     sub.add_argument(
-        "--target",
-        required=True,
-        help="the target table's path or URI, or the name of a Delta table in the server's catalog",
-    )
-    sub.add_argument(
-        "--keys", required=True, metavar="COLS", help="the column(s) identifying a row"
-    )
-    sub.add_argument(
-        "--scd", type=int, choices=(1, 2), default=1, help="SCD type (default %(default)s)"
-    )
-    sub.add_argument(
         "--version",
         type=int,
         metavar="V",
         help="the snapshot's version (default: one above the last applied); one applied "
         "already is skipped, an older one refused",
-    )
-    sub.add_argument(
-        "--format",
-        choices=("delta", "iceberg"),
-        default="delta",
-        help="the target's format (default %(default)s); iceberg: TARGET is namespace.table "
-        "in the catalog that --catalog names",
-    )
-    sub.add_argument(
-        "--catalog",
-        default="default",
-        metavar="NAME",
-        help="with --format iceberg: the catalog whose properties come from --catalog-file "
-        "and the PYICEBERG_CATALOG__<NAME>__<KEY> variables (default %(default)s)",
-    )
-    sub.add_argument(
-        "--catalog-file",
-        metavar="PATH",
-        type=Path,
-        help="with --format iceberg: the catalog's properties, key=value lines",
     )
     sub.set_defaults(run=apply_snapshot)
     return sub
@@ -70,11 +38,8 @@ def add_parser(subcommands: argparse._SubParsersAction) -> argparse.ArgumentPars
 def apply_snapshot(args: argparse.Namespace) -> int:
     """One snapshot applied, a line saying what it did."""
     from spark_cdc import apply_changes_from_snapshot
-    from spark_cdc.cli.catalog_properties import catalog_properties
 
-    keys = [k.strip() for k in args.keys.split(",") if k.strip()]
-    iceberg = args.format == "iceberg"
-    catalog = catalog_properties(args.catalog, args.catalog_file) if iceberg else None
+    keys, catalog = target_arguments(args)
     with session(args.remote, args.token) as spark:
         done = apply_changes_from_snapshot(
             args.target,

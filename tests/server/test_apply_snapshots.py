@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import math
 import uuid
-from datetime import date
+from datetime import date, datetime, timezone
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -18,18 +19,30 @@ from hypothesis import strategies as st
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    BooleanType,
+    ByteType,
     DateType,
+    DecimalType,
     DoubleType,
+    FloatType,
     IntegerType,
+    LongType,
+    ShortType,
     StringType,
     StructField,
     StructType,
+    TimestampNTZType,
+    TimestampType,
 )
 from spark_cdc import AppliedSnapshot, apply_changes, apply_changes_from_snapshot
 
 from tests.support.apply_targets import iceberg_catalog, read_iceberg, read_table, sorted_rows
 from tests.support.snapshot_model import as_bag, same
 
+POINT = StructType([StructField("x", IntegerType()), StructField("y", DoubleType())])
+# Every column type the Delta source reads but maps (Spark compares no map: docs/snapshots.md).
 SCHEMA = StructType(
     [
         StructField("id", IntegerType()),
@@ -37,13 +50,43 @@ SCHEMA = StructType(
         StructField("name", StringType()),
         StructField("amount", DoubleType()),
         StructField("day", DateType()),
+        StructField("flag", BooleanType()),
+        StructField("tiny", ByteType()),
+        StructField("small", ShortType()),
+        StructField("big", LongType()),
+        StructField("ratio", FloatType()),
+        StructField("price", DecimalType(12, 2)),
+        StructField("blob", BinaryType()),
+        StructField("at", TimestampType()),
+        StructField("local", TimestampNTZType()),
+        StructField("tags", ArrayType(StringType())),
+        StructField("point", POINT),
     ]
 )
 KEYS = ["id", "region"]
 VALUES = {
     "name": st.sampled_from(["a", "b", None]),
-    "amount": st.sampled_from([1.5, 2.5, math.nan, None]),
+    "amount": st.sampled_from([1.5, 2.5, 0.0, -0.0, math.nan, None]),
     "day": st.sampled_from([date(2024, 1, 1), date(2025, 6, 30), None]),
+    "flag": st.sampled_from([True, False, None]),
+    "tiny": st.sampled_from([-128, 7, None]),
+    "small": st.sampled_from([-(2**15), 300, None]),
+    "big": st.sampled_from([2**62, -1, None]),
+    "ratio": st.sampled_from([0.5, -0.0, math.nan, None]),
+    "price": st.sampled_from([Decimal("1.50"), Decimal("-20.25"), None]),
+    "blob": st.sampled_from([b"", b"\x00\xff", None]),
+    "at": st.sampled_from(
+        [
+            datetime(2024, 1, 1, 12, tzinfo=timezone.utc),
+            datetime(1969, 12, 31, tzinfo=timezone.utc),
+            None,
+        ]
+    ),
+    "local": st.sampled_from([datetime(2024, 1, 1, 12), datetime(2030, 6, 1), None]),
+    "tags": st.sampled_from([[], ["a", None], ["a"], None]),
+    "point": st.sampled_from(
+        [{"x": 1, "y": 0.5}, {"x": 1, "y": math.nan}, {"x": None, "y": None}, None]
+    ),
 }
 Rows = dict[tuple[Any, ...], dict[str, Any]]
 
@@ -345,3 +388,38 @@ def test_a_column_added_or_dropped_with_schema_evolution(
         {"id": 1, "v": None, "w": 10},
         {"id": 2, "v": None, "w": None},
     ]
+
+
+def test_a_target_or_state_deleted_by_hand_is_refused_with_the_way_out_that_works(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """A snapshot target has no full refresh: its refusals say to delete what is left and
+    apply again, and doing so gives the snapshot's rows."""
+    import shutil
+
+    target = str(tmp_path / "mirror")
+    state = target + "__apply_changes_state"
+    first = _snapshots(spark, (1, [(1, "a"), (2, "b")]), (2, [(1, "A"), (2, "b")]))
+    apply_changes_from_snapshot(target, first, ["id"], spark=spark)
+
+    shutil.rmtree(target)
+    with pytest.raises(PySparkException) as caught:
+        apply_changes_from_snapshot(target, _snapshots(spark, (3, [(3, "c")])), ["id"], spark=spark)
+    assert caught.value.getCondition() == "APPLY_CHANGES.SNAPSHOT_TARGET_MISSING"
+    assert "delete the state" in str(caught.value) and "full_refresh" not in str(caught.value)
+    assert not Path(target).exists()
+    shutil.rmtree(state)
+    apply_changes_from_snapshot(target, _snapshots(spark, (3, [(3, "c")])), ["id"], spark=spark)
+    assert sorted_rows(read_table(target)) == [{"id": 3, "v": "c"}]
+
+    apply_changes_from_snapshot(target, _snapshots(spark, (4, [(3, "C")])), ["id"], spark=spark)
+    shutil.rmtree(state)
+    log = sorted((Path(target) / "_delta_log").glob("*.json"))
+    with pytest.raises(PySparkException) as caught:  # the last snapshot again, as told
+        apply_changes_from_snapshot(target, _snapshots(spark, (4, [(3, "C")])), ["id"], spark=spark)
+    assert caught.value.getCondition() == "APPLY_CHANGES.SNAPSHOT_STATE_MISSING"
+    assert "delete the target too" in str(caught.value)
+    assert sorted((Path(target) / "_delta_log").glob("*.json")) == log
+    shutil.rmtree(target)
+    apply_changes_from_snapshot(target, _snapshots(spark, (5, [(5, "e")])), ["id"], spark=spark)
+    assert sorted_rows(read_table(target)) == [{"id": 5, "v": "e"}]

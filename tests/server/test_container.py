@@ -156,20 +156,56 @@ def test_the_token_is_in_no_log_command_line_or_repr(
     assert token not in repr(spark_cdc_server)
     config = container.attrs["Config"]
     assert token not in " ".join([*(config["Entrypoint"] or []), *(config["Cmd"] or [])])
-    processes = container.exec_run(["ps", "-eo", "args"]).output.decode(errors="replace")
-    assert "SparkConnectServer" in processes and token not in processes
+    _, processes = harness.container_processes(container)
+    commands = " ".join(" ".join(argv) for _, argv in processes.values())
+    assert "SparkConnectServer" in commands and token not in commands
 
 
 def test_the_daemon_reaper_runs_beside_the_server(spark_cdc_server: Any) -> None:
     """The entry point starts ``spark_cdc.testing.idle_daemons`` (tested on a real server
     in tests/unit/test_idle_daemons.py) on the server's process, PID 1, which exec keeps."""
     container = spark_cdc_server.get_wrapped_container()
-    listing = container.exec_run(["ps", "-eo", "pid=,ppid=,args="]).output.decode()
-    rows = [line.split() for line in listing.splitlines()]
-    (reaper,) = [row for row in rows if "spark_cdc.testing.idle_daemons" in row]
-    server = next(row for row in rows if row[0] == "1")
-    assert "org.apache.spark.deploy.SparkSubmit" in server
-    assert reaper[1] == "1" and reaper[-2:] == ["1", f"{DEFAULT_IDLE_SECONDS:g}"]
+    first, processes = harness.container_processes(container)
+    (reaper,) = [item for item in processes.values() if "spark_cdc.testing.idle_daemons" in item[1]]
+    assert "org.apache.spark.deploy.SparkSubmit" in processes[first][1]
+    assert reaper[0] == first and reaper[1][-2:] == ["1", f"{DEFAULT_IDLE_SECONDS:g}"]
+
+
+def test_starts_at_once_remove_the_same_orphans_without_failing(spark_cdc_server: Any) -> None:
+    """Two test workers starting together each remove the containers a killed run left
+    (their owner process gone): the one that comes second finds them gone or being removed
+    (Docker's 404 or 409), which is no failure. CI's two workers failed every test of one of
+    them on that 409 once. The running server, whose owner lives, is kept."""
+    import threading
+
+    from spark_cdc.testing.container import _OWNER_LABEL, _remove_orphans
+
+    client = spark_cdc_server.get_docker_client().client
+    server = spark_cdc_server.get_wrapped_container()
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    label = {_OWNER_LABEL: f"{socket.gethostname()}:{ended.pid}"}
+    orphans = [
+        client.containers.create(server.image.id, labels=label, command=["true"]) for _ in range(4)
+    ]
+    barrier = threading.Barrier(2)
+    failures: list[BaseException] = []
+
+    def remove() -> None:
+        barrier.wait()
+        try:
+            _remove_orphans(client)
+        except BaseException as error:  # reported below
+            failures.append(error)
+
+    threads = [threading.Thread(target=remove) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    left = {c.id for c in client.containers.list(all=True, filters={"label": _OWNER_LABEL})}
+    assert left.isdisjoint(o.id for o in orphans) and server.id in left
 
 
 # -- the compose stack, started the way the README says ------------------------------------

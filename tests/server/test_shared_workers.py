@@ -63,13 +63,14 @@ def served(
 
 
 def _daemons(server: harness.Server) -> int:
-    """The server's Python worker daemons: in its container (where PID 1 is the server), or
-    under its local process."""
+    """The server's Python worker daemons, counted from this machine's ``/proc`` under the
+    server's process: the local one, or the container's first (``container_processes``)."""
     if isinstance(server, harness.ContainerServer):
-        inside = server.container.get_wrapped_container()
-        return int(inside.exec_run(["python", "-c", _COUNT_DAEMONS, "1"]).output)
-    assert isinstance(server, LocalServer)
-    command = [sys.executable, "-c", _COUNT_DAEMONS, str(server.process.pid)]
+        root, _ = harness.container_processes(server.container.get_wrapped_container())
+    else:
+        assert isinstance(server, LocalServer)
+        root = server.process.pid
+    command = [sys.executable, "-c", _COUNT_DAEMONS, str(root)]
     return int(subprocess.run(command, capture_output=True, text=True, check=True).stdout)
 
 

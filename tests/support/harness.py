@@ -154,3 +154,38 @@ def dedicated_session(tmp_path: Path, name: str) -> Iterator[tuple[Server, Any]]
             if session is not None:
                 session.release_session_on_close = server.alive()
                 session.stop()
+
+
+def container_processes(wrapped: Any) -> tuple[int, dict[int, tuple[int, list[str]]]]:
+    """A running container's first process (its PID 1) as this machine numbers it, and all its
+    processes, each pid to its parent and argv (docker-py's container:
+    ``get_wrapped_container()``). Read from this machine's ``/proc`` under the first process
+    the Docker engine names: the engine runs here, so its containers' processes are this
+    machine's. Not through ``docker exec``, whose output came back empty once in CI under
+    load."""
+    wrapped.reload()
+    root = int(wrapped.attrs["State"]["Pid"])
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:  # ended meanwhile
+                continue
+            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+
+    def inside(pid: int) -> bool:
+        while pid > 1 and pid != root:
+            pid = parents.get(pid, 0)
+        return pid == root
+
+    found: dict[int, tuple[int, list[str]]] = {}
+    for pid, parent in parents.items():
+        if inside(pid):
+            try:
+                argv = (Path("/proc") / str(pid) / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            found[pid] = (parent, [arg.decode(errors="replace") for arg in argv if arg])
+    assert root in found, f"the container's first process {root} is not seen from here"
+    return root, found

@@ -26,6 +26,10 @@ go on as it. A table without a marker of a refresh's writer is rebuilt by its fi
 (``rebuilds``), each table on its own: a refresh stopped between its two commits finishes
 the state's when run again.
 
+A snapshot writer has no full refresh (the next snapshot is the whole table anyway): its
+refusals are the ``SNAPSHOT_`` conditions, whose way out is deleting what is left of the
+two tables and applying the snapshots again.
+
 Another writer's ordinary commits (compaction, vacuum, deletes, updates, appends) keep
 the id and move the version forward: never refused. A state written before this check
 existed says nothing of its target: it is bound by its next batch.
@@ -112,8 +116,13 @@ def check(
     outcomes the state's commits recorded, the newest first (None: there is no state);
     ``target_outcomes``: the target's, read only when the state is gone."""
     target, state = spec.target, spec.state
+    # A snapshot writer's way out is not a full refresh (its conditions say which).
+    snapshots = spec.from_snapshots
     if state_outcomes is not None and found is None:
-        raise error("APPLY_CHANGES.TARGET_MISSING", target=target, state=state)
+        missing = (
+            "APPLY_CHANGES.SNAPSHOT_TARGET_MISSING" if snapshots else "APPLY_CHANGES.TARGET_MISSING"
+        )
+        raise error(missing, target=target, state=state)
     if found is None:
         return
     if state_outcomes is None:
@@ -123,7 +132,12 @@ def check(
             if (writer, number) != (spec.app_id, batch):  # not this batch's own first commit
                 evidence = f"batch {number} of writer {writer}"
                 raise error(
-                    "APPLY_CHANGES.STATE_MISSING", target=target, state=state, evidence=evidence
+                    "APPLY_CHANGES.SNAPSHOT_STATE_MISSING"
+                    if snapshots
+                    else "APPLY_CHANGES.STATE_MISSING",
+                    target=target,
+                    state=state,
+                    evidence=evidence,
                 )
         return
     bound = next((b for b in map(Bound.of, state_outcomes) if b is not None), None)
@@ -138,4 +152,9 @@ def check(
             "state last applied (restored from an older copy, or its log cut short)"
         )
     if problem is not None:
-        raise error("APPLY_CHANGES.TARGET_REPLACED", target=target, state=state, problem=problem)
+        replaced = (
+            "APPLY_CHANGES.SNAPSHOT_TARGET_REPLACED"
+            if snapshots
+            else "APPLY_CHANGES.TARGET_REPLACED"
+        )
+        raise error(replaced, target=target, state=state, problem=problem)

@@ -1,6 +1,7 @@
 """An Iceberg target's rows at one snapshot, read by pyiceberg's scan (its position
 deletes and deletion vectors applied; a table with equality deletes, which no
-apply_changes writes, is refused by pyiceberg by name): what
+apply_changes writes and pyiceberg does not read, is refused by name,
+``APPLY_CHANGES.UNSUPPORTED_TARGET_FEATURE``): what
 ``apply_changes_from_snapshot`` compares the next snapshot with (``snapshot_reads``)."""
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pyspark.sql.types import StructType
 from spark_cdc.server_plugin.arrow_types import arrow_schema
 from spark_cdc.server_plugin.iceberg.table_schema import spark_schema
 from spark_cdc.server_plugin.sinks.apply.engine.spec import ApplySpec
+from spark_cdc.server_plugin.sinks.apply.iceberg.rewrites import refusing_equality_deletes
 from spark_cdc.server_plugin.sinks.apply.iceberg.tables import existing_target
 
 
@@ -54,7 +56,8 @@ def schema(spec: ApplySpec, sequence_number: int | None) -> StructType:
 def partitions(spec: ApplySpec, sequence_number: int | None, count: int) -> list[InputPartition]:
     table = _table(spec)
     chosen = snapshot_id(table, sequence_number)
-    files = 0 if chosen is None else sum(1 for _ in table.scan(snapshot_id=chosen).plan_files())
+    with refusing_equality_deletes(table):
+        files = 0 if chosen is None else sum(1 for _ in table.scan(snapshot_id=chosen).plan_files())
     parts = max(1, min(count, files))
     return [FilesToRead(chosen, index, parts) for index in range(parts)]
 
@@ -66,7 +69,8 @@ def read(spec: ApplySpec, partition: FilesToRead, declared: StructType) -> Itera
     if partition.snapshot_id is None:
         return
     table = _table(spec)
-    tasks = list(table.scan(snapshot_id=partition.snapshot_id).plan_files())
+    with refusing_equality_deletes(table):
+        tasks = list(table.scan(snapshot_id=partition.snapshot_id).plan_files())
     mine = tasks[partition.index :: partition.count]
     scan = ArrowScan(table.metadata, table.io, table.schema(), AlwaysTrue())
     target = arrow_schema(declared)
