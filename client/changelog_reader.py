@@ -302,6 +302,11 @@ class ChangelogReaderBase:
     ) -> tuple[list[str] | None, dict[str, OptionValue], dict[str, str], str]:
         """The row id, the CDC options, the source's options and where post-processing
         runs, with unknown options refused in the user's spelling."""
+        if self._source.check_options is not None:
+            try:
+                self._source.check_options(self._options)
+            except ChangelogSourceError as refused:
+                raise as_analysis_exception(refused) from None
         row_id: list[str] | None = None
         where = "source"
         cdc: dict[str, OptionValue] = {}

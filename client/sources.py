@@ -9,6 +9,7 @@ Each source is one description here, one entry in ``SOURCES`` and its plugin in
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -22,6 +23,9 @@ from spark_cdc.server_plugin.delta.source import SOURCE_NAME, DeltaChangelogSour
 from spark_cdc.server_plugin.iceberg.options import ACCEPTED as ICEBERG_OPTIONS
 from spark_cdc.server_plugin.iceberg.options import CATALOG_PREFIX
 from spark_cdc.server_plugin.iceberg.source import IcebergChangelogSource
+from spark_cdc.server_plugin.postgres.options import ACCEPTED as POSTGRES_OPTIONS
+from spark_cdc.server_plugin.postgres.options import refuse_secrets
+from spark_cdc.server_plugin.postgres.source import PostgresChangelogSource
 
 if TYPE_CHECKING:
     from spark_cdc.rewrite.pyspark_internals import SparkSession
@@ -56,6 +60,8 @@ class ChangelogSource:
     # Options under this prefix name a catalog of the source's own, in which ``changes(name)``
     # finds the table (Iceberg's ``catalog.<KEY>``); None: Spark's catalog says where it is.
     catalog_prefix: str | None = None
+    # Refuses options the reader must never put into a plan (a credential), by name.
+    check_options: Callable[[Iterable[str]], None] | None = None
 
     def register(self, spark: SparkSession) -> None:
         """For a server without this package installed: register the source with this
@@ -136,8 +142,24 @@ ICEBERG = ChangelogSource(
 )
 
 
+# PostgreSQL's log holds each transaction's row changes: no carry-overs, updates as updates
+# (their pre-images where the table's replica identity is FULL), every transaction kept.
+# The path names the table (``schema.table``); versions are commit LSNs.
+POSTGRES = ChangelogSource(
+    name=PostgresChangelogSource.name(),
+    row_version=None,
+    contains_carryover_rows=False,
+    represents_update_as_delete_and_insert=False,
+    contains_intermediate_changes=True,
+    options=POSTGRES_OPTIONS.source_only,
+    takes_range=True,
+    plugin=PostgresChangelogSource,
+    check_options=refuse_secrets,
+)
+
+
 # The formats ``format(name)`` accepts, by name (lower case).
-SOURCES: dict[str, ChangelogSource] = {"delta": DELTA, "iceberg": ICEBERG}
+SOURCES: dict[str, ChangelogSource] = {"delta": DELTA, "iceberg": ICEBERG, "postgres": POSTGRES}
 DEFAULT_FORMAT = "delta"
 
 

@@ -16,9 +16,11 @@ changes operator), and a message cannot drift from its parameters. The families:
   reads them; ``INTERNAL_ERROR`` for a failure of ours.
 - ``ICEBERG_CHANGELOG``: the same for the ``iceberg_changelog`` source (its metadata,
   snapshots, manifests, data and delete files).
+- ``POSTGRES_CHANGELOG``: the same for the ``postgres_changelog`` source (its connection,
+  replication slot, publication, log messages and column types).
 - ``SPARK_CDC``, ``SPARK_CDC_CLI``, ``SPARK_CDC_CONNECTION``, ``SPARK_CDC_CONTAINER``,
-  ``SPARK_CDC_LOCAL_SERVER``: the client's installation, command line, connection and test
-  servers.
+  ``SPARK_CDC_LOCAL_SERVER``, ``SPARK_CDC_POSTGRES``: the client's installation, command
+  line, connection and test servers.
 - ``SNAPSHOT_CHANGES``: ``snapshot_changes``' parameters and the snapshots it compares.
 - ``STREAMING_OUTPUT_MODE`` and ``UNSUPPORTED_FEATURE``: Spark's families, where Spark raises
   the same refusal for its native CDC.
@@ -505,6 +507,104 @@ CONDITIONS: dict[str, Condition] = {
         "across its versions, and none was given: name them with option('rowId', 'id') on "
         "ChangelogReader or ChangelogSpec(row_id=['id']), or do without <flags>."
     ),
+    "POSTGRES_CHANGELOG.CHANGES_LOST": Condition(
+        "Slot <slot> has moved past <lsn>, where this stream's checkpoint goes on from (to "
+        "<confirmed>: another reader consumed or advanced it), so the changes between are "
+        "gone from it: give each stream a slot of its own, and start this one again with a "
+        "new checkpoint location (and a first copy) to mirror the table anew."
+    ),
+    "POSTGRES_CHANGELOG.CONNECTION_FAILED": Condition(
+        "The postgres_changelog source could not connect to <address>: <problem>. Check the "
+        "host, port, database and user options, and give the password through the server's "
+        "PGPASSWORD or a password file (passfile), never as an option."
+    ),
+    "POSTGRES_CHANGELOG.COPY_SNAPSHOT_LOST": Condition(
+        "The first copy of <table> was planned on a database snapshot that is gone (the "
+        "stream was restarted before its first micro-batch was committed), so it cannot be "
+        "read again consistently with the log: start the stream again with a new checkpoint "
+        "location (slot <slot> stays where it was, nothing is lost)."
+    ),
+    "POSTGRES_CHANGELOG.INTERNAL_ERROR": Condition(
+        "The postgres_changelog source failed reading '<path>' (version <version>, file "
+        "<file>): <problem>. This is a bug in spark-cdc-connect, not in your query or table: "
+        "please report it with this message."
+    ),
+    "POSTGRES_CHANGELOG.INVALID_OFFSET": Condition(
+        "Offset <offset> was not written by this version of postgres_changelog (expected "
+        "sourceVersion <sourceVersion>); start the stream with a new checkpoint location."
+    ),
+    "POSTGRES_CHANGELOG.MALFORMED_MESSAGE": Condition(
+        "A change of <relation> in the replication slot's log is not in pgoutput's protocol "
+        "version 1 form; the slot must use the pgoutput plugin: create it with "
+        "pg_create_logical_replication_slot('<slot>', 'pgoutput')."
+    ),
+    "POSTGRES_CHANGELOG.MISSING_DEPENDENCY": Condition(
+        "<pythonRole> (<python>) <problem>, which <neededBy> needs: it <why>. Install "
+        "<package> there with `<python> -m pip install '<requirement>'` (or install "
+        "spark-cdc-connect[server] there), <then>."
+    ),
+    "POSTGRES_CHANGELOG.OFFSET_FROM_ANOTHER_SLOT": Condition(
+        "The checkpoint's offset belongs to <checkpointSlot>, but this read names "
+        "<slot>; use a new checkpoint location for this slot and table."
+    ),
+    "POSTGRES_CHANGELOG.PASSWORD_IN_OPTIONS": Condition(
+        "The option <option> would put a password into the query's plan, where explain() and "
+        "the server's log show it: remove it, and give the password through the server's "
+        "PGPASSWORD environment variable or a password file (the passfile option)."
+    ),
+    "POSTGRES_CHANGELOG.PUBLICATION_NOT_FOUND": Condition(
+        "The database has no publication <publication>: create it (CREATE PUBLICATION "
+        "<publication> FOR TABLE <table>), or pass createSlot=true to let the source make "
+        "it and the slot."
+    ),
+    "POSTGRES_CHANGELOG.QUERY_FAILED": Condition(
+        "PostgreSQL refused to <what>: <problem>. The source's user needs the REPLICATION "
+        "attribute (or superuser) for slots, and the server wal_level=logical."
+    ),
+    "POSTGRES_CHANGELOG.RELATION_UNKNOWN": Condition(
+        "The slot's log holds a change of relation <relid> before any description of it, "
+        "which pgoutput always sends first; the slot must use the pgoutput plugin and be "
+        "read by this source alone."
+    ),
+    "POSTGRES_CHANGELOG.SCHEMA_CHANGED": Condition(
+        "Column <column> was added to <table> while the stream ran, and the stream's schema "
+        "was fixed when it started: restart the query; it goes on from where it stopped, "
+        "with the table's columns as they are then."
+    ),
+    "POSTGRES_CHANGELOG.SLOT_NOT_FOUND": Condition(
+        "The database has no replication slot <slot>: create it (SELECT "
+        "pg_create_logical_replication_slot('<slot>', 'pgoutput')), or pass createSlot=true "
+        "to let the source make it."
+    ),
+    "POSTGRES_CHANGELOG.TABLE_NOT_FOUND": Condition(
+        "The database has no table <table> the source's user can see: name it as "
+        "schema.table (load('public.orders'))."
+    ),
+    "POSTGRES_CHANGELOG.TABLE_NOT_PUBLISHED": Condition(
+        "Publication <publication> does not publish <table>, so its changes never reach the "
+        "slot: ALTER PUBLICATION <publication> ADD TABLE <table>."
+    ),
+    "POSTGRES_CHANGELOG.TRUNCATE": Condition(
+        "<table> was truncated in the transaction committed at LSN <lsn>, which a change "
+        "feed of rows cannot express: start the stream again with a new checkpoint "
+        "location, which copies the table anew (and full_refresh=True for apply_changes' "
+        "target)."
+    ),
+    "POSTGRES_CHANGELOG.UNCHANGED_TOAST_VALUE": Condition(
+        "An update of <table> left column <column> out of the log (an unchanged TOASTed "
+        "value, which PostgreSQL does not log), so its value is unknown here: ALTER TABLE "
+        "<table> REPLICA IDENTITY FULL, so the log carries it."
+    ),
+    "POSTGRES_CHANGELOG.UNREPRESENTABLE_VALUE": Condition(
+        "A value of column <column> of <table> cannot be read as <type> (<problem>): such "
+        "values (infinity, NaN numerics, dates before year 1) have no Spark value; change "
+        "them in the table, or leave the column out of the publication."
+    ),
+    "POSTGRES_CHANGELOG.UNSUPPORTED_TYPE": Condition(
+        "Column <column> of <table> has type <type>, which has no Spark type this source "
+        "maps it to (docs/postgres.md lists them): cast it in a view of your own, or leave "
+        "the column out of the publication (a column list)."
+    ),
     "SNAPSHOT_CHANGES.DUPLICATE_KEY": Condition(
         "The <side> snapshot has <count> rows of key <key>, and a snapshot holds one row per "
         "key: deduplicate it, or name the key columns that make a row unique."
@@ -643,6 +743,13 @@ CONDITIONS: dict[str, Condition] = {
     "SPARK_CDC_LOCAL_SERVER.UNSUPPORTED_JAVA": Condition(
         "<java> is Java <version>; Spark needs Java 17 or 21: install "
         "openjdk-17-jre-headless and put it on PATH or JAVA_HOME."
+    ),
+    "SPARK_CDC_POSTGRES.NOT_INSTALLED": Condition(
+        "No PostgreSQL server binaries (initdb, pg_ctl) were found in /usr/lib/postgresql or "
+        "on the PATH: install them (apt-get install postgresql), then run again."
+    ),
+    "SPARK_CDC_POSTGRES.START_FAILED": Condition(
+        "The test PostgreSQL server did not start; its output ends: <log>"
     ),
     "STREAMING_OUTPUT_MODE.UNSUPPORTED_OPERATION": Condition(
         "Output mode '<outputMode>' is not supported for Change Data Capture (CDC) streaming "

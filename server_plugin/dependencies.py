@@ -42,7 +42,11 @@ PYICEBERG = Requirement(
     below=(0, 13),  # the Iceberg source reads v3 manifest fields through its internals
 )
 """As DELTALAKE: the ``server`` extra asks for the same."""
-SERVER_REQUIREMENTS = (PYARROW, NUMPY, DELTALAKE, PYICEBERG)
+ADBC_POSTGRESQL = Requirement(
+    "adbc_driver_postgresql", (1, 0), "reads PostgreSQL's tables and log as Arrow"
+)
+"""As DELTALAKE: the ``server`` extra asks for the same (as adbc-driver-postgresql)."""
+SERVER_REQUIREMENTS = (PYARROW, NUMPY, DELTALAKE, PYICEBERG, ADBC_POSTGRESQL)
 
 
 def missing(requirement: Requirement) -> str | None:
@@ -60,7 +64,10 @@ def missing(requirement: Requirement) -> str | None:
 
 
 # The condition a source's missing package raises (the Delta one for everything else).
-_MISSING = {"iceberg_changelog": "ICEBERG_CHANGELOG.MISSING_DEPENDENCY"}
+_MISSING = {
+    "iceberg_changelog": "ICEBERG_CHANGELOG.MISSING_DEPENDENCY",
+    "postgres_changelog": "POSTGRES_CHANGELOG.MISSING_DEPENDENCY",
+}
 
 
 def require(requirement: Requirement, source: str) -> None:

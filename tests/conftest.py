@@ -175,6 +175,18 @@ def spark(spark_remote: str) -> Iterator[SparkSession]:
     session.stop()
 
 
+@pytest.fixture(scope="session")
+def server_host(spark_remote: str) -> str:
+    """This machine's address as the harness server reaches it: 127.0.0.1 for a local
+    server, the Docker bridge's gateway for the container (a service a test starts here
+    listens there too)."""
+    if isinstance(_server, harness.ContainerServer):
+        wrapped = _server.container.get_wrapped_container()
+        wrapped.reload()
+        return str(wrapped.attrs["NetworkSettings"]["Gateway"])
+    return "127.0.0.1"
+
+
 @pytest.fixture
 def server_log(spark_remote: str) -> Callable[[], str | None]:
     """The harness server's whole log so far, for what it must not hold; None on a server

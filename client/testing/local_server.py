@@ -38,6 +38,7 @@ READY_LINE = shared_workers_server.READY_LINE
 DISCOVERY_MODULES = (
     "pyspark_delta_changelog",
     "pyspark_iceberg_changelog",
+    "pyspark_postgres_changelog",
     "pyspark_spark_cdc_apply",
     "pyspark_spark_cdc_server",
     "pyspark_spark_cdc_spool",

@@ -141,7 +141,8 @@ def parse_source_options(
             found[prefix][key[len(prefix) :]] = value
         else:
             given[key] = str(value)
-    families = " and " + ", ".join(f"{p}<KEY> for {what}" for p, what in accepted.prefixes)
+    families = ", ".join(f"{p}<KEY> for {what}" for p, what in accepted.prefixes)
+    families = f" and {families}" if families else ""
     source = accepted.source
     given = cdc_options.canonical(given, (*accepted.names, NULLABLE_SCHEMA), source, families)
     if not given.get("path"):

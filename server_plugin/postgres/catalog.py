@@ -1,0 +1,145 @@
+"""What the source asks PostgreSQL's catalog: a table's columns, types and key, and its
+replication slot and publication (made on request, ``createSlot``).
+
+A table's key is its primary key, else its replica identity index: the columns a
+transaction's changes of one row are folded by (``changes``). A user who is not a
+superuser gets slots and publications from an administrator, who creates them as the
+conditions SLOT_NOT_FOUND and PUBLICATION_NOT_FOUND say.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql.types import StructField, StructType
+from spark_cdc.server_plugin.errors import error
+from spark_cdc.server_plugin.postgres.connection import Session
+from spark_cdc.server_plugin.postgres.types import PgType, spark_type
+
+_COLUMNS = """
+SELECT a.attname::text AS name, a.atttypmod AS modifier,
+       COALESCE(e.typname, t.typname)::text AS type,
+       COALESCE(e.typtype, t.typtype)::text AS category,
+       (e.oid IS NOT NULL) AS is_array,
+       COALESCE(a.attnum = ANY (k.indkey), false) AS key,
+       c.relreplident::text AS identity, c.relpages::bigint AS pages
+FROM pg_class c
+JOIN pg_namespace n ON n.oid = c.relnamespace
+JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+JOIN pg_type t ON t.oid = a.atttypid
+LEFT JOIN pg_type e ON t.typcategory = 'A' AND e.oid = t.typelem
+LEFT JOIN LATERAL (
+    SELECT i.indkey FROM pg_index i
+    WHERE i.indrelid = c.oid AND (i.indisprimary OR i.indisreplident)
+    ORDER BY i.indisprimary DESC LIMIT 1
+) k ON true
+WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')
+ORDER BY a.attnum
+"""
+
+
+@dataclass(frozen=True)
+class TableInfo:
+    qualified: str
+    schema: StructType  # every column nullable: a delete carries only the key's values
+    keys: tuple[str, ...]  # empty: no primary key or replica identity index
+    replica_identity: str  # d(efault), n(othing), f(ull), i(ndex)
+    pages: int
+
+    @property
+    def quoted(self) -> str:
+        schema, _, table = self.qualified.partition(".")
+        return f"{quote_ident(schema)}.{quote_ident(table)}"
+
+
+def quote_ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def quote_literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def table_info(session: Session, schema: str, table: str) -> TableInfo:
+    rows = session.rows(_COLUMNS, f"describe {schema}.{table}", (schema, table))
+    qualified = f"{schema}.{table}"
+    if not rows:
+        raise error("POSTGRES_CHANGELOG.TABLE_NOT_FOUND", table=qualified)
+    fields = [
+        StructField(
+            row["name"],
+            spark_type(
+                row["name"],
+                qualified,
+                PgType(row["type"], int(row["modifier"]), row["category"], bool(row["is_array"])),
+            ),
+            True,
+        )
+        for row in rows
+    ]
+    return TableInfo(
+        qualified,
+        StructType(fields),
+        tuple(row["name"] for row in rows if row["key"]),
+        rows[0]["identity"],
+        int(rows[0]["pages"]),
+    )
+
+
+def ensure_slot(
+    session: Session, slot: str, publication: str, info: TableInfo, create: bool
+) -> None:
+    """The slot (pgoutput) and the publication publishing the table, made when missing if
+    ``create``, else refused by name."""
+    published = session.rows(
+        "SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1) AS found, "
+        "EXISTS (SELECT 1 FROM pg_publication_tables WHERE pubname = $1 "
+        "AND schemaname = $2 AND tablename = $3) AS publishes",
+        "look up the publication",
+        (publication, *info.qualified.split(".", 1)),
+    )[0]
+    if not published["found"]:
+        if not create:
+            raise error(
+                "POSTGRES_CHANGELOG.PUBLICATION_NOT_FOUND",
+                publication=publication,
+                table=info.qualified,
+            )
+        session.execute(
+            f"CREATE PUBLICATION {quote_ident(publication)} FOR TABLE {info.quoted}",
+            f"create publication {publication}",
+        )
+    elif not published["publishes"]:
+        raise error(
+            "POSTGRES_CHANGELOG.TABLE_NOT_PUBLISHED", publication=publication, table=info.qualified
+        )
+    if slot_position(session, slot) is None:
+        if not create:
+            raise error("POSTGRES_CHANGELOG.SLOT_NOT_FOUND", slot=slot)
+        session.rows(
+            "SELECT slot_name::text FROM pg_create_logical_replication_slot($1, 'pgoutput')",
+            f"create replication slot {slot}",
+            (slot,),
+        )
+
+
+def slot_position(session: Session, slot: str) -> int | None:
+    """The slot's confirmed position (an LSN as a number), None when there is no slot."""
+    rows = session.rows(
+        "SELECT (confirmed_flush_lsn - '0/0'::pg_lsn)::bigint AS confirmed "
+        "FROM pg_replication_slots WHERE slot_name = $1",
+        f"look up replication slot {slot}",
+        (slot,),
+    )
+    return int(rows[0]["confirmed"]) if rows else None
+
+
+def retained_bytes(session: Session, slot: str) -> int | None:
+    """The WAL the slot keeps on the database's disk (from its restart point to now)."""
+    rows = session.rows(
+        "SELECT (pg_current_wal_lsn() - restart_lsn)::bigint AS retained "
+        "FROM pg_replication_slots WHERE slot_name = $1",
+        f"look up replication slot {slot}",
+        (slot,),
+    )
+    return int(rows[0]["retained"]) if rows and rows[0]["retained"] is not None else None

@@ -1,0 +1,90 @@
+"""``postgres_changelog`` options: the common ones
+(``spark_cdc.server_plugin.changefeed.source_options``; versions are commit LSNs), where the
+database is (``host``, ``port``, ``database``, ``user``, ``passfile``, and libpq's own
+``PG*`` variables in the server's environment), the replication slot and publication it
+reads, whether to make them (``createSlot``) and whether a stream starts with a first
+copy of the table (``initialCopy``).
+
+No option takes a password: options are part of the query's plan, which ``explain()`` and
+the server's log show. libpq reads ``PGPASSWORD`` or a password file on the server.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from spark_cdc.server_plugin import cdc_options
+from spark_cdc.server_plugin.changefeed.source_options import (
+    OptionSet,
+    SourceOptions,
+    parse_source_options,
+    positive,
+)
+from spark_cdc.server_plugin.errors import error
+
+SOURCE = "postgres_changelog"
+CONNECTION_OPTIONS = ("host", "port", "database", "user", "passfile", "sslmode")
+ACCEPTED = OptionSet(
+    SOURCE,
+    own=(
+        *CONNECTION_OPTIONS,
+        "slot",
+        "publication",
+        "createSlot",
+        "initialCopy",
+        "maxChangesPerTrigger",
+    ),
+    prefixes=(),
+)
+_SECRET = re.compile(r"pass(word)?$|secret|token", re.IGNORECASE)
+DEFAULT_MAX_CHANGES = 1_000_000  # per micro-batch, whole transactions (one may pass it)
+
+
+@dataclass(frozen=True)
+class PostgresOptions:
+    common: SourceOptions
+    connection: dict[str, str]  # libpq keywords
+    schema: str
+    table: str
+    slot: str
+    publication: str
+    create_slot: bool
+    initial_copy: bool
+    max_changes: int
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.schema}.{self.table}"
+
+
+def refuse_secrets(keys: Iterable[str]) -> None:
+    """``PASSWORD_IN_OPTIONS`` for an option that looks like a credential: the client
+    checks before a plan holds it, the source again."""
+    for key in keys:
+        if _SECRET.search(key) and key.lower() != "passfile":
+            raise error("POSTGRES_CHANGELOG.PASSWORD_IN_OPTIONS", option=key)
+
+
+def parse_postgres_options(raw: Mapping[str, str], streaming: bool = False) -> PostgresOptions:
+    refuse_secrets(raw)
+    common = parse_source_options(raw, ACCEPTED, streaming)
+    own = common.own
+    schema, _, table = common.path.strip().rpartition(".")
+    schema = schema or "public"
+    connection = {k: own[k] for k in CONNECTION_OPTIONS if own.get(k)}
+    if "database" in connection:
+        connection["dbname"] = connection.pop("database")
+    default_name = re.sub(r"[^a-z0-9_]", "_", f"spark_cdc_{schema}_{table}".lower())[:63]
+    return PostgresOptions(
+        common=common,
+        connection=connection,
+        schema=schema,
+        table=table,
+        slot=own.get("slot", default_name),
+        publication=own.get("publication", default_name),
+        create_slot=cdc_options.boolean(own, "createSlot", False),
+        initial_copy=cdc_options.boolean(own, "initialCopy", not common.has_start),
+        max_changes=positive(own, "maxChangesPerTrigger") or DEFAULT_MAX_CHANGES,
+    )

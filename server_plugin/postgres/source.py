@@ -1,0 +1,455 @@
+"""``postgres_changelog``: a PostgreSQL table's changes from its logical replication slot
+(the built-in ``pgoutput`` plugin, read over plain SQL), batch and streaming, in Spark's
+changelog shape; a stream starts with a first copy of the table consistent with the log.
+
+- **Versions are commit LSNs.** ``_commit_version`` is a transaction's commit LSN as a
+  number, ``_commit_timestamp`` its commit time (strictly increasing, ``changes``).
+- **Exactly once.** A stream's offsets are commit LSNs; a micro-batch holds the whole
+  transactions committed after its start and up to its end, and the slot is advanced to the
+  end only in ``commit``, after Spark recorded the batch as done. So a stop anywhere (a
+  SIGKILL of the server) reads the batch again from the slot, which still holds it.
+- **The first copy.** The stream's first micro-batch pins the slot's position ``C`` and a
+  database snapshot exported by a transaction this reader holds open until that batch is
+  committed: the copy's tasks import it (``SET TRANSACTION SNAPSHOT``) and read page ranges
+  of the table in parallel, all seeing one state. That snapshot's visibility (its xmin,
+  xmax and in-progress xids) goes into every later offset, and a logged transaction the copy
+  already saw is skipped: nothing is lost or doubled at the seam. Copied rows are inserts at
+  version ``C``. A restart before that first batch was committed cannot read the same
+  snapshot again and is refused by name (``COPY_SNAPSHOT_LOST``).
+- **A batch read** reads what the slot holds between the range options' LSNs (peeking: the
+  slot does not move).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+)
+from pyspark.sql.types import StructType
+from spark_cdc.server_plugin.arrow_types import arrow_schema
+from spark_cdc.server_plugin.changefeed.changelog_schema import changelog_schema
+from spark_cdc.server_plugin.changefeed.partitions import default_parallelism
+from spark_cdc.server_plugin.dependencies import ADBC_POSTGRESQL, require
+from spark_cdc.server_plugin.errors import error, internal_errors
+from spark_cdc.server_plugin.postgres.catalog import (
+    TableInfo,
+    ensure_slot,
+    quote_ident,
+    quote_literal,
+    retained_bytes,
+    slot_position,
+    table_info,
+)
+from spark_cdc.server_plugin.postgres.changes import changelog, monotonic_us, served
+from spark_cdc.server_plugin.postgres.connection import Session, session
+from spark_cdc.server_plugin.postgres.options import (
+    SOURCE,
+    PostgresOptions,
+    parse_postgres_options,
+)
+from spark_cdc.server_plugin.postgres.pgoutput import PG_EPOCH_US, decode
+from spark_cdc.server_plugin.postgres.types import from_text
+from spark_cdc.server_plugin.vocabulary import INSERT
+
+SOURCE_NAME = SOURCE
+OFFSET_VERSION = 1
+FAMILY = "POSTGRES_CHANGELOG"
+
+
+class PostgresChangelogSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return SOURCE_NAME
+
+    def schema(self) -> StructType:
+        require(ADBC_POSTGRESQL, SOURCE_NAME)
+        options = parse_postgres_options(self.options)
+        with internal_errors(options.qualified, family=FAMILY), session(options.connection) as s:
+            return changelog_schema(table_info(s, options.schema, options.table).schema)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        require(ADBC_POSTGRESQL, SOURCE_NAME)
+        options = parse_postgres_options(self.options)
+        with internal_errors(options.qualified, family=FAMILY):
+            return PostgresBatchReader(options, schema)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        require(ADBC_POSTGRESQL, SOURCE_NAME)
+        options = parse_postgres_options(self.options, True)
+        with internal_errors(options.qualified, family=FAMILY):
+            return PostgresStreamReader(options, schema)
+
+
+@dataclass(frozen=True)
+class Visibility:
+    """A database snapshot's visibility (``pg_snapshot``'s text ``xmin:xmax:xip,...``):
+    which transactions the first copy saw."""
+
+    xmin: int
+    xmax: int
+    running: tuple[int, ...]
+
+    @classmethod
+    def parse(cls, text: str) -> Visibility:
+        xmin, xmax, running = text.split(":")
+        return cls(int(xmin), int(xmax), tuple(int(x) for x in running.split(",") if x))
+
+    def __str__(self) -> str:
+        return f"{self.xmin}:{self.xmax}:{','.join(map(str, self.running))}"
+
+    def saw(self, xids: np.ndarray) -> np.ndarray:
+        """Whether the snapshot saw each transaction (32-bit xids, as the log has them)."""
+        # A 32-bit xid is the 64-bit one nearest xmax with those low bits (PostgreSQL's
+        # own comparison: within 2^31 either way).
+        ahead = (xids.astype(np.int64) - (self.xmax & 0xFFFFFFFF)) & 0xFFFFFFFF
+        full = self.xmax + np.where(ahead >= 1 << 31, ahead - (1 << 32), ahead)
+        return (full < self.xmin) | ((full < self.xmax) & ~np.isin(full, self.running))
+
+
+@dataclass(frozen=True)
+class LogRange(InputPartition):
+    """The transactions committed after ``after`` and up to ``upto``."""
+
+    after: int
+    upto: int
+    previous_us: int | None
+    copied: str | None  # the first copy's Visibility; None: there was none
+    read_to: int | None = None  # where the slot's read stops (the last commit's end)
+
+
+@dataclass(frozen=True)
+class CopyRange(InputPartition):
+    """Pages ``first`` to ``last`` (None: the table's end) of the table, read in the
+    exported snapshot."""
+
+    snapshot: str
+    first: int
+    last: int | None
+    version: int
+    timestamp_us: int
+
+
+class _Reader:
+    """What the batch and stream readers share: the table, its schema, and a partition read
+    on an executor."""
+
+    def __init__(self, options: PostgresOptions, schema: StructType) -> None:
+        self.options = options
+        self.schema = schema
+        with session(options.connection) as s:
+            self.info: TableInfo = table_info(s, options.schema, options.table)
+            ensure_slot(s, options.slot, options.publication, self.info, options.create_slot)
+
+    def errors_named(self, version: object = "unknown") -> Any:
+        return internal_errors(self.options.qualified, version, "none", family=FAMILY)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        output = arrow_schema(self.schema)
+        if isinstance(partition, CopyRange):
+            with self.errors_named(partition.version):
+                yield from self._copy(partition, output).to_batches()
+        elif isinstance(partition, LogRange):
+            with self.errors_named(f"{partition.after} to {partition.upto}"):
+                yield from self._log(partition, output).to_batches()
+
+    def _log(self, part: LogRange, output: pa.Schema) -> pa.Table:
+        with session(self.options.connection) as s:
+            messages = peek(s, self.options, part.read_to or part.upto)
+        decoded = decode(messages.column("data"))
+        skip = (
+            Visibility.parse(part.copied).saw(decoded.xid)
+            if part.copied is not None
+            else np.zeros(len(decoded.xid), bool)
+        )
+        chosen = served(decoded, part.after, part.upto, skip, part.previous_us)
+        return changelog(decoded, self.info, chosen, output)
+
+    def _copy(self, part: CopyRange, output: pa.Schema) -> pa.Table:
+        info = self.info
+        columns = ", ".join(f"{quote_ident(f.name)}::text" for f in info.schema)
+        bounds = [f"ctid >= '({part.first},0)'::tid"]
+        if part.last is not None:
+            bounds.append(f"ctid < '({part.last},0)'::tid")
+        with session(self.options.connection) as s:
+            s.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", "begin the copy")
+            try:
+                s.execute(f"SET TRANSACTION SNAPSHOT {quote_literal(part.snapshot)}", "import")
+            except Exception:
+                raise error(
+                    "POSTGRES_CHANGELOG.COPY_SNAPSHOT_LOST",
+                    table=info.qualified,
+                    slot=self.options.slot,
+                ) from None
+            rows = s.arrow(
+                f"SELECT {columns} FROM {info.quoted} WHERE {' AND '.join(bounds)}",
+                f"copy {info.qualified}",
+            )
+            s.execute("COMMIT", "end the copy")
+        arrays = [
+            from_text(rows.column(i).combine_chunks(), f.dataType, f.name, info.qualified)
+            for i, f in enumerate(info.schema)
+        ]
+        count = rows.num_rows
+        arrays += [
+            pa.repeat(pa.scalar(INSERT), count),
+            pa.repeat(pa.scalar(part.version, pa.int64()), count),
+            pa.repeat(pa.scalar(part.timestamp_us, pa.timestamp("us", tz="UTC")), count),
+        ]
+        return pa.Table.from_arrays(arrays, schema=output)
+
+
+def peek(
+    s: Session, options: PostgresOptions, upto: int | None, count: int | None = None
+) -> pa.Table:
+    """The slot's messages of whole transactions, up to the WAL position ``upto`` (a
+    transaction is read when its commit record ends there or before) or about ``count``
+    changes; the slot does not move."""
+    limit = "NULL" if upto is None else f"'{_lsn_text(upto)}'::pg_lsn"
+    return s.arrow(
+        "SELECT data FROM pg_logical_slot_peek_binary_changes("
+        f"{quote_literal(options.slot)}, {limit}, {'NULL' if count is None else int(count)}, "
+        "'proto_version', '1', 'publication_names', "
+        f"{quote_literal(options.publication)})",
+        f"read replication slot {options.slot}",
+    )
+
+
+def _lsn_text(lsn: int) -> str:
+    return f"{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}"
+
+
+def current_lsn(s: Session) -> int:
+    return int(
+        s.rows("SELECT (pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint AS lsn", "read the LSN")[0][
+            "lsn"
+        ]
+    )
+
+
+class PostgresBatchReader(_Reader, DataSourceReader):
+    """The slot's transactions within the range options (a peek: the slot stays)."""
+
+    def partitions(self) -> list[InputPartition]:
+        common = self.options.common
+        with self.errors_named(), session(self.options.connection) as s:
+            slot = slot_position(s, self.options.slot) or 0
+            after = slot - 1
+            if common.starting_version is not None:
+                after = max(
+                    after, common.starting_version - (1 if common.starting_inclusive else 0)
+                )
+            upto = current_lsn(s)
+            if common.ending_version is not None:
+                upto = min(upto, common.ending_version - (0 if common.ending_inclusive else 1))
+        return [LogRange(after, upto, None, None)]
+
+
+class PostgresStreamReader(_Reader, DataSourceStreamReader):
+    """Offsets: ``{"sourceVersion", "slot", "lsn": the last commit LSN served (None until
+    the first micro-batch pins it), "previousUs": its commit time as served, "copied": the
+    first copy's visibility, "snapshot": the exported snapshot (the first batch's end
+    only)}``."""
+
+    def __init__(self, options: PostgresOptions, schema: StructType) -> None:
+        super().__init__(options, schema)
+        self.position: dict[str, Any] | None = None  # 4.0/4.1 call latestOffset() bare
+        self._holder: Session | None = None  # keeps the copy's snapshot exported
+
+    def _offset(
+        self, lsn: int | None, previous_us: int | None, copied: str | None, **more: Any
+    ) -> dict[str, Any]:
+        return {
+            "sourceVersion": OFFSET_VERSION,
+            "slot": self.options.slot,
+            "lsn": lsn,
+            "previousUs": previous_us,
+            "copied": copied,
+            **more,
+        }
+
+    def _checked(self, offset: dict[str, Any]) -> dict[str, Any]:
+        if not isinstance(offset, dict) or offset.get("sourceVersion") != OFFSET_VERSION:
+            raise error(
+                "POSTGRES_CHANGELOG.INVALID_OFFSET",
+                offset=json.dumps(offset, sort_keys=True),
+                sourceVersion=OFFSET_VERSION,
+            )
+        if offset.get("slot") != self.options.slot:
+            raise error(
+                "POSTGRES_CHANGELOG.OFFSET_FROM_ANOTHER_SLOT",
+                checkpointSlot=offset.get("slot"),
+                slot=self.options.slot,
+            )
+        return offset
+
+    def initialOffset(self) -> dict[str, Any]:
+        return self._offset(None, None, None)
+
+    def latestOffset(
+        self, start: dict[str, Any] | None = None, limit: Any = None
+    ) -> dict[str, Any]:
+        with self.errors_named():
+            begin = self._checked(start) if start is not None else self.position
+            end = self._advance(begin or self.initialOffset())
+            self.position = end
+            return end
+
+    def _advance(self, start: dict[str, Any]) -> dict[str, Any]:
+        with session(self.options.connection) as s:
+            confirmed = slot_position(s, self.options.slot)
+            if confirmed is None:
+                raise error("POSTGRES_CHANGELOG.SLOT_NOT_FOUND", slot=self.options.slot)
+            if start["lsn"] is None:
+                return self._pinned(confirmed)
+            if confirmed > start["lsn"]:
+                raise error(
+                    "POSTGRES_CHANGELOG.CHANGES_LOST",
+                    slot=self.options.slot,
+                    lsn=start["lsn"],
+                    confirmed=confirmed,
+                )
+            # Begin: the commit LSN (bytes 2-9), time (10-17) and xid (18-21); Commit: the
+            # commit LSN (3-10) and the end of its record (11-18), where a read stops.
+            marks = s.arrow(
+                "SELECT get_byte(data, 0) AS kind, "
+                + ", ".join(
+                    f"('x' || encode(substring(data from {at} for {width}), 'hex'))"
+                    f"::bit({width * 8})::bigint AS {name}"
+                    for name, at, width in (
+                        ("b_lsn", 2, 8),
+                        ("b_us", 10, 8),
+                        ("b_xid", 18, 4),
+                        ("c_end", 11, 8),
+                    )
+                )
+                + " FROM pg_logical_slot_peek_binary_changes("
+                f"{quote_literal(self.options.slot)}, NULL, {self.options.max_changes}, "
+                "'proto_version', '1', 'publication_names', "
+                f"{quote_literal(self.options.publication)}) WHERE get_byte(data, 0) IN (66, 67)",
+                f"read replication slot {self.options.slot}",
+            )
+        kind = np.asarray(marks.column("kind"))
+        begins, commits = kind == 66, kind == 67
+        lsn = np.asarray(marks.column("b_lsn"), dtype=np.int64)[begins]
+        ends = np.asarray(marks.column("c_end"), dtype=np.int64)[commits]
+        lsn = lsn[: len(ends)]  # whole transactions only
+        later = lsn > start["lsn"]
+        if not np.any(later):
+            return start
+        copied = start["copied"]
+        xid = np.asarray(marks.column("b_xid"), dtype=np.int64)[begins][: len(ends)]
+        keep = later & ~(Visibility.parse(copied).saw(xid) if copied else np.zeros(len(lsn), bool))
+        times = monotonic_us(
+            np.asarray(marks.column("b_us"), dtype=np.int64)[begins][: len(ends)][keep]
+            + PG_EPOCH_US,
+            start["previousUs"],
+        )
+        previous = int(times[-1]) if len(times) else start["previousUs"]
+        last = int(np.flatnonzero(later)[-1])
+        return self._offset(int(lsn[last]), previous, copied, readTo=int(ends[last]))
+
+    def _pinned(self, confirmed: int) -> dict[str, Any]:
+        """The first micro-batch's end: the slot's position, and with a first copy the
+        snapshot it is read in, held open here until the batch is committed."""
+        common = self.options.common
+        if not self.options.initial_copy:
+            after = confirmed
+            if common.starting_version is not None:
+                after = max(
+                    after, common.starting_version - (1 if common.starting_inclusive else 0)
+                )
+            return self._offset(after, None, None)
+        if self._holder is not None:
+            self._holder.close()
+        holder = Session(self.options.connection)
+        holder.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", "begin the copy")
+        row = holder.rows(
+            "SELECT pg_export_snapshot()::text AS name, pg_current_snapshot()::text AS seen, "
+            "(extract(epoch from transaction_timestamp()) * 1000000)::bigint AS at",
+            "export a snapshot",
+        )[0]
+        self._holder = holder
+        return self._offset(confirmed, int(row["at"]), row["seen"], snapshot=row["name"])
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
+        with self.errors_named():
+            start, end = self._checked(start), self._checked(end)
+            if end["lsn"] is None or end["lsn"] == start["lsn"]:
+                return []
+            if start["lsn"] is None:
+                if "snapshot" not in end:
+                    return []
+                return self._copy_ranges(end)
+            return [
+                LogRange(
+                    start["lsn"], end["lsn"], start["previousUs"], end["copied"], end["readTo"]
+                )
+            ]
+
+    def _copy_ranges(self, end: dict[str, Any]) -> list[InputPartition]:
+        with session(self.options.connection) as s:
+            pages = int(
+                s.rows(
+                    "SELECT (pg_relation_size($1::regclass) / current_setting('block_size')::int)"
+                    "::bigint AS pages",
+                    f"size {self.info.qualified}",
+                    (self.info.quoted,),
+                )[0]["pages"]
+            )
+        count = max(1, min(self.options.common.parallelism or default_parallelism(), pages))
+        step = -(-max(pages, 1) // count)
+        bounds = [i * step for i in range(count)]
+        return [
+            CopyRange(
+                end["snapshot"],
+                first,
+                bounds[i + 1] if i + 1 < count else None,
+                end["lsn"],
+                end["previousUs"],
+            )
+            for i, first in enumerate(bounds)
+        ]
+
+    def reportLatestOffset(self) -> dict[str, Any] | None:
+        """The database's newest LSN and the WAL the slot keeps on its disk (Spark 4.2+
+        shows it as the source's ``latestOffset`` in the progress)."""
+        try:
+            with session(self.options.connection) as s:
+                return {
+                    "lsn": current_lsn(s),
+                    "retainedWalBytes": retained_bytes(s, self.options.slot),
+                }
+        except Exception:
+            return None
+
+    def commit(self, end: dict[str, Any]) -> None:
+        with self.errors_named():
+            end = self._checked(end)
+            if "snapshot" in end and self._holder is not None:
+                self._holder.close()  # the copy is committed: its snapshot may go
+                self._holder = None
+            if end["lsn"] is None:
+                return
+            with session(self.options.connection) as s:
+                confirmed = slot_position(s, self.options.slot)
+                if confirmed is not None and confirmed < end["lsn"]:
+                    s.rows(
+                        "SELECT (pg_replication_slot_advance($1, $2::pg_lsn)).slot_name::text AS s",
+                        f"advance replication slot {self.options.slot}",
+                        (self.options.slot, _lsn_text(end["lsn"])),
+                    )
+
+    def stop(self) -> None:
+        if self._holder is not None:
+            self._holder.close()
+            self._holder = None

@@ -1,0 +1,281 @@
+"""The ``postgres`` source against a real PostgreSQL (started here, ``spark_cdc.testing.
+postgres``) and the harness's Spark Connect server: the log's changes in Spark's changelog
+shape, a stream's first copy and log exactly once into ``apply_changes``, and the refusals.
+One database for the module; each test has tables, slots and publications of its own."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from datetime import date, datetime, timedelta, timezone
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from pyspark.errors import PySparkException
+from pyspark.sql import SparkSession
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    BooleanType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
+from spark_cdc import apply_changes, read, readStream
+from spark_cdc.testing.postgres import PostgresServer, server_binaries, start_postgres
+
+from tests.support.apply_targets import read_table, sorted_rows
+
+_names = itertools.count()
+# 96 kB that compress badly: stored out of line (TOAST), so an update that keeps it omits it
+# from the log.
+_TOASTED = "(SELECT string_agg(md5(i::text), '') FROM generate_series(1, 3000) i)"
+
+
+@pytest.fixture(scope="module")
+def pg(server_host: str) -> Iterator[PostgresServer]:
+    if server_binaries() is None:
+        pytest.fail("PostgreSQL's server binaries are missing: apt-get install postgresql")
+    listen = [] if server_host == "127.0.0.1" else [server_host]
+    with start_postgres(listen) as server:
+        yield server
+
+
+def _table(pg: PostgresServer, columns: str, full: bool = False) -> str:
+    """A new table, published, with a slot (both named after it), and its name."""
+    name = f"t{next(_names)}"
+    pg.sql(f"CREATE TABLE {name} ({columns})")
+    if full:
+        pg.sql(f"ALTER TABLE {name} REPLICA IDENTITY FULL")
+    pg.sql(f"CREATE PUBLICATION spark_cdc_public_{name} FOR TABLE {name}")
+    pg.sql(f"SELECT pg_create_logical_replication_slot('spark_cdc_public_{name}', 'pgoutput')")
+    return name
+
+
+def _commits(pg: PostgresServer, name: str) -> dict[int, datetime]:
+    """Each logged transaction's commit LSN and time, read with SQL (not by the source)."""
+    out = pg.sql(
+        "SELECT ('x' || encode(substring(data from 2 for 8), 'hex'))::bit(64)::bigint, "
+        "('x' || encode(substring(data from 10 for 8), 'hex'))::bit(64)::bigint "
+        f"FROM pg_logical_slot_peek_binary_changes('spark_cdc_public_{name}', NULL, NULL, "
+        f"'proto_version', '1', 'publication_names', 'spark_cdc_public_{name}') "
+        "WHERE get_byte(data, 0) = 66"
+    )
+    epoch = datetime(2000, 1, 1, tzinfo=timezone.utc).timestamp()
+    return {
+        int(lsn): datetime.fromtimestamp(epoch + int(us) / 1e6, timezone.utc)
+        for lsn, us in (line.split("|") for line in out.split())
+    }
+
+
+def _rows(df: Any) -> list[tuple[Any, ...]]:
+    return sorted((tuple(r) for r in df.collect()), key=repr)
+
+
+def test_the_log_reads_as_a_changelog_of_whole_transactions(
+    spark: SparkSession, pg: PostgresServer, server_host: str
+) -> None:
+    """Inserts, updates and deletes of one commit each; a transaction changing one row
+    twice and inserting and deleting another comes out as its net change; an update of the
+    key is a delete and an insert; versions are commit LSNs, times the commit times (made
+    to rise by a millisecond where two commits share one)."""
+    name = _table(
+        pg,
+        "id int PRIMARY KEY, name text, price numeric(10,2), seen timestamptz, day date, "
+        "local timestamp, ok boolean, raw bytea, ratio float8, big bigint, tags int[]",
+    )
+    pg.sql(
+        f"INSERT INTO {name} VALUES (1, 'a', 1.50, '2024-01-01 12:00:00+00', '2024-01-02', "
+        "'2024-01-03 04:05:06.789', true, '\\x00ff', 'NaN', 9007199254740993, '{1,NULL,3}'), "
+        "(2, 'b', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL);"
+        f"BEGIN; UPDATE {name} SET name = 'x' WHERE id = 1; UPDATE {name} SET name = 'y', "
+        f"price = -2.25 WHERE id = 1; INSERT INTO {name} (id) VALUES (3); "
+        f"DELETE FROM {name} WHERE id = 3; COMMIT;"
+        f"UPDATE {name} SET id = 20 WHERE id = 2;"
+        f"DELETE FROM {name} WHERE id = 1;"
+    )
+    commits = sorted(_commits(pg, name).items())
+    assert len(commits) == 4
+    feed = (
+        read(spark)
+        .format("postgres")
+        .options(**pg.options(server_host), startingVersion=0)
+        .load(f"public.{name}")
+    )
+    assert feed.schema == StructType(
+        [
+            StructField("id", IntegerType()),
+            StructField("name", StringType()),
+            StructField("price", DecimalType(10, 2)),
+            StructField("seen", TimestampType()),
+            StructField("day", DateType()),
+            StructField("local", TimestampNTZType()),
+            StructField("ok", BooleanType()),
+            StructField("raw", BinaryType()),
+            StructField("ratio", DoubleType()),
+            StructField("big", LongType()),
+            StructField("tags", ArrayType(IntegerType())),
+            StructField("_change_type", StringType(), False),
+            StructField("_commit_version", LongType(), False),
+            StructField("_commit_timestamp", TimestampType(), False),
+        ]
+    )
+    times: list[datetime] = []
+    for _, at in commits:  # the source's rule: at least a millisecond after the one before
+        times.append(at if not times else max(at, times[-1] + timedelta(milliseconds=1)))
+    (v1, _), (v2, _), (v3, _), (v4, _) = commits
+    t1, t2, t3, t4 = times
+    first = (
+        1,
+        "a",
+        Decimal("1.50"),
+        datetime(2024, 1, 1, 12, tzinfo=timezone.utc),
+        date(2024, 1, 2),
+        datetime(2024, 1, 3, 4, 5, 6, 789000),
+        True,
+        b"\x00\xff",
+        float("nan"),
+        9007199254740993,
+        [1, None, 3],
+    )
+    empty = (None,) * 10
+    got = [
+        (
+            *r[:3],
+            r[3].astimezone(timezone.utc) if r[3] else None,
+            *r[4:13],
+            r[13].astimezone(timezone.utc),
+        )
+        for r in feed.collect()
+    ]
+    want = [
+        (*first, "insert", v1, t1),
+        (2, "b", *empty[:9], "insert", v1, t1),
+        (1, "y", Decimal("-2.25"), *first[3:], "update_postimage", v2, t2),
+        (2, *empty, "delete", v3, t3),
+        (20, "b", *empty[:9], "insert", v3, t3),
+        (1, *empty, "delete", v4, t4),
+    ]
+    assert sorted(map(repr, got)) == sorted(map(repr, want))
+
+
+def test_full_replica_identity_gives_pre_images_and_carries_unchanged_toast(
+    spark: SparkSession, pg: PostgresServer, server_host: str
+) -> None:
+    name = _table(pg, "id int PRIMARY KEY, doc text, n int", full=True)
+    pg.sql(
+        f"INSERT INTO {name} VALUES (1, {_TOASTED}, 1);"
+        f"UPDATE {name} SET n = 2 WHERE id = 1; DELETE FROM {name} WHERE id = 1;"
+    )
+    feed = (
+        read(spark)
+        .format("postgres")
+        .options(**pg.options(server_host), startingVersion=0)
+        .load(f"public.{name}")
+    )
+    big = pg.sql(f"SELECT {_TOASTED}").strip()
+    got = sorted((r.id, r.doc == big, r.n, r._change_type) for r in feed.collect())
+    assert got == [
+        (1, True, 1, "insert"),
+        (1, True, 1, "update_preimage"),
+        (1, True, 2, "delete"),
+        (1, True, 2, "update_postimage"),
+    ]
+
+
+def test_an_unchanged_toast_value_without_full_identity_is_refused_by_name(
+    spark: SparkSession, pg: PostgresServer, server_host: str
+) -> None:
+    name = _table(pg, "id int PRIMARY KEY, doc text, n int")
+    pg.sql(f"INSERT INTO {name} VALUES (1, {_TOASTED}, 1);UPDATE {name} SET n = 2 WHERE id = 1;")
+    feed = (
+        read(spark)
+        .format("postgres")
+        .options(**pg.options(server_host), startingVersion=0)
+        .load(f"public.{name}")
+    )
+    with pytest.raises(PySparkException) as caught:
+        feed.collect()
+    assert caught.value.getCondition() == "POSTGRES_CHANGELOG.UNCHANGED_TOAST_VALUE"
+    assert "REPLICA IDENTITY FULL" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("options", "columns", "condition"),
+    [
+        ({"password": "s3cret"}, "id int PRIMARY KEY", "POSTGRES_CHANGELOG.PASSWORD_IN_OPTIONS"),
+        ({"slot": "nobody"}, "id int PRIMARY KEY", "POSTGRES_CHANGELOG.SLOT_NOT_FOUND"),
+        ({}, "id int PRIMARY KEY, at interval", "POSTGRES_CHANGELOG.UNSUPPORTED_TYPE"),
+    ],
+)
+def test_what_cannot_be_read_is_refused_by_name(
+    spark: SparkSession,
+    pg: PostgresServer,
+    server_host: str,
+    options: dict[str, str],
+    columns: str,
+    condition: str,
+) -> None:
+    name = _table(pg, columns)
+    with pytest.raises(PySparkException) as caught:
+        read(spark).format("postgres").options(
+            **pg.options(server_host), startingVersion=0, **options
+        ).load(f"public.{name}").collect()
+    assert caught.value.getCondition() == condition
+    assert "s3cret" not in str(caught.value)
+
+
+def test_a_stream_copies_then_follows_the_log_exactly_once_across_restarts(
+    spark: SparkSession, pg: PostgresServer, server_host: str, tmp_path: Path
+) -> None:
+    """The first copy and the log meet with nothing lost or doubled; a stream stopped and
+    started again goes on from its checkpoint; apply_changes' mirror equals the table."""
+    name = _table(pg, "id int PRIMARY KEY, v text, n int")
+    pg.sql(f"INSERT INTO {name} SELECT i, 'v' || i, i FROM generate_series(1, 500) i")
+    target, checkpoint = str(tmp_path / "mirror"), str(tmp_path / "checkpoint")
+
+    def run() -> None:
+        feed = (
+            readStream(spark)
+            .format("postgres")
+            .options(**pg.options(server_host), parallelism=3)
+            .load(f"public.{name}")
+        )
+        query = apply_changes(
+            feed, target, ["id"], sequence_by="_commit_version", checkpoint_location=checkpoint
+        )
+        query.processAllAvailable()
+        pg.sql(
+            f"UPDATE {name} SET v = v || '!' WHERE id % 7 = 0;"
+            f"DELETE FROM {name} WHERE id % 11 = 0;"
+            f"BEGIN; INSERT INTO {name} VALUES (1000, 'a', 0); "
+            f"UPDATE {name} SET n = n + 1 WHERE id = 1000; COMMIT;"
+        )
+        query.processAllAvailable()
+        query.stop()
+
+    run()
+    pg.sql(f"UPDATE {name} SET n = -n WHERE id < 50; DELETE FROM {name} WHERE id = 1000;")
+    run()
+    want = [
+        {"id": int(i), "v": v, "n": int(n)}
+        for i, v, n in (
+            line.split("|") for line in pg.sql(f"SELECT id, v, n FROM {name} ORDER BY id").split()
+        )
+    ]
+    assert sorted_rows(read_table(target)) == sorted_rows(pa.Table.from_pylist(want))
+    confirmed = pg.sql(
+        f"SELECT confirmed_flush_lsn >= pg_current_wal_lsn() - 100000 FROM pg_replication_slots "
+        f"WHERE slot_name = 'spark_cdc_public_{name}'"
+    )
+    assert confirmed.strip() == "t"  # the slot moved on with the commits
