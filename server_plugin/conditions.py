@@ -602,7 +602,7 @@ CONDITIONS: dict[str, Condition] = {
     ),
     "POSTGRES_CHANGELOG.UNSUPPORTED_TYPE": Condition(
         "Column <column> of <table> has type <type>, which has no Spark type this source "
-        "maps it to (docs/postgres.md lists them): cast it in a view of your own, or leave "
+        "maps it to (docs/postgres-source.md lists them): cast it in a view of your own, or leave "
         "the column out of the publication (a column list)."
     ),
     "SNAPSHOT_CHANGES.DUPLICATE_KEY": Condition(
@@ -749,7 +749,8 @@ CONDITIONS: dict[str, Condition] = {
         "on the PATH: install them (apt-get install postgresql), then run again."
     ),
     "SPARK_CDC_POSTGRES.START_FAILED": Condition(
-        "The test PostgreSQL server did not start; its output ends: <log>"
+        "The test PostgreSQL server did not start (its output ends: <log>): fix what it "
+        "names, then run again."
     ),
     "STREAMING_OUTPUT_MODE.UNSUPPORTED_OPERATION": Condition(
         "Output mode '<outputMode>' is not supported for Change Data Capture (CDC) streaming "

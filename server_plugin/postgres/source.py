@@ -61,9 +61,7 @@ from spark_cdc.server_plugin.postgres.pgoutput import PG_EPOCH_US, decode
 from spark_cdc.server_plugin.postgres.types import from_text
 from spark_cdc.server_plugin.vocabulary import INSERT
 
-SOURCE_NAME = SOURCE
-OFFSET_VERSION = 1
-FAMILY = "POSTGRES_CHANGELOG"
+SOURCE_NAME, OFFSET_VERSION, FAMILY = SOURCE, 1, "POSTGRES_CHANGELOG"
 
 
 class PostgresChangelogSource(DataSource):
@@ -229,11 +227,8 @@ def _lsn_text(lsn: int) -> str:
 
 
 def current_lsn(s: Session) -> int:
-    return int(
-        s.rows("SELECT (pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint AS lsn", "read the LSN")[0][
-            "lsn"
-        ]
-    )
+    sql = "SELECT (pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint AS lsn"
+    return int(s.rows(sql, "read the LSN")[0]["lsn"])
 
 
 class PostgresBatchReader(_Reader, DataSourceReader):
@@ -292,7 +287,7 @@ class PostgresStreamReader(_Reader, DataSourceStreamReader):
             )
         return offset
 
-    def initialOffset(self) -> dict[str, Any]:
+    def initialOffset(self) -> dict[str, Any]:  # pinned by the first micro-batch's end
         return self._offset(None, None, None)
 
     def latestOffset(
@@ -452,4 +447,3 @@ class PostgresStreamReader(_Reader, DataSourceStreamReader):
     def stop(self) -> None:
         if self._holder is not None:
             self._holder.close()
-            self._holder = None

@@ -78,7 +78,14 @@ def _module_of(path: str) -> str:
     return "spark_cdc." + path.removesuffix(".py").replace("/", ".")
 
 
-PARTS = ("row_level", "changefeed", "delta", "iceberg", "sinks")  # server_plugin's folders
+PARTS = (
+    "row_level",
+    "changefeed",
+    "delta",
+    "iceberg",
+    "postgres",
+    "sinks",
+)  # server_plugin's folders
 
 
 def _part(module: str) -> str | None:
@@ -98,6 +105,7 @@ def _part(module: str) -> str | None:
         ("changefeed", {"root", "row_level", "changefeed"}),
         ("delta", {"root", "row_level", "changefeed", "delta"}),
         ("iceberg", {"root", "row_level", "changefeed", "iceberg"}),
+        ("postgres", {"root", "changefeed", "postgres"}),
         ("sinks", {"root", *PARTS}),
     ],
 )
