@@ -113,7 +113,7 @@ def ensure_slot(
         raise error(
             "POSTGRES_CHANGELOG.TABLE_NOT_PUBLISHED", publication=publication, table=info.qualified
         )
-    if slot_position(session, slot) is None:
+    if slot_state(session, slot) is None:
         if not create:
             raise error("POSTGRES_CHANGELOG.SLOT_NOT_FOUND", slot=slot)
         session.rows(
@@ -123,23 +123,24 @@ def ensure_slot(
         )
 
 
-def slot_position(session: Session, slot: str) -> int | None:
-    """The slot's confirmed position (an LSN as a number), None when there is no slot."""
+@dataclass(frozen=True)
+class SlotState:
+    """A slot's confirmed position, the database's newest one (LSNs as numbers) and the WAL
+    the slot keeps on the database's disk, from its restart point to now."""
+
+    confirmed: int
+    current: int
+    retained: int
+
+
+def slot_state(session: Session, slot: str) -> SlotState | None:
+    """``slot``'s state, None when there is no such slot."""
     rows = session.rows(
-        "SELECT (confirmed_flush_lsn - '0/0'::pg_lsn)::bigint AS confirmed "
+        "SELECT (confirmed_flush_lsn - '0/0'::pg_lsn)::bigint AS confirmed, "
+        "(pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint AS current, "
+        "COALESCE((pg_current_wal_lsn() - restart_lsn)::bigint, 0) AS retained "
         "FROM pg_replication_slots WHERE slot_name = $1",
         f"look up replication slot {slot}",
         (slot,),
     )
-    return int(rows[0]["confirmed"]) if rows else None
-
-
-def retained_bytes(session: Session, slot: str) -> int | None:
-    """The WAL the slot keeps on the database's disk (from its restart point to now)."""
-    rows = session.rows(
-        "SELECT (pg_current_wal_lsn() - restart_lsn)::bigint AS retained "
-        "FROM pg_replication_slots WHERE slot_name = $1",
-        f"look up replication slot {slot}",
-        (slot,),
-    )
-    return int(rows[0]["retained"]) if rows and rows[0]["retained"] is not None else None
+    return SlotState(**{k: int(v) for k, v in rows[0].items()}) if rows else None

@@ -17,31 +17,30 @@ from urllib.parse import quote
 import pyarrow as pa
 from spark_cdc.server_plugin.errors import error
 
-SESSION_SETTINGS = (
-    "SET TimeZone = 'UTC'",
-    "SET DateStyle = 'ISO, YMD'",
-    "SET IntervalStyle = 'iso_8601'",
-    "SET extra_float_digits = 3",
-    "SET bytea_output = 'hex'",
-    "SET application_name = 'spark-cdc-connect'",
-)
+# The text form every session reads values in, set when it connects (libpq's ``options``:
+# no round trip of its own).
+SESSION_SETTINGS = {
+    "TimeZone": "UTC",
+    "DateStyle": "ISO,YMD",
+    "IntervalStyle": "iso_8601",
+    "extra_float_digits": "3",
+    "bytea_output": "hex",
+}
 
 
 def uri(connection: Mapping[str, str]) -> str:
-    """A libpq URI of the options' keywords (host, port, dbname, user, passfile, sslmode);
-    what is missing libpq takes from its ``PG*`` variables, as ``psql`` does."""
+    """A libpq URI of the options' keywords (host, port, dbname, user, passfile, sslmode)
+    and ``SESSION_SETTINGS``; what is missing libpq takes from its ``PG*`` variables, as
+    ``psql`` does."""
     host = connection.get("host", "")
     port = f":{connection['port']}" if connection.get("port") else ""
     user = f"{quote(connection['user'], safe='')}@" if connection.get("user") else ""
     database = quote(connection.get("dbname", ""), safe="")
-    query = "&".join(
-        f"{key}={quote(connection[key], safe='/')}"
-        for key in ("passfile", "sslmode")
-        if connection.get(key)
-    )
-    return f"postgresql://{user}{quote(host, safe='')}{port}/{database}" + (
-        f"?{query}" if query else ""
-    )
+    query = {key: connection[key] for key in ("passfile", "sslmode") if connection.get(key)}
+    query["options"] = " ".join(f"-c {name}={value}" for name, value in SESSION_SETTINGS.items())
+    query["application_name"] = "spark-cdc-connect"
+    pairs = "&".join(f"{key}={quote(value, safe='/')}" for key, value in query.items())
+    return f"postgresql://{user}{quote(host, safe='')}{port}/{database}?{pairs}"
 
 
 def address(connection: Mapping[str, str]) -> str:
@@ -65,25 +64,15 @@ class Session:
                 problem=_first_line(problem),
             ) from None
         self._cursor = self._conn.cursor()
-        for setting in SESSION_SETTINGS:
-            self._cursor.execute(setting)
 
     def execute(self, sql: str, what: str, parameters: tuple[Any, ...] | None = None) -> None:
-        try:
+        with _refused(what):
             self._cursor.execute(sql, parameters)
-        except Exception as problem:
-            raise error(
-                "POSTGRES_CHANGELOG.QUERY_FAILED", what=what, problem=_first_line(problem)
-            ) from None
 
     def arrow(self, sql: str, what: str, parameters: tuple[Any, ...] | None = None) -> pa.Table:
-        try:
+        with _refused(what):
             self._cursor.execute(sql, parameters)
             return self._cursor.fetch_arrow_table()
-        except Exception as problem:
-            raise error(
-                "POSTGRES_CHANGELOG.QUERY_FAILED", what=what, problem=_first_line(problem)
-            ) from None
 
     def rows(
         self, sql: str, what: str, parameters: tuple[Any, ...] | None = None
@@ -97,6 +86,18 @@ class Session:
             self._conn.close()
         except Exception:  # closing a connection the server already dropped
             pass
+
+
+@contextmanager
+def _refused(what: str) -> Iterator[None]:
+    """The database's refusal while doing ``what`` (the driver's own exception classes) as
+    ``QUERY_FAILED``, naming it."""
+    try:
+        yield
+    except Exception as problem:
+        raise error(
+            "POSTGRES_CHANGELOG.QUERY_FAILED", what=what, problem=_first_line(problem)
+        ) from None
 
 
 def _first_line(problem: BaseException) -> str:

@@ -14,6 +14,7 @@ transaction or table) and are read one by one.
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,12 +78,14 @@ class Changes:
 @dataclass(frozen=True)
 class Decoded:
     """A run of whole transactions: per transaction its commit LSN, commit time (Unix
-    microseconds) and xid; the row changes per relation schema; the truncates, each a
-    transaction index and the relations it emptied."""
+    microseconds), xid and where its commit record ends (a read up to there holds it); the
+    row changes per relation schema; the truncates, each a transaction index and the
+    relations it emptied."""
 
     commit_lsn: np.ndarray
     commit_us: np.ndarray
     xid: np.ndarray
+    end_lsn: np.ndarray
     changes: list[Changes]
     truncates: list[tuple[int, Relation]]
 
@@ -114,30 +117,30 @@ def _cstring(buf: np.ndarray, at: int) -> tuple[str, int]:
 
 
 def _relation(buf: np.ndarray, at: int) -> Relation:
-    relid = int(_big_endian(buf, np.array([at + 1]), 4, ">u4")[0])
+    relid = struct.unpack_from(">I", buf.data, at + 1)[0]
     namespace, at = _cstring(buf, at + 5)
     name, at = _cstring(buf, at)
     identity = chr(buf[at])
-    count = int(_big_endian(buf, np.array([at + 1]), 2, ">u2")[0])
+    count = struct.unpack_from(">H", buf.data, at + 1)[0]
     at += 3
     columns = []
     for _ in range(count):
         flags = int(buf[at])
         column, at = _cstring(buf, at + 1)
-        type_oid = int(_big_endian(buf, np.array([at]), 4, ">u4")[0])
+        type_oid = struct.unpack_from(">I", buf.data, at)[0]
         at += 8  # the type's oid and modifier
         columns.append(Column(column, type_oid, bool(flags & 1)))
     return Relation(relid, namespace or "pg_catalog", name, identity, tuple(columns))
 
 
 def decode(data: pa.Array) -> Decoded:
-    """The messages in ``data`` (one a row, in log order, starting at a transaction's
-    Begin) decoded."""
+    """The messages in ``data`` (one a row, in log order, whole transactions from Begin to
+    Commit; Begin and Commit alone are enough to list the transactions) decoded."""
     buf, offsets = _message_bytes(data)
     starts = offsets[:-1]
     if len(starts) == 0:
         empty = np.zeros(0, np.int64)
-        return Decoded(empty, empty, empty, [], [])
+        return Decoded(empty, empty, empty, empty, [], [])
     kind = buf[starts]
     begins = np.flatnonzero(kind == BEGIN)
     txn = np.cumsum(kind == BEGIN) - 1
@@ -145,6 +148,9 @@ def decode(data: pa.Array) -> Decoded:
     commit_lsn = _big_endian(buf, at + 1, 8, ">i8")
     commit_us = _big_endian(buf, at + 9, 8, ">i8") + PG_EPOCH_US
     xid = _big_endian(buf, at + 17, 4, ">u4").astype(np.int64)
+    end_lsn = _big_endian(buf, starts[kind == COMMIT] + 10, 8, ">i8")
+    if len(end_lsn) != len(begins):
+        raise error("POSTGRES_CHANGELOG.MALFORMED_MESSAGE", relation="a transaction's commit")
 
     relations = [(int(i), _relation(buf, int(starts[i]))) for i in np.flatnonzero(kind == RELATION)]
     truncates = []
@@ -153,7 +159,7 @@ def decode(data: pa.Array) -> Decoded:
         known.setdefault(relation.relid, []).append((index, relation))
     for message in np.flatnonzero(kind == TRUNCATE):
         position = int(starts[message])
-        count = int(_big_endian(buf, np.array([position + 1]), 4, ">u4")[0])
+        count = struct.unpack_from(">I", buf.data, position + 1)[0]
         relids = _big_endian(buf, position + 6 + 4 * np.arange(count), 4, ">u4")
         for relid in relids:
             truncates.append((int(txn[message]), _schema_at(known, int(relid), int(message))))
@@ -174,7 +180,7 @@ def decode(data: pa.Array) -> Decoded:
     unknown = np.setdiff1d(relid_of, np.array(list(known), dtype=np.int64))
     if len(unknown):
         raise error("POSTGRES_CHANGELOG.RELATION_UNKNOWN", relid=int(unknown[0]))
-    return Decoded(commit_lsn, commit_us, xid, changes, truncates)
+    return Decoded(commit_lsn, commit_us, xid, end_lsn, changes, truncates)
 
 
 def _schema_at(known: dict[int, list[tuple[int, Relation]]], relid: int, index: int) -> Relation:

@@ -46,18 +46,17 @@ from spark_cdc.server_plugin.postgres.catalog import (
     ensure_slot,
     quote_ident,
     quote_literal,
-    retained_bytes,
-    slot_position,
+    slot_state,
     table_info,
 )
-from spark_cdc.server_plugin.postgres.changes import changelog, monotonic_us, served
+from spark_cdc.server_plugin.postgres.changes import changelog, served
 from spark_cdc.server_plugin.postgres.connection import Session, session
 from spark_cdc.server_plugin.postgres.options import (
     SOURCE,
     PostgresOptions,
     parse_postgres_options,
 )
-from spark_cdc.server_plugin.postgres.pgoutput import PG_EPOCH_US, decode
+from spark_cdc.server_plugin.postgres.pgoutput import decode
 from spark_cdc.server_plugin.postgres.types import from_text
 from spark_cdc.server_plugin.vocabulary import INSERT
 
@@ -162,13 +161,9 @@ class _Reader:
 
     def _log(self, part: LogRange, output: pa.Schema) -> pa.Table:
         with session(self.options.connection) as s:
-            messages = peek(s, self.options, part.read_to or part.upto)
-        decoded = decode(messages.column("data"))
-        skip = (
-            Visibility.parse(part.copied).saw(decoded.xid)
-            if part.copied is not None
-            else np.zeros(len(decoded.xid), bool)
-        )
+            found = peek(s, self.options, part.read_to or part.upto)
+        decoded = decode(found.column("data"))
+        skip = _seen(part.copied, decoded.xid)
         chosen = served(decoded, part.after, part.upto, skip, part.previous_us)
         return changelog(decoded, self.info, chosen, output)
 
@@ -206,29 +201,38 @@ class _Reader:
         return pa.Table.from_arrays(arrays, schema=output)
 
 
-def peek(
-    s: Session, options: PostgresOptions, upto: int | None, count: int | None = None
-) -> pa.Table:
-    """The slot's messages of whole transactions, up to the WAL position ``upto`` (a
-    transaction is read when its commit record ends there or before) or about ``count``
-    changes; the slot does not move."""
+def messages(options: PostgresOptions, upto: int | None, count: int | None = None) -> str:
+    """The slot's messages of whole transactions (a ``FROM`` item), up to the WAL position
+    ``upto`` (a transaction is read when its commit record ends there or before) or about
+    ``count`` changes; reading them does not move the slot."""
     limit = "NULL" if upto is None else f"'{_lsn_text(upto)}'::pg_lsn"
-    return s.arrow(
-        "SELECT data FROM pg_logical_slot_peek_binary_changes("
+    return (
+        "pg_logical_slot_peek_binary_changes("
         f"{quote_literal(options.slot)}, {limit}, {'NULL' if count is None else int(count)}, "
-        "'proto_version', '1', 'publication_names', "
-        f"{quote_literal(options.publication)})",
-        f"read replication slot {options.slot}",
+        f"'proto_version', '1', 'publication_names', {quote_literal(options.publication)})"
     )
+
+
+def peek(s: Session, options: PostgresOptions, upto: int | None) -> pa.Table:
+    return s.arrow(f"SELECT data FROM {messages(options, upto)}", f"read slot {options.slot}")
+
+
+def _seen(copied: str | None, xids: np.ndarray) -> np.ndarray:
+    """Which transactions the first copy saw (none without a copy)."""
+    return Visibility.parse(copied).saw(xids) if copied else np.zeros(len(xids), bool)
 
 
 def _lsn_text(lsn: int) -> str:
     return f"{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}"
 
 
-def current_lsn(s: Session) -> int:
-    sql = "SELECT (pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint AS lsn"
-    return int(s.rows(sql, "read the LSN")[0]["lsn"])
+def _after_start(options: PostgresOptions, position: int) -> int:
+    """The commit LSN a read goes on after: the slot's ``position``, or later where
+    ``startingVersion`` says (inclusive unless ``startingBoundInclusive=false``)."""
+    common = options.common
+    if common.starting_version is None:
+        return position
+    return max(position, common.starting_version - (1 if common.starting_inclusive else 0))
 
 
 class PostgresBatchReader(_Reader, DataSourceReader):
@@ -237,16 +241,13 @@ class PostgresBatchReader(_Reader, DataSourceReader):
     def partitions(self) -> list[InputPartition]:
         common = self.options.common
         with self.errors_named(), session(self.options.connection) as s:
-            slot = slot_position(s, self.options.slot) or 0
-            after = slot - 1
-            if common.starting_version is not None:
-                after = max(
-                    after, common.starting_version - (1 if common.starting_inclusive else 0)
-                )
-            upto = current_lsn(s)
-            if common.ending_version is not None:
-                upto = min(upto, common.ending_version - (0 if common.ending_inclusive else 1))
-        return [LogRange(after, upto, None, None)]
+            state = slot_state(s, self.options.slot)
+        if state is None:
+            raise error("POSTGRES_CHANGELOG.SLOT_NOT_FOUND", slot=self.options.slot)
+        upto = state.current
+        if common.ending_version is not None:
+            upto = min(upto, common.ending_version - (0 if common.ending_inclusive else 1))
+        return [LogRange(_after_start(self.options, state.confirmed - 1), upto, None, None)]
 
 
 class PostgresStreamReader(_Reader, DataSourceStreamReader):
@@ -300,70 +301,44 @@ class PostgresStreamReader(_Reader, DataSourceStreamReader):
             return end
 
     def _advance(self, start: dict[str, Any]) -> dict[str, Any]:
+        """The next micro-batch's end: the whole transactions after ``start`` within
+        ``maxChangesPerTrigger``, listed by their Begin and Commit messages."""
         with session(self.options.connection) as s:
-            confirmed = slot_position(s, self.options.slot)
-            if confirmed is None:
+            state = slot_state(s, self.options.slot)
+            if state is None:
                 raise error("POSTGRES_CHANGELOG.SLOT_NOT_FOUND", slot=self.options.slot)
             if start["lsn"] is None:
-                return self._pinned(confirmed)
-            if confirmed > start["lsn"]:
+                return self._pinned(state.confirmed)
+            if state.confirmed > start["lsn"]:
                 raise error(
                     "POSTGRES_CHANGELOG.CHANGES_LOST",
                     slot=self.options.slot,
                     lsn=start["lsn"],
-                    confirmed=confirmed,
+                    confirmed=state.confirmed,
                 )
-            # Begin: the commit LSN (bytes 2-9), time (10-17) and xid (18-21); Commit: the
-            # commit LSN (3-10) and the end of its record (11-18), where a read stops.
             marks = s.arrow(
-                "SELECT get_byte(data, 0) AS kind, "
-                + ", ".join(
-                    f"('x' || encode(substring(data from {at} for {width}), 'hex'))"
-                    f"::bit({width * 8})::bigint AS {name}"
-                    for name, at, width in (
-                        ("b_lsn", 2, 8),
-                        ("b_us", 10, 8),
-                        ("b_xid", 18, 4),
-                        ("c_end", 11, 8),
-                    )
-                )
-                + " FROM pg_logical_slot_peek_binary_changes("
-                f"{quote_literal(self.options.slot)}, NULL, {self.options.max_changes}, "
-                "'proto_version', '1', 'publication_names', "
-                f"{quote_literal(self.options.publication)}) WHERE get_byte(data, 0) IN (66, 67)",
-                f"read replication slot {self.options.slot}",
+                f"SELECT data FROM {messages(self.options, None, self.options.max_changes)} "
+                "WHERE get_byte(data, 0) IN (66, 67)",  # Begin, Commit
+                f"read slot {self.options.slot}",
             )
-        kind = np.asarray(marks.column("kind"))
-        begins, commits = kind == 66, kind == 67
-        lsn = np.asarray(marks.column("b_lsn"), dtype=np.int64)[begins]
-        ends = np.asarray(marks.column("c_end"), dtype=np.int64)[commits]
-        lsn = lsn[: len(ends)]  # whole transactions only
-        later = lsn > start["lsn"]
-        if not np.any(later):
+        txns = decode(marks.column("data"))
+        later = np.flatnonzero(txns.commit_lsn > start["lsn"])
+        if len(later) == 0:
             return start
         copied = start["copied"]
-        xid = np.asarray(marks.column("b_xid"), dtype=np.int64)[begins][: len(ends)]
-        keep = later & ~(Visibility.parse(copied).saw(xid) if copied else np.zeros(len(lsn), bool))
-        times = monotonic_us(
-            np.asarray(marks.column("b_us"), dtype=np.int64)[begins][: len(ends)][keep]
-            + PG_EPOCH_US,
-            start["previousUs"],
-        )
+        chosen = served(txns, start["lsn"], None, _seen(copied, txns.xid), start["previousUs"])
+        times = chosen.commit_us[chosen.keep]
         previous = int(times[-1]) if len(times) else start["previousUs"]
-        last = int(np.flatnonzero(later)[-1])
-        return self._offset(int(lsn[last]), previous, copied, readTo=int(ends[last]))
+        last = int(later[-1])
+        return self._offset(
+            int(txns.commit_lsn[last]), previous, copied, readTo=int(txns.end_lsn[last])
+        )
 
     def _pinned(self, confirmed: int) -> dict[str, Any]:
         """The first micro-batch's end: the slot's position, and with a first copy the
         snapshot it is read in, held open here until the batch is committed."""
-        common = self.options.common
         if not self.options.initial_copy:
-            after = confirmed
-            if common.starting_version is not None:
-                after = max(
-                    after, common.starting_version - (1 if common.starting_inclusive else 0)
-                )
-            return self._offset(after, None, None)
+            return self._offset(_after_start(self.options, confirmed), None, None)
         if self._holder is not None:
             self._holder.close()
         holder = Session(self.options.connection)
@@ -420,12 +395,10 @@ class PostgresStreamReader(_Reader, DataSourceStreamReader):
         shows it as the source's ``latestOffset`` in the progress)."""
         try:
             with session(self.options.connection) as s:
-                return {
-                    "lsn": current_lsn(s),
-                    "retainedWalBytes": retained_bytes(s, self.options.slot),
-                }
+                state = slot_state(s, self.options.slot)
         except Exception:
             return None
+        return None if state is None else {"lsn": state.current, "retainedWalBytes": state.retained}
 
     def commit(self, end: dict[str, Any]) -> None:
         with self.errors_named():
@@ -436,8 +409,8 @@ class PostgresStreamReader(_Reader, DataSourceStreamReader):
             if end["lsn"] is None:
                 return
             with session(self.options.connection) as s:
-                confirmed = slot_position(s, self.options.slot)
-                if confirmed is not None and confirmed < end["lsn"]:
+                state = slot_state(s, self.options.slot)
+                if state is not None and state.confirmed < end["lsn"]:
                     s.rows(
                         "SELECT (pg_replication_slot_advance($1, $2::pg_lsn)).slot_name::text AS s",
                         f"advance replication slot {self.options.slot}",
