@@ -137,34 +137,29 @@ def _events(changes: Changes, names: list[str], info: TableInfo) -> pa.Table:
     op = np.select(
         [changes.op == INSERT, changes.op == DELETE], [_OP_INSERT, _OP_DELETE], _OP_UPDATE
     )
-    full_old = changes.old_kind == OLD
     key_moved = (op == _OP_UPDATE) & (changes.old_kind == KEY)
-
-    def image(which: str, index: int | None) -> pa.Array:
-        if index is None:
-            return pa.nulls(count, pa.string())
-        return (changes.old if which == "old" else changes.new).values[index]
-
+    absent = pa.nulls(count, pa.string())  # a column the relation lacks (dropped since)
     pre, post = {}, {}
     for name in names:
         at = position.get(name)
-        old, new = image("old", at), image("new", at)
-        if at is not None:
-            unchanged = changes.new.kinds[at] == UNCHANGED
-            if np.any(unchanged & ~full_old):
-                raise error(
-                    "POSTGRES_CHANGELOG.UNCHANGED_TOAST_VALUE", table=info.qualified, column=name
-                )
-            if np.any(unchanged):
-                new = pc.if_else(pa.array(unchanged), old, new)
+        if at is None:
+            pre[name] = post[name] = absent
+            continue
+        old, new = changes.old.values[at], changes.new.values[at]
+        unchanged = changes.new.kinds[at] == UNCHANGED
+        if np.any(unchanged & (changes.old_kind != OLD)):
+            raise error(
+                "POSTGRES_CHANGELOG.UNCHANGED_TOAST_VALUE", table=info.qualified, column=name
+            )
+        if np.any(unchanged):
+            new = pc.if_else(pa.array(unchanged), old, new)
         pre[name], post[name] = old, new
 
     base = {
         "order": changes.order * 2,
         "txn": changes.txn,
         "op": np.where(key_moved, _OP_DELETE, op),
-        "has_pre": (changes.old_kind != 0),
-        "full_pre": full_old,
+        "old_kind": changes.old_kind,
     }
     rows = _table(
         base,
@@ -181,8 +176,7 @@ def _events(changes: Changes, names: list[str], info: TableInfo) -> pa.Table:
         "order": changes.order[moved] * 2 + 1,
         "txn": changes.txn[moved],
         "op": np.full(len(moved), _OP_INSERT),
-        "has_pre": np.zeros(len(moved), bool),
-        "full_pre": np.zeros(len(moved), bool),
+        "old_kind": np.zeros(len(moved), np.uint8),
     }
     nothing = {n: pa.nulls(len(moved), pa.string()) for n in names}
     taken = {n: v.take(pa.array(moved)) for n, v in post.items()}
@@ -196,8 +190,7 @@ def _table(
         "order": pa.array(base["order"], pa.int64()),
         "txn": pa.array(base["txn"], pa.int64()),
         "op": pa.array(base["op"], pa.int8()),
-        "has_pre": pa.array(base["has_pre"], pa.bool_()),
-        "full_pre": pa.array(base["full_pre"], pa.bool_()),
+        "old_kind": pa.array(base["old_kind"], pa.uint8()),
     }
     arrays |= {f"pre_{n}": v.cast(pa.string()) for n, v in pre.items()}
     arrays |= {f"post_{n}": v.cast(pa.string()) for n, v in post.items()}
@@ -226,19 +219,18 @@ def _folded(events: pa.Table, names: list[str], keys: tuple[str, ...]) -> pa.Tab
     )
     first = np.searchsorted(order, np.asarray(groups.column("order_min")))
     last = np.searchsorted(order, np.asarray(groups.column("order_max")))
-    has_pre = np.asarray(events.column("has_pre"))
-    full_pre = np.asarray(events.column("full_pre"))
+    old_kind = np.asarray(events.column("old_kind"))[first]  # the first change's old row
     before = op[first] != _OP_INSERT
     after = op[last] != _OP_DELETE
     # The image before the transaction: the first change's old row; a delete's key alone
     # when that first change had none (an update without FULL). A pre-image only where the
     # log had the whole old row (FULL): never a row of NULLs but its key.
-    pre_from = np.where(has_pre[first], first, last)
+    pre_from = np.where(old_kind != 0, first, last)
     parts = []
     for wanted, source, prefix, label in (
         (~before & after, last, "post_", INSERT_TYPE),
         (before & ~after, pre_from, "pre_", DELETE_TYPE),
-        (before & after & full_pre[first], first, "pre_", UPDATE_PREIMAGE),
+        (before & after & (old_kind == OLD), first, "pre_", UPDATE_PREIMAGE),
         (before & after, last, "post_", UPDATE_POSTIMAGE),
     ):
         rows = source[wanted]

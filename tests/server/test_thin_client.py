@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import SparkSession
@@ -369,6 +370,47 @@ def test_apply_changes_streams_from_a_client_on_another_python(
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert sorted_rows(read_table(target)) == model_rows(feed_changes(spark, path), 2)
+
+
+def test_a_postgres_table_mirrored_from_a_client_on_another_python(
+    thin: Path, spark_remote: str, server_host: str, tmp_path: Path
+) -> None:
+    """The postgres source is the server's (ADBC's driver there, none on the client): a
+    stream from a client on another Python copies the table, then, started again from its
+    checkpoint, follows the log; apply_changes' mirror equals the table."""
+    from spark_cdc.testing.postgres import start_postgres
+
+    target = str(tmp_path / "mirror")
+    listen = [] if server_host == "127.0.0.1" else [server_host]
+    with start_postgres(listen) as pg:
+        pg.sql(
+            "CREATE TABLE orders (id int PRIMARY KEY, v text);"
+            "INSERT INTO orders SELECT i, 'v' || i FROM generate_series(1, 50) i;"
+            "CREATE PUBLICATION spark_cdc_public_orders FOR TABLE orders;"
+            "SELECT pg_create_logical_replication_slot('spark_cdc_public_orders', 'pgoutput');"
+        )
+        script = f"""
+            from spark_cdc import apply_changes, connect, readStream
+            spark = connect({spark_remote!r})
+            feed = readStream(spark).format("postgres").options(**{pg.options(server_host)!r})
+            query = apply_changes(feed.load("public.orders"), {target!r}, keys=["id"],
+                                  sequence_by="_commit_version",
+                                  checkpoint_location={target + "_chk"!r})
+            query.processAllAvailable()
+            query.stop()
+            spark.stop()
+            """
+        first = python(thin, script)  # the first copy
+        assert first.returncode == 0, first.stderr[-3000:]
+        pg.sql("UPDATE orders SET v = 'x' WHERE id < 5; DELETE FROM orders WHERE id > 45;")
+        again = python(thin, script)  # from the checkpoint: the log
+        assert again.returncode == 0, again.stderr[-3000:]
+        assert "adbc-driver-postgresql" not in installed(thin)
+        want = [
+            {"id": int(i), "v": v}
+            for i, v in (line.split("|") for line in pg.sql("SELECT id, v FROM orders").split())
+        ]
+    assert sorted_rows(read_table(target)) == sorted_rows(pa.Table.from_pylist(want))
 
 
 def test_the_command_line_from_a_client_on_another_python(
