@@ -181,9 +181,7 @@ def server_host(spark_remote: str) -> str:
     server, the Docker bridge's gateway for the container (a service a test starts here
     listens there too)."""
     if isinstance(_server, harness.ContainerServer):
-        wrapped = _server.container.get_wrapped_container()
-        wrapped.reload()
-        return str(wrapped.attrs["NetworkSettings"]["Gateway"])
+        return str(_server.container.host_address)
     return "127.0.0.1"
 
 

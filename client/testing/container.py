@@ -128,6 +128,14 @@ class SparkConnectContainer(DockerContainer):
         port = self.get_exposed_port(CONTAINER_PORT)
         return f"sc://localhost:{port}/;token={self._token}"
 
+    @property
+    def host_address(self) -> str:
+        """This machine's address as the server in the container reaches it (the Docker
+        bridge's gateway): where a service a test starts here must listen too."""
+        wrapped = self.get_wrapped_container()
+        wrapped.reload()
+        return str(wrapped.attrs["NetworkSettings"]["Gateway"])
+
     def get_connection_url(self) -> str:
         return self.url
 

@@ -19,7 +19,7 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,11 +50,17 @@ class PostgresServer:
     binaries: Path
     user: str = "postgres"
     database: str = "postgres"
+    reached_at: str = "127.0.0.1"  # this machine's address as the Spark server reaches it
 
-    def options(self, host: str = "127.0.0.1") -> dict[str, str]:
-        """The ``postgres`` source's connection options; ``host`` as the Spark server
-        reaches this machine."""
-        return {"host": host, "port": str(self.port), "user": self.user, "database": self.database}
+    def options(self, host: str | None = None) -> dict[str, str]:
+        """The ``postgres`` source's connection options; ``host`` (default ``reached_at``)
+        as the Spark server reaches this machine."""
+        return {
+            "host": host or self.reached_at,
+            "port": str(self.port),
+            "user": self.user,
+            "database": self.database,
+        }
 
     def sql(self, statements: str) -> str:
         """Run SQL with ``psql`` (each statement in its own transaction), its output."""
@@ -93,10 +99,11 @@ def _as_owner(command: list[str]) -> list[str]:
 
 
 @contextmanager
-def start_postgres(listen: Sequence[str] = ()) -> Iterator[PostgresServer]:
-    """A PostgreSQL server on 127.0.0.1 and ``listen``, in a new temporary folder (owned
-    by the ``postgres`` user when this runs as root: a test's own folders are root's
-    alone), until the block ends; the folder goes with it."""
+def start_postgres(reached_at: str = "127.0.0.1") -> Iterator[PostgresServer]:
+    """A PostgreSQL server on 127.0.0.1 and on ``reached_at`` (where the Spark server
+    reaches this machine: a container's gateway), in a new temporary folder (owned by the
+    ``postgres`` user when this runs as root: a test's own folders are root's alone), until
+    the block ends; the folder goes with it."""
     binaries = server_binaries()
     if binaries is None:
         raise PostgresUnavailable("SPARK_CDC_POSTGRES.NOT_INSTALLED")
@@ -110,7 +117,7 @@ def start_postgres(listen: Sequence[str] = ()) -> Iterator[PostgresServer]:
         subprocess.run(_as_owner(initdb), capture_output=True, check=True)
         with open(data / "pg_hba.conf", "a") as hba:
             hba.write("host all all samenet trust\n")
-        addresses = ",".join(["127.0.0.1", *listen])
+        addresses = ",".join(dict.fromkeys(["127.0.0.1", reached_at]))
         settings = (
             f"-p {port} -c listen_addresses={addresses} -c wal_level=logical "
             f"-c max_replication_slots=20 -c max_wal_senders=20 -k {folder} "
@@ -128,7 +135,7 @@ def start_postgres(listen: Sequence[str] = ()) -> Iterator[PostgresServer]:
             text = started.stderr + (log.read_text() if log.exists() else "")
             raise PostgresUnavailable("SPARK_CDC_POSTGRES.START_FAILED", log=text[-2000:])
         try:
-            yield PostgresServer(folder, port, binaries)
+            yield PostgresServer(folder, port, binaries, reached_at=reached_at)
         finally:
             subprocess.run(_as_owner([*pg_ctl, "-m", "immediate", "stop"]), capture_output=True)
     finally:

@@ -22,6 +22,7 @@ import pytest
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from spark_cdc.testing.container import SparkConnectContainer
+    from spark_cdc.testing.postgres import PostgresServer
 
 
 @pytest.fixture(scope="session")
@@ -36,6 +37,17 @@ def spark_cdc_server(spark_cdc_shared: Path) -> Iterator[SparkConnectContainer]:
     from spark_cdc.testing.container import SparkConnectContainer
 
     with SparkConnectContainer(shared=[spark_cdc_shared]) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def spark_cdc_postgres(spark_cdc_server: SparkConnectContainer) -> Iterator[PostgresServer]:
+    """A real PostgreSQL (logical decoding on) that the container's server reaches:
+    ``.options()`` are the ``postgres`` source's connection options, ``.sql()`` runs SQL.
+    Needs PostgreSQL's server binaries here (``apt-get install postgresql``)."""
+    from spark_cdc.testing.postgres import start_postgres
+
+    with start_postgres(spark_cdc_server.host_address) as server:
         yield server
 
 

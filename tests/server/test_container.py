@@ -33,7 +33,7 @@ from pyspark.sql.types import (
     StructType,
     TimestampType,
 )
-from spark_cdc import ChangelogReader
+from spark_cdc import ChangelogReader, read
 from spark_cdc.testing.idle_daemons import DEFAULT_IDLE_SECONDS
 from spark_cdc.testing.local_server import free_port
 
@@ -95,6 +95,29 @@ def test_the_fixtures_give_a_server_that_reads_a_shared_table(
     _updated_table(path)
     _assert_reads_the_update(spark_cdc_session, path)
     assert spark_cdc_session.version == pyspark.__version__  # the client's Spark
+
+
+def test_the_postgres_fixture_is_a_database_the_containers_server_reads(
+    spark_cdc_session: SparkSession, spark_cdc_postgres: Any
+) -> None:
+    """``spark_cdc_postgres`` listens where the container reaches this machine, and its
+    ``options()`` say so: a table's logged insert reads back through the server."""
+    pg = spark_cdc_postgres
+    pg.sql(
+        "CREATE TABLE fixture_orders (id int PRIMARY KEY, v text);"
+        "CREATE PUBLICATION spark_cdc_public_fixture_orders FOR TABLE fixture_orders;"
+        "SELECT pg_create_logical_replication_slot('spark_cdc_public_fixture_orders', "
+        "'pgoutput');"
+        "INSERT INTO fixture_orders VALUES (1, 'a');"
+    )
+    feed = (
+        read(spark_cdc_session)
+        .format("postgres")
+        .options(**pg.options(), startingVersion=0)
+        .load("public.fixture_orders")
+    )
+    assert [(r.id, r.v, r._change_type) for r in feed.collect()] == [(1, "a", "insert")]
+    assert pg.options()["host"] == pg.reached_at != "127.0.0.1"  # the bridge's gateway
 
 
 # -- security ------------------------------------------------------------------------------

@@ -46,8 +46,7 @@ _TOASTED = "(SELECT string_agg(md5(i::text), '') FROM generate_series(1, 3000) i
 def pg(server_host: str) -> Iterator[PostgresServer]:
     if server_binaries() is None:
         pytest.fail("PostgreSQL's server binaries are missing: apt-get install postgresql")
-    listen = [] if server_host == "127.0.0.1" else [server_host]
-    with start_postgres(listen) as server:
+    with start_postgres(server_host) as server:
         yield server
 
 
@@ -83,7 +82,7 @@ def _rows(df: Any) -> list[tuple[Any, ...]]:
 
 
 def test_the_log_reads_as_a_changelog_of_whole_transactions(
-    spark: SparkSession, pg: PostgresServer, server_host: str
+    spark: SparkSession, pg: PostgresServer
 ) -> None:
     """Inserts, updates and deletes of one commit each; a transaction changing one row
     twice and inserting and deleting another comes out as its net change; an update of the
@@ -109,7 +108,7 @@ def test_the_log_reads_as_a_changelog_of_whole_transactions(
     feed = (
         read(spark)
         .format("postgres")
-        .options(**pg.options(server_host), startingVersion=0)
+        .options(**pg.options(), startingVersion=0)
         .load(f"public.{name}")
     )
     assert feed.schema == StructType(
@@ -170,7 +169,7 @@ def test_the_log_reads_as_a_changelog_of_whole_transactions(
 
 
 def test_full_replica_identity_gives_pre_images_and_carries_unchanged_toast(
-    spark: SparkSession, pg: PostgresServer, server_host: str
+    spark: SparkSession, pg: PostgresServer
 ) -> None:
     name = _table(pg, "id int PRIMARY KEY, doc text, n int", full=True)
     pg.sql(
@@ -180,7 +179,7 @@ def test_full_replica_identity_gives_pre_images_and_carries_unchanged_toast(
     feed = (
         read(spark)
         .format("postgres")
-        .options(**pg.options(server_host), startingVersion=0)
+        .options(**pg.options(), startingVersion=0)
         .load(f"public.{name}")
     )
     big = pg.sql(f"SELECT {_TOASTED}").strip()
@@ -194,14 +193,14 @@ def test_full_replica_identity_gives_pre_images_and_carries_unchanged_toast(
 
 
 def test_an_unchanged_toast_value_without_full_identity_is_refused_by_name(
-    spark: SparkSession, pg: PostgresServer, server_host: str
+    spark: SparkSession, pg: PostgresServer
 ) -> None:
     name = _table(pg, "id int PRIMARY KEY, doc text, n int")
     pg.sql(f"INSERT INTO {name} VALUES (1, {_TOASTED}, 1);UPDATE {name} SET n = 2 WHERE id = 1;")
     feed = (
         read(spark)
         .format("postgres")
-        .options(**pg.options(server_host), startingVersion=0)
+        .options(**pg.options(), startingVersion=0)
         .load(f"public.{name}")
     )
     with pytest.raises(PySparkException) as caught:
@@ -221,22 +220,21 @@ def test_an_unchanged_toast_value_without_full_identity_is_refused_by_name(
 def test_what_cannot_be_read_is_refused_by_name(
     spark: SparkSession,
     pg: PostgresServer,
-    server_host: str,
     options: dict[str, str],
     columns: str,
     condition: str,
 ) -> None:
     name = _table(pg, columns)
     with pytest.raises(PySparkException) as caught:
-        read(spark).format("postgres").options(
-            **pg.options(server_host), startingVersion=0, **options
-        ).load(f"public.{name}").collect()
+        read(spark).format("postgres").options(**pg.options(), startingVersion=0, **options).load(
+            f"public.{name}"
+        ).collect()
     assert caught.value.getCondition() == condition
     assert "s3cret" not in str(caught.value)
 
 
 def test_a_stream_copies_then_follows_the_log_exactly_once_across_restarts(
-    spark: SparkSession, pg: PostgresServer, server_host: str, tmp_path: Path
+    spark: SparkSession, pg: PostgresServer, tmp_path: Path
 ) -> None:
     """The first copy and the log meet with nothing lost or doubled; a stream stopped and
     started again goes on from its checkpoint; apply_changes' mirror equals the table."""
@@ -248,7 +246,7 @@ def test_a_stream_copies_then_follows_the_log_exactly_once_across_restarts(
         feed = (
             readStream(spark)
             .format("postgres")
-            .options(**pg.options(server_host), parallelism=3)
+            .options(**pg.options(), parallelism=3)
             .load(f"public.{name}")
         )
         query = apply_changes(

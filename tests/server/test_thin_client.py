@@ -381,8 +381,7 @@ def test_a_postgres_table_mirrored_from_a_client_on_another_python(
     from spark_cdc.testing.postgres import start_postgres
 
     target = str(tmp_path / "mirror")
-    listen = [] if server_host == "127.0.0.1" else [server_host]
-    with start_postgres(listen) as pg:
+    with start_postgres(server_host) as pg:
         pg.sql(
             "CREATE TABLE orders (id int PRIMARY KEY, v text);"
             "INSERT INTO orders SELECT i, 'v' || i FROM generate_series(1, 50) i;"
@@ -392,7 +391,7 @@ def test_a_postgres_table_mirrored_from_a_client_on_another_python(
         script = f"""
             from spark_cdc import apply_changes, connect, readStream
             spark = connect({spark_remote!r})
-            feed = readStream(spark).format("postgres").options(**{pg.options(server_host)!r})
+            feed = readStream(spark).format("postgres").options(**{pg.options()!r})
             query = apply_changes(feed.load("public.orders"), {target!r}, keys=["id"],
                                   sequence_by="_commit_version",
                                   checkpoint_location={target + "_chk"!r})
