@@ -45,6 +45,9 @@ class TableInfo:
     keys: tuple[str, ...]  # empty: no primary key or replica identity index
     replica_identity: str  # d(efault), n(othing), f(ull), i(ndex)
     pages: int
+    # Per column: whether ADBC's binary copy reads it as its Spark type (``PgType``), so the
+    # first copy selects it as it is, not as text.
+    binary_exact: tuple[bool, ...] = ()
 
     @property
     def quoted(self) -> str:
@@ -65,17 +68,13 @@ def table_info(session: Session, schema: str, table: str) -> TableInfo:
     qualified = f"{schema}.{table}"
     if not rows:
         raise error("POSTGRES_CHANGELOG.TABLE_NOT_FOUND", table=qualified)
-    fields = [
-        StructField(
-            row["name"],
-            spark_type(
-                row["name"],
-                qualified,
-                PgType(row["type"], int(row["modifier"]), row["category"], bool(row["is_array"])),
-            ),
-            True,
-        )
+    types = [
+        PgType(row["type"], int(row["modifier"]), row["category"], bool(row["is_array"]))
         for row in rows
+    ]
+    fields = [
+        StructField(row["name"], spark_type(row["name"], qualified, pg), True)
+        for row, pg in zip(rows, types, strict=True)
     ]
     return TableInfo(
         qualified,
@@ -83,6 +82,7 @@ def table_info(session: Session, schema: str, table: str) -> TableInfo:
         tuple(row["name"] for row in rows if row["key"]),
         rows[0]["identity"],
         int(rows[0]["pages"]),
+        tuple(pg.binary_exact for pg in types),
     )
 
 

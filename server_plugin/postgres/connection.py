@@ -74,6 +74,21 @@ class Session:
             self._cursor.execute(sql, parameters)
             return self._cursor.fetch_arrow_table()
 
+    def batches(
+        self, sql: str, what: str, parameters: tuple[Any, ...] | None = None
+    ) -> Iterator[pa.RecordBatch]:
+        """A large result as it arrives, batch by batch: never whole in memory."""
+        with _refused(what):
+            self._cursor.execute(sql, parameters)
+            reader = self._cursor.fetch_record_batch()
+        while True:
+            with _refused(what):
+                try:
+                    batch = reader.read_next_batch()
+                except StopIteration:
+                    return
+            yield batch
+
     def rows(
         self, sql: str, what: str, parameters: tuple[Any, ...] | None = None
     ) -> list[dict[str, Any]]:

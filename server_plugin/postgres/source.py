@@ -57,7 +57,7 @@ from spark_cdc.server_plugin.postgres.options import (
     parse_postgres_options,
 )
 from spark_cdc.server_plugin.postgres.pgoutput import decode
-from spark_cdc.server_plugin.postgres.types import from_text
+from spark_cdc.server_plugin.postgres.types import from_copy
 from spark_cdc.server_plugin.vocabulary import INSERT
 
 SOURCE_NAME, OFFSET_VERSION, FAMILY = SOURCE, 1, "POSTGRES_CHANGELOG"
@@ -154,7 +154,7 @@ class _Reader:
         output = arrow_schema(self.schema)
         if isinstance(partition, CopyRange):
             with self.errors_named(partition.version):
-                yield from self._copy(partition, output).to_batches()
+                yield from self._copy(partition, output)
         elif isinstance(partition, LogRange):
             with self.errors_named(f"{partition.after} to {partition.upto}"):
                 yield from self._log(partition, output).to_batches()
@@ -167,9 +167,13 @@ class _Reader:
         chosen = served(decoded, part.after, part.upto, skip, part.previous_us)
         return changelog(decoded, self.info, chosen, output)
 
-    def _copy(self, part: CopyRange, output: pa.Schema) -> pa.Table:
+    def _copy(self, part: CopyRange, output: pa.Schema) -> Iterator[pa.RecordBatch]:
+        """The pages' rows as inserts, batch by batch as the database sends them."""
         info = self.info
-        columns = ", ".join(f"{quote_ident(f.name)}::text" for f in info.schema)
+        columns = ", ".join(
+            quote_ident(f.name) + ("" if exact else "::text")
+            for f, exact in zip(info.schema, info.binary_exact, strict=True)
+        )
         bounds = [f"ctid >= '({part.first},0)'::tid"]
         if part.last is not None:
             bounds.append(f"ctid < '({part.last},0)'::tid")
@@ -183,22 +187,20 @@ class _Reader:
                     table=info.qualified,
                     slot=self.options.slot,
                 ) from None
-            rows = s.arrow(
-                f"SELECT {columns} FROM {info.quoted} WHERE {' AND '.join(bounds)}",
-                f"copy {info.qualified}",
-            )
+            query = f"SELECT {columns} FROM {info.quoted} WHERE {' AND '.join(bounds)}"
+            for rows in s.batches(query, f"copy {info.qualified}"):
+                arrays = [
+                    from_copy(rows.column(i), f.dataType, f.name, info.qualified)
+                    for i, f in enumerate(info.schema)
+                ]
+                count = rows.num_rows
+                arrays += [
+                    pa.repeat(pa.scalar(INSERT), count),
+                    pa.repeat(pa.scalar(part.version, pa.int64()), count),
+                    pa.repeat(pa.scalar(part.timestamp_us, pa.timestamp("us", tz="UTC")), count),
+                ]
+                yield pa.RecordBatch.from_arrays(arrays, schema=output)
             s.execute("COMMIT", "end the copy")
-        arrays = [
-            from_text(rows.column(i).combine_chunks(), f.dataType, f.name, info.qualified)
-            for i, f in enumerate(info.schema)
-        ]
-        count = rows.num_rows
-        arrays += [
-            pa.repeat(pa.scalar(INSERT), count),
-            pa.repeat(pa.scalar(part.version, pa.int64()), count),
-            pa.repeat(pa.scalar(part.timestamp_us, pa.timestamp("us", tz="UTC")), count),
-        ]
-        return pa.Table.from_arrays(arrays, schema=output)
 
 
 def messages(options: PostgresOptions, upto: int | None, count: int | None = None) -> str:

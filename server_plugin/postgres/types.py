@@ -79,6 +79,11 @@ _SCALARS: dict[str, DataType] = {
         ]
     },
 }
+# Dates and times stay text: their binary ``infinity`` would pass as a far date, where
+# the text fails the read by name.
+_BINARY_EXACT = frozenset(
+    ["int2", "int4", "int8", "float4", "float8", "bool", "text", "varchar", "bpchar", "bytea"]
+)
 _ARRAY_ELEMENTS = ("int2", "int4", "int8", "float4", "float8", "numeric", "bool")
 UNBOUNDED_NUMERIC = DecimalType(38, 18)  # as Spark's JDBC source reads such a column
 
@@ -91,6 +96,13 @@ class PgType:
     modifier: int  # atttypmod: numeric's precision and scale, -1 when none
     category: str  # pg_type.typtype: b(ase), e(num), d(omain), ...
     is_array: bool = False
+
+    @property
+    def binary_exact(self) -> bool:
+        """Whether ADBC's driver reads the binary form as the Spark type's Arrow type
+        (numbers, booleans, text, bytes); numeric, uuid, json, dates, times and the rest
+        come as text, to read as the log's values are."""
+        return self.category == "b" and not self.is_array and self.name in _BINARY_EXACT
 
 
 def spark_type(column: str, table: str, pg: PgType) -> DataType:
@@ -130,6 +142,14 @@ def from_text(texts: pa.Array, target: DataType, column: str, table: str) -> pa.
             type=target.simpleString(),
             problem=str(problem).splitlines()[0],
         ) from None
+
+
+def from_copy(values: pa.Array, target: DataType, column: str, table: str) -> pa.Array:
+    """A first copy's column: cast when ADBC read it in binary (``PgType.binary_exact``),
+    else converted from its text as the log's values are."""
+    if pa.types.is_string(values.type) and not isinstance(target, StringType):
+        return from_text(values, target, column, table)
+    return values.cast(arrow_type(target))
 
 
 def _converted(texts: pa.Array, target: DataType, want: pa.DataType) -> pa.Array:
