@@ -75,7 +75,7 @@ def test_an_unknown_format_is_refused_naming_the_formats(spark: SparkSession) ->
     assert error.getMessageParameters() == {
         "format": "deltta",
         "proposal": "delta",
-        "formats": "delta, iceberg",
+        "formats": "delta, iceberg, postgres",
     }
     assert "Did you mean 'delta'?" in str(error)
 
