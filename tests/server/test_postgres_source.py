@@ -95,8 +95,10 @@ def _commits(pg: PostgresServer, name: str) -> dict[int, datetime]:
     }
 
 
-def _rows(df: Any) -> list[tuple[Any, ...]]:
-    return sorted((tuple(r) for r in df.collect()), key=repr)
+def _logged(spark: SparkSession, pg: PostgresServer, name: str, **options: str) -> Any:
+    """Everything the table's slot holds, read in batch."""
+    feed = read(spark).format("postgres").options(**pg.options(), startingVersion=0, **options)
+    return feed.load(f"public.{name}")
 
 
 def test_the_log_reads_as_a_changelog_of_whole_transactions(
@@ -123,12 +125,7 @@ def test_the_log_reads_as_a_changelog_of_whole_transactions(
     )
     commits = sorted(_commits(pg, name).items())
     assert len(commits) == 4
-    feed = (
-        read(spark)
-        .format("postgres")
-        .options(**pg.options(), startingVersion=0)
-        .load(f"public.{name}")
-    )
+    feed = _logged(spark, pg, name)
     assert feed.schema == StructType(
         [
             StructField("id", IntegerType()),
@@ -194,12 +191,7 @@ def test_full_replica_identity_gives_pre_images_and_carries_unchanged_toast(
         f"INSERT INTO {name} VALUES (1, {_TOASTED}, 1);"
         f"UPDATE {name} SET n = 2 WHERE id = 1; DELETE FROM {name} WHERE id = 1;"
     )
-    feed = (
-        read(spark)
-        .format("postgres")
-        .options(**pg.options(), startingVersion=0)
-        .load(f"public.{name}")
-    )
+    feed = _logged(spark, pg, name)
     big = pg.sql(f"SELECT {_TOASTED}").strip()
     got = sorted((r.id, r.doc == big, r.n, r._change_type) for r in feed.collect())
     assert got == [
@@ -215,12 +207,7 @@ def test_an_unchanged_toast_value_without_full_identity_is_refused_by_name(
 ) -> None:
     name = _table(pg, "id int PRIMARY KEY, doc text, n int")
     pg.sql(f"INSERT INTO {name} VALUES (1, {_TOASTED}, 1);UPDATE {name} SET n = 2 WHERE id = 1;")
-    feed = (
-        read(spark)
-        .format("postgres")
-        .options(**pg.options(), startingVersion=0)
-        .load(f"public.{name}")
-    )
+    feed = _logged(spark, pg, name)
     with pytest.raises(PySparkException) as caught:
         feed.collect()
     assert caught.value.getCondition() == "POSTGRES_CHANGELOG.UNCHANGED_TOAST_VALUE"
@@ -228,19 +215,13 @@ def test_an_unchanged_toast_value_without_full_identity_is_refused_by_name(
 
 
 def test_the_first_copy_reads_every_type_as_the_log_does(
-    spark: SparkSession, pg: PostgresServer, tmp_path: Path
+    spark: SparkSession, pg: PostgresServer
 ) -> None:
     """The copy selects some columns in binary and the rest as text; the log has only text:
     the same rows read the same either way (edge values included)."""
     name = _table(pg, _ALL_TYPES)
     pg.sql(f"INSERT INTO {name} VALUES {_EDGE_ROWS}")
-    logged = (
-        read(spark)
-        .format("postgres")
-        .options(**pg.options(), startingVersion=0)
-        .load(f"public.{name}")
-        .drop("_commit_version", "_commit_timestamp")
-    )
+    logged = _logged(spark, pg, name).drop("_commit_version", "_commit_timestamp")
     stream = readStream(spark).format("postgres").options(**pg.options()).load(f"public.{name}")
     sink = f"copy_{name}"
     query = stream.writeStream.format("memory").queryName(sink).start()
@@ -271,9 +252,7 @@ def test_what_cannot_be_read_is_refused_by_name(
 ) -> None:
     name = _table(pg, columns)
     with pytest.raises(PySparkException) as caught:
-        read(spark).format("postgres").options(**pg.options(), startingVersion=0, **options).load(
-            f"public.{name}"
-        ).collect()
+        _logged(spark, pg, name, **options).collect()
     assert caught.value.getCondition() == condition
     assert "s3cret" not in str(caught.value)
 
