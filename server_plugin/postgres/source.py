@@ -56,8 +56,9 @@ from spark_cdc.server_plugin.postgres.options import (
     PostgresOptions,
     parse_postgres_options,
 )
-from spark_cdc.server_plugin.postgres.pgoutput import decode
+from spark_cdc.server_plugin.postgres.pgoutput import Decoded, decode
 from spark_cdc.server_plugin.postgres.types import from_copy
+from spark_cdc.server_plugin.postgres.visibility import seen_by_copy
 from spark_cdc.server_plugin.vocabulary import INSERT
 
 SOURCE_NAME, OFFSET_VERSION, FAMILY = SOURCE, 1, "POSTGRES_CHANGELOG"
@@ -85,32 +86,6 @@ class PostgresChangelogSource(DataSource):
         options = parse_postgres_options(self.options, True)
         with internal_errors(options.qualified, family=FAMILY):
             return PostgresStreamReader(options, schema)
-
-
-@dataclass(frozen=True)
-class Visibility:
-    """A database snapshot's visibility (``pg_snapshot``'s text ``xmin:xmax:xip,...``):
-    which transactions the first copy saw."""
-
-    xmin: int
-    xmax: int
-    running: tuple[int, ...]
-
-    @classmethod
-    def parse(cls, text: str) -> Visibility:
-        xmin, xmax, running = text.split(":")
-        return cls(int(xmin), int(xmax), tuple(int(x) for x in running.split(",") if x))
-
-    def __str__(self) -> str:
-        return f"{self.xmin}:{self.xmax}:{','.join(map(str, self.running))}"
-
-    def saw(self, xids: np.ndarray) -> np.ndarray:
-        """Whether the snapshot saw each transaction (32-bit xids, as the log has them)."""
-        # A 32-bit xid is the 64-bit one nearest xmax with those low bits (PostgreSQL's
-        # own comparison: within 2^31 either way).
-        ahead = (xids.astype(np.int64) - (self.xmax & 0xFFFFFFFF)) & 0xFFFFFFFF
-        full = self.xmax + np.where(ahead >= 1 << 31, ahead - (1 << 32), ahead)
-        return (full < self.xmin) | ((full < self.xmax) & ~np.isin(full, self.running))
 
 
 @dataclass(frozen=True)
@@ -163,7 +138,7 @@ class _Reader:
         with session(self.options.connection) as s:
             found = peek(s, self.options, part.read_to or part.upto)
         decoded = decode(found.column("data"))
-        skip = _seen(part.copied, decoded.xid)
+        skip = seen_by_copy(part.copied, decoded.xid)
         chosen = served(decoded, part.after, part.upto, skip, part.previous_us)
         return changelog(decoded, self.info, chosen, output)
 
@@ -219,11 +194,6 @@ def peek(s: Session, options: PostgresOptions, upto: int | None) -> pa.Table:
     return s.arrow(f"SELECT data FROM {messages(options, upto)}", f"read slot {options.slot}")
 
 
-def _seen(copied: str | None, xids: np.ndarray) -> np.ndarray:
-    """Which transactions the first copy saw (none without a copy)."""
-    return Visibility.parse(copied).saw(xids) if copied else np.zeros(len(xids), bool)
-
-
 def _lsn_text(lsn: int) -> str:
     return f"{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}"
 
@@ -256,7 +226,8 @@ class PostgresStreamReader(_Reader, DataSourceStreamReader):
     """Offsets: ``{"sourceVersion", "slot", "lsn": the last commit LSN served (None until
     the first micro-batch pins it), "previousUs": its commit time as served, "copied": the
     first copy's visibility, "snapshot": the exported snapshot (the first batch's end
-    only)}``."""
+    only)}``; a log batch's end also names what it reads: ``after`` and ``afterUs`` (its
+    start's ``lsn`` and ``previousUs``) and ``readTo`` (where its last commit record ends)."""
 
     def __init__(self, options: PostgresOptions, schema: StructType) -> None:
         super().__init__(options, schema)
@@ -318,23 +289,35 @@ class PostgresStreamReader(_Reader, DataSourceStreamReader):
                     lsn=start["lsn"],
                     confirmed=state.confirmed,
                 )
-            marks = s.arrow(
-                f"SELECT data FROM {messages(self.options, None, self.options.max_changes)} "
-                "WHERE get_byte(data, 0) IN (66, 67)",  # Begin, Commit
-                f"read slot {self.options.slot}",
-            )
-        txns = decode(marks.column("data"))
+            txns = self._transactions(s)
         later = np.flatnonzero(txns.commit_lsn > start["lsn"])
         if len(later) == 0:
             return start
         copied = start["copied"]
-        chosen = served(txns, start["lsn"], None, _seen(copied, txns.xid), start["previousUs"])
+        chosen = served(
+            txns, start["lsn"], None, seen_by_copy(copied, txns.xid), start["previousUs"]
+        )
         times = chosen.commit_us[chosen.keep]
         previous = int(times[-1]) if len(times) else start["previousUs"]
         last = int(later[-1])
         return self._offset(
-            int(txns.commit_lsn[last]), previous, copied, readTo=int(txns.end_lsn[last])
+            int(txns.commit_lsn[last]),
+            previous,
+            copied,
+            readTo=int(txns.end_lsn[last]),
+            after=start["lsn"],  # the batch's own start: an end says what it reads
+            afterUs=start["previousUs"],
         )
+
+    def _transactions(self, s: Session) -> Decoded:
+        """The slot's next transactions (about ``maxChangesPerTrigger`` changes), from
+        their Begin and Commit messages alone."""
+        marks = s.arrow(
+            f"SELECT data FROM {messages(self.options, None, self.options.max_changes)} "
+            "WHERE get_byte(data, 0) IN (66, 67)",  # Begin, Commit
+            f"read slot {self.options.slot}",
+        )
+        return decode(marks.column("data"))
 
     def _pinned(self, confirmed: int) -> dict[str, Any]:
         """The first micro-batch's end: the slot's position, and with a first copy the
@@ -362,11 +345,31 @@ class PostgresStreamReader(_Reader, DataSourceStreamReader):
                 if "snapshot" not in end:
                     return []
                 return self._copy_ranges(end)
+            if "snapshot" in end:
+                return self._resumed(start, end)
             return [
-                LogRange(
-                    start["lsn"], end["lsn"], start["previousUs"], end["copied"], end["readTo"]
-                )
+                LogRange(end["after"], end["lsn"], end["afterUs"], end["copied"], end["readTo"])
             ]
+
+    def _resumed(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
+        """Spark 4.0/4.1 ask a stream started again from its checkpoint for its latest
+        offset without saying where it was, so it pinned a first copy again: no copy is
+        read, and the stream goes on from the checkpoint's position (``start``; each later
+        end names the position it reads after). The slot is there or behind it (Spark
+        commits a batch's end to the source when the next batch starts); ahead, changes
+        are gone."""
+        if self._holder is not None:
+            self._holder.close()
+            self._holder = None
+        if end["lsn"] > start["lsn"]:
+            raise error(
+                "POSTGRES_CHANGELOG.CHANGES_LOST",
+                slot=self.options.slot,
+                lsn=start["lsn"],
+                confirmed=end["lsn"],
+            )
+        self.position = start
+        return []
 
     def _copy_ranges(self, end: dict[str, Any]) -> list[InputPartition]:
         with session(self.options.connection) as s:

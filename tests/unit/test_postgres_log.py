@@ -19,7 +19,7 @@ from spark_cdc.server_plugin.changefeed.changelog_schema import changelog_schema
 from spark_cdc.server_plugin.postgres.catalog import TableInfo
 from spark_cdc.server_plugin.postgres.changes import changelog, monotonic_us, served
 from spark_cdc.server_plugin.postgres.pgoutput import decode
-from spark_cdc.server_plugin.postgres.source import Visibility
+from spark_cdc.server_plugin.postgres.visibility import Visibility
 
 SCHEMA = StructType([StructField("id", IntegerType()), StructField("v", StringType())])
 INFO = TableInfo("public.t", SCHEMA, ("id",), "d", 0)
