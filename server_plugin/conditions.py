@@ -585,10 +585,10 @@ CONDITIONS: dict[str, Condition] = {
         "slot: ALTER PUBLICATION <publication> ADD TABLE <table>."
     ),
     "POSTGRES_CHANGELOG.TRUNCATE": Condition(
-        "<table> was truncated in the transaction committed at LSN <lsn>, which a change "
-        "feed of rows cannot express: start the stream again with a new checkpoint "
-        "location, which copies the table anew (and full_refresh=True for apply_changes' "
-        "target)."
+        "<table> was truncated in the transaction committed at LSN <lsn>: pass "
+        "includeTruncates=true to read it as a row whose _change_type is 'truncate' (for "
+        "apply_changes' apply_as_truncates), or start the stream again with a new "
+        "checkpoint location, which copies the table anew."
     ),
     "POSTGRES_CHANGELOG.UNCHANGED_TOAST_VALUE": Condition(
         "An update of <table> left column <column> out of the log (an unchanged TOASTed "

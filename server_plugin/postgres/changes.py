@@ -13,6 +13,8 @@
 - **TOAST.** An update leaves an unchanged TOASTed value out of the log. Under ``FULL`` the
   old row has it and it is carried over; otherwise the read is refused by name
   (``UNCHANGED_TOAST_VALUE``), never NULL.
+- **Truncates** are refused by name, or served on request as rows of their own
+  (``changelog``).
 - **Commit times** are made strictly increasing by at least a millisecond per commit
   (``monotonic_us``), as every source of this package serves them.
 """
@@ -48,6 +50,7 @@ from spark_cdc.server_plugin.vocabulary import (
 )
 
 _OP_INSERT, _OP_UPDATE, _OP_DELETE = 0, 1, 2
+TRUNCATE_TYPE = "truncate"  # apply_changes(apply_as_truncates="_change_type = 'truncate'")
 MS_US = 1000
 
 
@@ -86,28 +89,68 @@ def served(
     return Served(keep, times)
 
 
-def changelog(decoded: Decoded, info: TableInfo, chosen: Served, output: pa.Schema) -> pa.Table:
+def changelog(
+    decoded: Decoded,
+    info: TableInfo,
+    chosen: Served,
+    output: pa.Schema,
+    truncates: bool = False,
+) -> pa.Table:
     """``info``'s changes in the served transactions, as rows of ``output`` (the table's
-    columns, then the three changelog columns)."""
-    for txn, relation in decoded.truncates:
-        if relation.qualified == info.qualified and chosen.keep[txn]:
-            raise error(
-                "POSTGRES_CHANGELOG.TRUNCATE",
-                table=info.qualified,
-                lsn=int(decoded.commit_lsn[txn]),
-            )
+    columns, then the three changelog columns). A truncate of the table is refused by name,
+    or with ``truncates`` served as a row of its own (``TRUNCATE_TYPE``, every column NULL)
+    one version before its transaction's: the transaction's changes after it then follow
+    it by ``_commit_version``, and those before it, which it emptied, are left out."""
+    cut = _truncated(decoded, info, chosen, truncates)
     names = [field.name for field in info.schema]
     events = [
         _events(c, names, info) for c in decoded.changes if c.relation.qualified == info.qualified
     ]
     events = [e for e in events if e.num_rows]
-    if not events:
-        return output.empty_table()
-    table = pa.concat_tables(events)
-    table = table.filter(pa.array(chosen.keep[np.asarray(table.column("txn"))]))
-    if table.num_rows == 0:
-        return output.empty_table()
-    table = table.sort_by("order")
+    rows = output.empty_table()
+    if events:
+        table = pa.concat_tables(events)
+        txn = np.asarray(table.column("txn"))
+        live = chosen.keep[txn] & (np.asarray(table.column("order")) > cut[txn] * 2 + 1)
+        table = table.filter(pa.array(live))
+        if table.num_rows:
+            rows = _rows(decoded, info, chosen, output, table.sort_by("order"), names)
+    emptied = np.flatnonzero(cut >= 0)
+    if not len(emptied):
+        return rows
+    marks = [pa.nulls(len(emptied), field.type) for field in output][: len(names)]
+    marks += [
+        pa.repeat(pa.scalar(TRUNCATE_TYPE), len(emptied)),
+        pa.array(decoded.commit_lsn[emptied] - 1, pa.int64()),
+        pa.array(chosen.commit_us[emptied], pa.timestamp("us", tz="UTC")),
+    ]
+    marked = pa.Table.from_arrays(marks, schema=output)
+    return pa.concat_tables([marked, rows]).sort_by("_commit_version")
+
+
+def _truncated(decoded: Decoded, info: TableInfo, chosen: Served, allowed: bool) -> np.ndarray:
+    """Per transaction, the message of its last truncate of ``info``'s table (-1: none)."""
+    cut = np.full(len(decoded.commit_lsn), -1, np.int64)
+    for txn, message, relation in decoded.truncates:
+        if relation.qualified == info.qualified and chosen.keep[txn]:
+            if not allowed:
+                raise error(
+                    "POSTGRES_CHANGELOG.TRUNCATE",
+                    table=info.qualified,
+                    lsn=int(decoded.commit_lsn[txn]),
+                )
+            cut[txn] = max(cut[txn], message)
+    return cut
+
+
+def _rows(
+    decoded: Decoded,
+    info: TableInfo,
+    chosen: Served,
+    output: pa.Schema,
+    table: pa.Table,
+    names: list[str],
+) -> pa.Table:
     folded = _folded(table, names, info.keys)
     served_txn = np.asarray(folded.column("txn"))
     columns = [

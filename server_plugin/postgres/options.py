@@ -3,7 +3,8 @@
 database is (``host``, ``port``, ``database``, ``user``, ``passfile``, and libpq's own
 ``PG*`` variables in the server's environment), the replication slot and publication it
 reads, whether to make them (``createSlot``) and whether a stream starts with a first
-copy of the table (``initialCopy``).
+copy of the table (``initialCopy``) and whether a ``TRUNCATE`` is served as a row
+(``includeTruncates``) or refused.
 
 No option takes a password: options are part of the query's plan, which ``explain()`` and
 the server's log show. libpq reads ``PGPASSWORD`` or a password file on the server.
@@ -34,6 +35,7 @@ ACCEPTED = OptionSet(
         "publication",
         "createSlot",
         "initialCopy",
+        "includeTruncates",
         "maxChangesPerTrigger",
     ),
     prefixes=(),
@@ -52,6 +54,7 @@ class PostgresOptions:
     publication: str
     create_slot: bool
     initial_copy: bool
+    include_truncates: bool
     max_changes: int
 
     @property
@@ -86,5 +89,6 @@ def parse_postgres_options(raw: Mapping[str, str], streaming: bool = False) -> P
         publication=own.get("publication", default_name),
         create_slot=cdc_options.boolean(own, "createSlot", False),
         initial_copy=cdc_options.boolean(own, "initialCopy", not common.has_start),
+        include_truncates=cdc_options.boolean(own, "includeTruncates", False),
         max_changes=positive(own, "maxChangesPerTrigger") or DEFAULT_MAX_CHANGES,
     )

@@ -79,15 +79,15 @@ class Changes:
 class Decoded:
     """A run of whole transactions: per transaction its commit LSN, commit time (Unix
     microseconds), xid and where its commit record ends (a read up to there holds it); the
-    row changes per relation schema; the truncates, each a transaction index and the
-    relations it emptied."""
+    row changes per relation schema; the truncates, each a transaction index, the
+    message's (as ``Changes.order``) and a relation it emptied."""
 
     commit_lsn: np.ndarray
     commit_us: np.ndarray
     xid: np.ndarray
     end_lsn: np.ndarray
     changes: list[Changes]
-    truncates: list[tuple[int, Relation]]
+    truncates: list[tuple[int, int, Relation]]  # transaction, message, relation
 
 
 def _big_endian(buf: np.ndarray, at: np.ndarray, width: int, dtype: str) -> np.ndarray:
@@ -162,7 +162,8 @@ def decode(data: pa.Array) -> Decoded:
         count = struct.unpack_from(">I", buf.data, position + 1)[0]
         relids = _big_endian(buf, position + 6 + 4 * np.arange(count), 4, ">u4")
         for relid in relids:
-            truncates.append((int(txn[message]), _schema_at(known, int(relid), int(message))))
+            relation = _schema_at(known, int(relid), int(message))
+            truncates.append((int(txn[message]), int(message), relation))
 
     rows = np.flatnonzero((kind == INSERT) | (kind == UPDATE) | (kind == DELETE))
     relid_of = _big_endian(buf, starts[rows] + 1, 4, ">u4").astype(np.int64)

@@ -140,7 +140,7 @@ class _Reader:
         decoded = decode(found.column("data"))
         skip = seen_by_copy(part.copied, decoded.xid)
         chosen = served(decoded, part.after, part.upto, skip, part.previous_us)
-        return changelog(decoded, self.info, chosen, output)
+        return changelog(decoded, self.info, chosen, output, self.options.include_truncates)
 
     def _copy(self, part: CopyRange, output: pa.Schema) -> Iterator[pa.RecordBatch]:
         """The pages' rows as inserts, batch by batch as the database sends them."""

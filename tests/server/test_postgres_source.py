@@ -303,3 +303,59 @@ def test_a_stream_copies_then_follows_the_log_exactly_once_across_restarts(
         f"WHERE slot_name = 'spark_cdc_public_{name}'"
     )
     assert confirmed.strip() == "t"  # the slot moved on with the commits
+
+
+def test_truncates_are_refused_by_name_or_served_as_rows_that_apply_changes_applies(
+    spark: SparkSession, pg: PostgresServer, tmp_path: Path
+) -> None:
+    """A ``TRUNCATE`` is refused by name unless ``includeTruncates``; then it is a row of
+    its own, one version before its transaction's, which leaves out what the transaction
+    wrote before it and precedes what it wrote after; ``apply_as_truncates`` applies it."""
+    name = _table(pg, "id int PRIMARY KEY, v text")
+    pg.sql(f"INSERT INTO {name} SELECT i, 'a' FROM generate_series(1, 5) i")
+    target, checkpoint = str(tmp_path / "mirror"), str(tmp_path / "checkpoint")
+
+    def run() -> None:
+        feed = (
+            readStream(spark)
+            .format("postgres")
+            .options(**pg.options(), includeTruncates="true")
+            .load(f"public.{name}")
+        )
+        query = apply_changes(
+            feed,
+            target,
+            ["id"],
+            sequence_by="_commit_version",
+            apply_as_truncates="_change_type = 'truncate'",
+            checkpoint_location=checkpoint,
+        )
+        query.processAllAvailable()
+        query.stop()
+
+    run()
+    pg.sql(
+        f"BEGIN; INSERT INTO {name} VALUES (6, 'b'); UPDATE {name} SET v = 'c' WHERE id = 1; "
+        f"TRUNCATE {name}; INSERT INTO {name} VALUES (1, 'd'), (7, 'e'); COMMIT;"
+        f"INSERT INTO {name} VALUES (8, 'f'); TRUNCATE {name}; INSERT INTO {name} VALUES (9, 'g');"
+    )
+    with pytest.raises(PySparkException) as caught:
+        _logged(spark, pg, name).collect()
+    assert caught.value.getCondition() == "POSTGRES_CHANGELOG.TRUNCATE"
+    rows = _logged(spark, pg, name, includeTruncates="true").collect()
+    commits = sorted(_commits(pg, name))
+    got = [(r["id"], r["v"], r["_change_type"], r["_commit_version"]) for r in rows]
+    earlier = [(i, "a", "insert", commits[-5]) for i in range(1, 6)]
+    assert got[:-6] in ([], earlier)  # the first rows' insert, if the slot still holds it
+    assert got[-6:] == [
+        (None, None, "truncate", commits[-4] - 1),
+        (1, "d", "insert", commits[-4]),
+        (7, "e", "insert", commits[-4]),
+        (8, "f", "insert", commits[-3]),
+        (None, None, "truncate", commits[-2] - 1),
+        (9, "g", "insert", commits[-1]),
+    ]
+    run()
+    assert sorted_rows(read_table(target)) == sorted_rows(
+        pa.table({"id": pa.array([9], pa.int32()), "v": ["g"]})
+    )

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 from spark_cdc.server_plugin.arrow_types import arrow_schema
 from spark_cdc.server_plugin.changefeed.changelog_schema import changelog_schema
+from spark_cdc.server_plugin.errors import ChangelogSourceError
 from spark_cdc.server_plugin.postgres.catalog import TableInfo
 from spark_cdc.server_plugin.postgres.changes import changelog, monotonic_us, served
 from spark_cdc.server_plugin.postgres.pgoutput import decode
@@ -66,6 +67,10 @@ def _messages(transactions: list[list[Op]], full: bool, rows: dict[int, str]) ->
         out.append(b"B" + struct.pack(">qqI", lsn, at, 700 + number))
         out.append(_relation(full))
         for kind, key, value in changes:
+            if kind == "T":
+                out.append(b"T" + struct.pack(">IBI", 1, 0, 16384))
+                rows.clear()
+                continue
             if kind == "I":
                 out.append(b"I" + struct.pack(">I", 16384) + b"N" + _tuple([key, value]))
             elif kind == "U":
@@ -83,12 +88,16 @@ def _messages(transactions: list[list[Op]], full: bool, rows: dict[int, str]) ->
 
 
 @st.composite
-def _histories(draw: Any) -> list[list[Op]]:
+def _histories(draw: Any, truncates: bool = False) -> list[list[Op]]:
     keys: set[int] = set()
     transactions = []
     for _ in range(draw(st.integers(1, 5))):
         changes: list[Op] = []
         for _ in range(draw(st.integers(1, 6))):
+            if truncates and draw(st.integers(0, 5)) == 0:
+                changes.append(("T", 0, None))
+                keys.clear()
+                continue
             key = draw(st.integers(0, 4))
             value = draw(st.sampled_from(["a", "b", "c", None]))
             kind = draw(st.sampled_from("UD")) if key in keys else "I"
@@ -104,8 +113,13 @@ def _histories(draw: Any) -> list[list[Op]]:
 def _model(transactions: list[list[Op]], full: bool) -> list[tuple[Any, ...]]:
     """Row by row: each transaction's net change per key, as Spark's changelog rows."""
     rows: dict[int, str | None] = {}
-    out = []
+    out: list[tuple[Any, ...]] = []
     for number, changes in enumerate(transactions, start=1):
+        cut = max((i for i, (kind, _, _) in enumerate(changes) if kind == "T"), default=None)
+        if cut is not None:  # what the transaction wrote before its last truncate is gone
+            out.append((None, None, "truncate", number * 1000 - 1))
+            rows.clear()
+            changes = changes[cut + 1 :]
         before = dict(rows)
         for kind, key, value in changes:
             if kind == "D":
@@ -127,20 +141,37 @@ def _model(transactions: list[list[Op]], full: bool) -> list[tuple[Any, ...]]:
 
 
 @settings(max_examples=150, deadline=None)
-@given(_histories(), st.booleans())
+@given(_histories(truncates=True), st.booleans())
 def test_each_transaction_folds_to_its_net_change_per_key(
     transactions: list[list[Op]], full: bool
 ) -> None:
+    """Truncates served as rows (includeTruncates): a truncate row one version before its
+    transaction's, the transaction's changes after it, none from before it; versions rise."""
     data = pa.array(_messages(transactions, full, {}), pa.binary())
     decoded = decode(data)
     chosen = served(decoded, -1, None, np.zeros(len(decoded.xid), bool), None)
-    table = changelog(decoded, INFO, chosen, arrow_schema(changelog_schema(SCHEMA)))
+    table = changelog(decoded, INFO, chosen, arrow_schema(changelog_schema(SCHEMA)), True)
     got = sorted(
         ((r["id"], r["v"], r["_change_type"], r["_commit_version"]) for r in table.to_pylist()),
         key=repr,
     )
     assert got == _model(transactions, full)
     assert table.schema == arrow_schema(changelog_schema(SCHEMA))
+    versions = table.column("_commit_version").to_pylist()
+    assert versions == sorted(versions)
+
+
+@given(_histories(truncates=True))
+def test_a_truncate_is_refused_by_name_unless_asked_for(transactions: list[list[Op]]) -> None:
+    decoded = decode(pa.array(_messages(transactions, False, {}), pa.binary()))
+    chosen = served(decoded, -1, None, np.zeros(len(decoded.xid), bool), None)
+    truncated = any(kind == "T" for changes in transactions for kind, _, _ in changes)
+    try:
+        changelog(decoded, INFO, chosen, arrow_schema(changelog_schema(SCHEMA)))
+    except ChangelogSourceError as refused:
+        assert truncated and refused.condition == "POSTGRES_CHANGELOG.TRUNCATE"
+    else:
+        assert not truncated
 
 
 @given(st.lists(st.integers(0, 10**7), max_size=30), st.none() | st.integers(0, 10**7))
