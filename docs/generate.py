@@ -317,6 +317,7 @@ RENDERERS: dict[str, Callable[[], str]] = {
     "bench-apply": bench_apply,
     "bench-apply-more": bench_apply_more,
     "bench-iceberg": lambda: bench_of("iceberg_source"),
+    "bench-postgres": lambda: bench_of("postgres_source"),
     "bench-default-partitions": bench_default_partitions,
     "bench-long-lived": bench_long_lived,
     "bench-snapshot": lambda: bench_of("snapshot"),

@@ -571,6 +571,10 @@ CONDITIONS: dict[str, Condition] = {
         "was fixed when it started: restart the query; it goes on from where it stopped, "
         "with the table's columns as they are then."
     ),
+    "POSTGRES_CHANGELOG.SLOT_ACTIVE": Condition(
+        "Replication slot <slot> is in use by a reader (a running stream), so it was not "
+        "dropped: stop that stream, then drop the slot."
+    ),
     "POSTGRES_CHANGELOG.SLOT_NOT_FOUND": Condition(
         "The database has no replication slot <slot>: create it (SELECT "
         "pg_create_logical_replication_slot('<slot>', 'pgoutput')), or pass createSlot=true "
@@ -604,6 +608,11 @@ CONDITIONS: dict[str, Condition] = {
         "Column <column> of <table> has type <type>, which has no Spark type this source "
         "maps it to (docs/postgres-source.md lists them): cast it in a view of your own, or leave "
         "the column out of the publication (a column list)."
+    ),
+    "POSTGRES_CHANGELOG.WAL_NOT_FLUSHED": Condition(
+        "The database did not flush its write-ahead log up to <lsn> within <seconds> s, so "
+        "the transactions a restarted stream must serve are not in the log yet: check the "
+        "database's health (its disk and its WAL writer), then start the stream again."
     ),
     "SNAPSHOT_CHANGES.DUPLICATE_KEY": Condition(
         "The <side> snapshot has <count> rows of key <key>, and a snapshot holds one row per "
@@ -655,6 +664,14 @@ CONDITIONS: dict[str, Condition] = {
     "SPARK_CDC_CLI.CHECKPOINT_REQUIRED": Condition(
         "An Iceberg target has no folder to put the checkpoint beside; give one with "
         "--checkpoint DIR (a folder the server sees)."
+    ),
+    "SPARK_CDC_CLI.CREDENTIAL_OPTION": Condition(
+        "-o <option> would put a credential on the command line, where every user of this "
+        "machine can read it in `ps`: give it to the server instead, in its environment "
+        "(PGPASSWORD, AWS_SECRET_ACCESS_KEY) or a file it reads (-o passfile=PATH)."
+    ),
+    "SPARK_CDC_CLI.INVALID_OPTION": Condition(
+        "-o <option> is not KEY=VALUE; write each of the source's options as -o key=value."
     ),
     "SPARK_CDC_CLI.NO_CATALOG": Condition(
         "--format iceberg found no properties of the catalog <name>: give them in a file "

@@ -25,6 +25,7 @@ from pyspark.sql.connect.streaming.query import StreamingQuery
 from pyspark.sql.connect.streaming.readwriter import DataStreamWriter
 from spark_cdc.late_rows import first_drop
 from spark_cdc.testing.local_server import RUNNING, start_local_server
+from spark_cdc.testing.postgres import PostgresServer, server_binaries, start_postgres
 
 from tests.support import harness
 from tests.support.processes import Command
@@ -183,6 +184,16 @@ def server_host(spark_remote: str) -> str:
     if isinstance(_server, harness.ContainerServer):
         return str(_server.container.host_address)
     return "127.0.0.1"
+
+
+@pytest.fixture(scope="module")
+def pg(server_host: str) -> Iterator[PostgresServer]:
+    """A real PostgreSQL the Spark server reaches, one per test module (as every service
+    the tests start)."""
+    if server_binaries() is None:
+        pytest.fail("PostgreSQL's server binaries are missing: apt-get install postgresql")
+    with start_postgres(server_host) as server:
+        yield server
 
 
 @pytest.fixture

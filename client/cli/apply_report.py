@@ -25,15 +25,50 @@ class _Position:
 
     @classmethod
     def of(cls, offset: str | None) -> _Position | None:
-        if not offset:
-            return None
-        try:
-            parsed = json.loads(offset)
-        except ValueError:
-            return None
-        if not isinstance(parsed, dict):
+        parsed = _parsed(offset)
+        if parsed is None:
             return None
         return cls(parsed.get("version"), parsed.get("previousCommitTimestamp"))
+
+
+def _parsed(offset: str | None) -> dict[str, Any] | None:
+    try:
+        parsed = json.loads(offset) if offset else None
+    except ValueError:
+        return None
+    return parsed if isinstance(parsed, dict) else None
+
+
+def byte_size(count: int) -> str:
+    """Bytes as a person reads them: ``512 bytes``, ``12.4 MB``."""
+    if count < 1024:
+        return f"{count:,} bytes"
+    size = float(count)
+    for unit in ("kB", "MB", "GB"):
+        size /= 1024
+        if size < 1024:
+            return f"{size:,.1f} {unit}"
+    return f"{size / 1024:,.1f} TB"
+
+
+def _wal_lag(source: Any, now_ms: float) -> str | None:
+    """A PostgreSQL source's lag: the log written since the last transaction applied, and
+    what its slot keeps on the database's disk (its ``latestOffset``, Spark 4.2+)."""
+    latest = _parsed(getattr(source, "latestOffset", None))
+    end = _parsed(source.endOffset)
+    if latest is None or "retainedWalBytes" not in latest:
+        return None
+    text = "lag"
+    if end is not None and end.get("lsn") is not None:
+        text += f" {byte_size(max(0, int(latest['lsn']) - int(end['lsn'])))} of WAL,"
+    text += f" the slot keeps {byte_size(int(latest['retainedWalBytes']))} of WAL"
+    if end is not None and end.get("previousUs") is not None:
+        text += _ago(now_ms, int(end["previousUs"]) / 1000)
+    return text
+
+
+def _ago(now_ms: float, commit_ms: float) -> str:
+    return f", newest applied commit {max(0.0, now_ms - commit_ms) / 1000:,.0f} s ago"
 
 
 def _plural(count: int, noun: str) -> str:
@@ -65,6 +100,9 @@ def lag(progress: Any, now_ms: float) -> str:
     source versions not applied yet (from the newest the source reports), and the seconds
     since the newest source commit applied was made (``now_ms``: the time now, in ms)."""
     source = progress.sources[0] if progress.sources else None
+    wal = _wal_lag(source, now_ms) if source is not None else None
+    if wal is not None:
+        return wal
     end = _Position.of(source.endOffset) if source is not None else None
     latest = _Position.of(getattr(source, "latestOffset", None))
     if (
@@ -79,7 +117,7 @@ def lag(progress: Any, now_ms: float) -> str:
         versions = "unknown versions (the source reports no newest version)"
     text = f"lag {versions}"
     if end is not None and end.previous_ms is not None:
-        text += f", newest applied commit {max(0.0, now_ms - end.previous_ms) / 1000:,.0f} s ago"
+        text += _ago(now_ms, end.previous_ms)
     return text
 
 

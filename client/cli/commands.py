@@ -26,6 +26,26 @@ from spark_cdc.cli.lifecycle import (
 )
 
 
+@dataclasses.dataclass(frozen=True)
+class FeedSource:
+    """The source a command reads: its format and own options (``source_arguments``)."""
+
+    format: str = "delta"
+    options: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def of(cls, args: argparse.Namespace) -> FeedSource:
+        from spark_cdc.cli.source_arguments import source_options
+
+        return cls(args.source_format, source_options(args))
+
+    def register(self, spark: Any) -> None:
+        """Ship the source to a server without this package (``ChangelogSource.register``)."""
+        from spark_cdc.sources import source_for
+
+        source_for(self.format).register(spark)
+
+
 def _require_server_parts(needed_by: str) -> None:
     """Refuse before any JVM starts: full PySpark (a thin client's cannot start a server),
     then deltalake."""
@@ -132,17 +152,19 @@ def follow(
     print_out: Callable[[str], None] = print,
     until: Callable[[], bool] = lambda: False,
     listening: Callable[[], None] = lambda: None,
+    source: FeedSource = FeedSource(),
 ) -> None:
     """Stream ``table``'s post-processed change feed to the terminal, a commit at a time as
     each arrives, until ``until()`` or a stop signal; ``listening()`` is called once the
     stream's first micro-batch has run. On a terminal a status line on stderr shows progress
     (cleared before each commit prints); elsewhere a line says what it waits for."""
-    from spark_cdc import ChangelogReader, register_delta_changelog
+    from spark_cdc import ChangelogReader
     from spark_cdc.cli.live_feed import WAITING, LiveFeed, render, status_line
 
-    register_delta_changelog(spark)
-    raw, spec, cdc = ChangelogReader(spark, streaming=True).options(**options).source_feed(table)
-    columns = _user_columns(spark, table, spec.row_id or ())
+    source.register(spark)
+    reader = ChangelogReader(spark, streaming=True).format(source.format)
+    raw, spec, cdc = reader.options(**options, **source.options).source_feed(table)
+    columns = _user_columns(spark, table, spec.row_id or (), source)
     feed = LiveFeed(raw, spec, cdc, work_dir=str(scratch() / "live"))
     tty = sys.stderr.isatty()
     if not tty:
@@ -203,10 +225,15 @@ def _sortable(value: Any) -> tuple[int, Any]:
     return (0, value) if is_number else (1, str(value))
 
 
-def _user_columns(spark: Any, table: str, row_id: Any, flag: str = "--row-id") -> list[str]:
+def _user_columns(
+    spark: Any, table: str, row_id: Any, source: FeedSource, flag: str = "--row-id"
+) -> list[str]:
     """The table's columns, row id first; a row id column the table lacks is named with the
     columns it has and the ``flag`` that gave it, before any stream starts."""
-    columns = [c for c in spark.read.format("delta_changelog").load(table).columns]
+    from spark_cdc.sources import source_for
+
+    server_name = source_for(source.format).name
+    columns = spark.read.format(server_name).options(**source.options).load(table).columns
     table_columns = [c for c in columns if not c.startswith("_")]
     missing = [c for c in row_id if c.split(".")[0] not in columns]
     if missing:
@@ -226,9 +253,10 @@ def tail(args: argparse.Namespace) -> int:
         options["startingVersion"] = args.starting_version
     if args.net_changes:
         options["deduplicationMode"] = "netChanges"
+    source = FeedSource.of(args)
     try:
         with session(args.remote, args.token) as spark:
-            follow(spark, args.table, options, lambda text: print(text, flush=True))
+            follow(spark, args.table, options, lambda text: print(text, flush=True), source=source)
     except (Stopped, KeyboardInterrupt):
         print("Stopped.", file=sys.stderr, flush=True)
     return 0
@@ -251,11 +279,12 @@ def apply(args: argparse.Namespace) -> int:
     (by default beside a Delta target) stays: running the command
     again continues where it stopped, neither losing nor repeating a change; with
     ``--full-refresh`` the target and its state are rebuilt from the feed's start."""
-    from spark_cdc import AppliedChanges, apply_changes, readStream, register_delta_changelog
+    from spark_cdc import AppliedChanges, apply_changes, readStream
     from spark_cdc.cli.live_feed import finished_within
     from spark_cdc.sources import names_a_table, table_location
 
     keys, catalog = target_arguments(args)
+    source = FeedSource.of(args)
     options: dict[str, Any] = {"rowId": ",".join(keys), "computeUpdates": True}
     if args.starting_version is not None:
         options["startingVersion"] = args.starting_version
@@ -264,13 +293,14 @@ def apply(args: argparse.Namespace) -> int:
         raise CliError("SPARK_CDC_CLI.CHECKPOINT_REQUIRED")
     try:
         with session(args.remote, args.token) as spark:
-            register_delta_changelog(spark)
-            _user_columns(spark, args.source, keys, "--keys")
+            source.register(spark)
+            _user_columns(spark, args.source, keys, source, "--keys")
             target = args.target
             if not iceberg and names_a_table(target):  # the checkpoint goes beside its location
                 target = table_location(spark, target)
             checkpoint = args.checkpoint or target.rstrip("/") + "__apply_changes_checkpoint"
-            feed = readStream(spark).options(**options).load(args.source)
+            reader = readStream(spark).format(source.format)
+            feed = reader.options(**options, **source.options).load(args.source)
             query = apply_changes(
                 feed,
                 args.target,

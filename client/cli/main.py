@@ -8,6 +8,8 @@
                                                 apply it to a target until stopped (or once)
     spark-cdc apply-snapshot TABLE --target T --keys COLS [--scd 2] [--version V]
                                                 apply what it holds now as the next snapshot
+    spark-cdc slots -o host=H -o database=D [--drop SLOT]
+                                                a database's replication slots, or drop one
 
 Errors end in one sentence and a non-zero exit, never a stack trace, and never show a token.
 Every command stops the same way on Ctrl-C, SIGTERM and SIGHUP (``lifecycle``); what
@@ -26,7 +28,7 @@ import re
 import sys
 from pathlib import Path
 
-from spark_cdc.cli import commands, snapshot_command
+from spark_cdc.cli import commands, slots_command, snapshot_command
 from spark_cdc.cli.lifecycle import (
     CliError,
     Stopped,
@@ -35,6 +37,7 @@ from spark_cdc.cli.lifecycle import (
     remove_scratch,
     stop_requested,
 )
+from spark_cdc.cli.source_arguments import with_source
 from spark_cdc.connection_defaults import DEFAULT_PORT, TOKEN_ENV
 
 
@@ -259,12 +262,17 @@ def _parser() -> argparse.ArgumentParser:
 
     tail = subcommands.add_parser(
         "tail",
-        help="follow a Delta table's change feed",
-        description="Print a Delta table's changes as they are committed, one commit at a "
-        "time: carry-overs removed, updates shown as update_preimage/update_postimage, and "
-        "for each commit how many raw changes it had and how many carry-overs were removed.",
+        help="follow a Delta or PostgreSQL table's change feed",
+        description="Print a Delta or PostgreSQL table's changes as they are committed, one "
+        "commit at a time: carry-overs removed, updates shown as update_preimage/"
+        "update_postimage, and for each commit how many raw changes it had and how many "
+        "carry-overs were removed.",
     )
-    tail.add_argument("table", help="the table's path or URI, as the server sees it")
+    tail.add_argument(
+        "table",
+        help="the table's path or URI, as the server sees it (postgres: schema.table)",
+    )
+    with_source(tail)
     tail.add_argument(
         "--row-id",
         required=True,
@@ -288,12 +296,17 @@ def _parser() -> argparse.ArgumentParser:
 
     apply = subcommands.add_parser(
         "apply",
-        help="apply a Delta table's changes to a target table",
-        description="Follow a Delta table's change feed into a target Delta or Iceberg table, as a "
-        "mirror (SCD type 1) or a history (SCD type 2, with __START_AT/__END_AT), exactly "
-        "once, until stopped; run again, it continues where it stopped.",
+        help="apply a Delta or PostgreSQL table's changes to a target table",
+        description="Follow a Delta or PostgreSQL table's change feed into a target Delta "
+        "or Iceberg table, as a mirror (SCD type 1) or a history (SCD type 2, with "
+        "__START_AT/__END_AT), exactly once, until stopped; run again, it continues where "
+        "it stopped.",
     )
-    apply.add_argument("source", help="the source table's path or URI, as the server sees it")
+    apply.add_argument(
+        "source",
+        help="the source table's path or URI, as the server sees it (postgres: schema.table)",
+    )
+    with_source(apply)
     with_target(apply)
     apply.add_argument(
         "--checkpoint",
@@ -322,6 +335,11 @@ def _parser() -> argparse.ArgumentParser:
     with_remote(apply)
     with_token(apply)
     apply.set_defaults(run=commands.apply)
+
+    slots = slots_command.add_parser(subcommands)
+    with_source(slots, formats=False)
+    with_remote(slots)
+    with_token(slots)
 
     apply_snapshot = snapshot_command.add_parser(subcommands)
     with_target(apply_snapshot)

@@ -39,6 +39,7 @@ DISCOVERY_MODULES = (
     "pyspark_delta_changelog",
     "pyspark_iceberg_changelog",
     "pyspark_postgres_changelog",
+    "pyspark_postgres_slots",
     "pyspark_spark_cdc_apply",
     "pyspark_spark_cdc_server",
     "pyspark_spark_cdc_spool",

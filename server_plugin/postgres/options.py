@@ -70,15 +70,22 @@ def refuse_secrets(keys: Iterable[str]) -> None:
             raise error("POSTGRES_CHANGELOG.PASSWORD_IN_OPTIONS", option=key)
 
 
+def connection_options(own: Mapping[str, str]) -> dict[str, str]:
+    """The connection options among ``own`` (names as given, lower case), as libpq's
+    keywords."""
+    connection = {k: own[k] for k in CONNECTION_OPTIONS if own.get(k)}
+    if "database" in connection:
+        connection["dbname"] = connection.pop("database")
+    return connection
+
+
 def parse_postgres_options(raw: Mapping[str, str], streaming: bool = False) -> PostgresOptions:
     refuse_secrets(raw)
     common = parse_source_options(raw, ACCEPTED, streaming)
     own = common.own
     schema, _, table = common.path.strip().rpartition(".")
     schema = schema or "public"
-    connection = {k: own[k] for k in CONNECTION_OPTIONS if own.get(k)}
-    if "database" in connection:
-        connection["dbname"] = connection.pop("database")
+    connection = connection_options(own)
     default_name = re.sub(r"[^a-z0-9_]", "_", f"spark_cdc_{schema}_{table}".lower())[:63]
     return PostgresOptions(
         common=common,

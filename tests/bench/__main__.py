@@ -41,6 +41,7 @@ BENCHMARKS = (
     "apply_iceberg_growth",
     "apply_scheduled",
     "iceberg_source",
+    "postgres_source",
     "snapshot",
 )
 # What ``--only NAME`` runs with it: ``apply`` is every target format's.
