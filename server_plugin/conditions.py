@@ -513,6 +513,10 @@ CONDITIONS: dict[str, Condition] = {
         "gone from it: give each stream a slot of its own, and start this one again with a "
         "new checkpoint location (and a first copy) to mirror the table anew."
     ),
+    "POSTGRES_CHANGELOG.COLUMN_TYPES_DIFFER": Condition(
+        "Column <column> is <firstType> in <first> but <secondType> in <second>, so the two "
+        "tables cannot be read as one feed: read them as feeds of their own."
+    ),
     "POSTGRES_CHANGELOG.CONNECTION_FAILED": Condition(
         "The postgres_changelog source could not connect to <address>: <problem>. Check the "
         "host, port, database and user options, and give the password through the server's "
@@ -580,6 +584,10 @@ CONDITIONS: dict[str, Condition] = {
         "pg_create_logical_replication_slot('<slot>', 'pgoutput')), or pass createSlot=true "
         "to let the source make it."
     ),
+    "POSTGRES_CHANGELOG.TABLE_COLUMN_TAKEN": Condition(
+        "<table> has a column named _table, which a feed of several tables uses for each "
+        "row's table: read <table> as a feed of its own."
+    ),
     "POSTGRES_CHANGELOG.TABLE_NOT_FOUND": Condition(
         "The database has no table <table> the source's user can see: name it as "
         "schema.table (load('public.orders'))."
@@ -587,6 +595,9 @@ CONDITIONS: dict[str, Condition] = {
     "POSTGRES_CHANGELOG.TABLE_NOT_PUBLISHED": Condition(
         "Publication <publication> does not publish <table>, so its changes never reach the "
         "slot: ALTER PUBLICATION <publication> ADD TABLE <table>."
+    ),
+    "POSTGRES_CHANGELOG.TABLE_TWICE": Condition(
+        "The path <path> names a table twice: name each table once."
     ),
     "POSTGRES_CHANGELOG.TRUNCATE": Condition(
         "<table> was truncated in the transaction committed at LSN <lsn>: pass "

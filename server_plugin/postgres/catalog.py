@@ -87,32 +87,43 @@ def table_info(session: Session, schema: str, table: str) -> TableInfo:
 
 
 def ensure_slot(
-    session: Session, slot: str, publication: str, info: TableInfo, create: bool
+    session: Session, slot: str, publication: str, infos: list[TableInfo], create: bool
 ) -> None:
-    """The slot (pgoutput) and the publication publishing the table, made when missing if
+    """The slot (pgoutput) and the publication publishing the tables, made when missing if
     ``create``, else refused by name."""
-    published = session.rows(
-        "SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1) AS found, "
-        "EXISTS (SELECT 1 FROM pg_publication_tables WHERE pubname = $1 "
-        "AND schemaname = $2 AND tablename = $3) AS publishes",
+    names = [info.qualified for info in infos]
+    found = session.rows(
+        "SELECT count(*) AS found FROM pg_publication WHERE pubname = $1",
         "look up the publication",
-        (publication, *info.qualified.split(".", 1)),
-    )[0]
-    if not published["found"]:
+        (publication,),
+    )[0]["found"]
+    if not found:
         if not create:
             raise error(
                 "POSTGRES_CHANGELOG.PUBLICATION_NOT_FOUND",
                 publication=publication,
-                table=info.qualified,
+                table=", ".join(names),
             )
         session.execute(
-            f"CREATE PUBLICATION {quote_ident(publication)} FOR TABLE {info.quoted}",
+            f"CREATE PUBLICATION {quote_ident(publication)} FOR TABLE "
+            + ", ".join(info.quoted for info in infos),
             f"create publication {publication}",
         )
-    elif not published["publishes"]:
-        raise error(
-            "POSTGRES_CHANGELOG.TABLE_NOT_PUBLISHED", publication=publication, table=info.qualified
-        )
+    else:
+        listed = {
+            row["name"]
+            for row in session.rows(
+                "SELECT schemaname::text || '.' || tablename::text AS name "
+                "FROM pg_publication_tables WHERE pubname = $1",
+                "list the publication's tables",
+                (publication,),
+            )
+        }
+        for name in names:
+            if name not in listed:
+                raise error(
+                    "POSTGRES_CHANGELOG.TABLE_NOT_PUBLISHED", publication=publication, table=name
+                )
     if slot_state(session, slot) is None:
         if not create:
             raise error("POSTGRES_CHANGELOG.SLOT_NOT_FOUND", slot=slot)

@@ -1,7 +1,8 @@
 """``postgres_changelog`` options: the common ones
 (``spark_cdc.server_plugin.changefeed.source_options``; versions are commit LSNs), where the
 database is (``host``, ``port``, ``database``, ``user``, ``passfile``, and libpq's own
-``PG*`` variables in the server's environment), the replication slot and publication it
+``PG*`` variables in the server's environment), the tables (the path: ``schema.table``,
+or several, comma-separated, served as one feed), the replication slot and publication it
 reads, whether to make them (``createSlot``) and whether a stream starts with a first
 copy of the table (``initialCopy``) and whether a ``TRUNCATE`` is served as a row
 (``includeTruncates``) or refused.
@@ -12,6 +13,7 @@ the server's log show. libpq reads ``PGPASSWORD`` or a password file on the serv
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -48,8 +50,7 @@ DEFAULT_MAX_CHANGES = 1_000_000  # per micro-batch, whole transactions (one may 
 class PostgresOptions:
     common: SourceOptions
     connection: dict[str, str]  # libpq keywords
-    schema: str
-    table: str
+    tables: tuple[tuple[str, str], ...]  # (schema, table), in the path's order
     slot: str
     publication: str
     create_slot: bool
@@ -59,7 +60,7 @@ class PostgresOptions:
 
     @property
     def qualified(self) -> str:
-        return f"{self.schema}.{self.table}"
+        return ", ".join(f"{schema}.{table}" for schema, table in self.tables)
 
 
 def refuse_secrets(keys: Iterable[str]) -> None:
@@ -83,15 +84,15 @@ def parse_postgres_options(raw: Mapping[str, str], streaming: bool = False) -> P
     refuse_secrets(raw)
     common = parse_source_options(raw, ACCEPTED, streaming)
     own = common.own
-    schema, _, table = common.path.strip().rpartition(".")
-    schema = schema or "public"
+    tables = tuple(_table(name) for name in common.path.split(",") if name.strip())
+    if len(set(tables)) != len(tables):
+        raise error("POSTGRES_CHANGELOG.TABLE_TWICE", path=common.path)
     connection = connection_options(own)
-    default_name = re.sub(r"[^a-z0-9_]", "_", f"spark_cdc_{schema}_{table}".lower())[:63]
+    default_name = _default_name(tables)
     return PostgresOptions(
         common=common,
         connection=connection,
-        schema=schema,
-        table=table,
+        tables=tables,
         slot=own.get("slot", default_name),
         publication=own.get("publication", default_name),
         create_slot=cdc_options.boolean(own, "createSlot", False),
@@ -99,3 +100,19 @@ def parse_postgres_options(raw: Mapping[str, str], streaming: bool = False) -> P
         include_truncates=cdc_options.boolean(own, "includeTruncates", False),
         max_changes=positive(own, "maxChangesPerTrigger") or DEFAULT_MAX_CHANGES,
     )
+
+
+def _table(name: str) -> tuple[str, str]:
+    schema, _, table = name.strip().rpartition(".")
+    return schema or "public", table
+
+
+def _default_name(tables: tuple[tuple[str, str], ...]) -> str:
+    """``spark_cdc_<schema>_<table>`` for one table; for several, their count and a digest
+    of their names (the same tables, in any order, give the same name)."""
+    if len(tables) == 1:
+        name = f"spark_cdc_{tables[0][0]}_{tables[0][1]}"
+    else:
+        names = ",".join(sorted(f"{s}.{t}" for s, t in tables))
+        name = f"spark_cdc_{len(tables)}_tables_{hashlib.sha1(names.encode()).hexdigest()[:10]}"
+    return re.sub(r"[^a-z0-9_]", "_", name.lower())[:63]

@@ -25,11 +25,12 @@ from spark_cdc.server_plugin.postgres.catalog import (
 )
 from spark_cdc.server_plugin.postgres.changes import changelog, served
 from spark_cdc.server_plugin.postgres.connection import Session, session
+from spark_cdc.server_plugin.postgres.feed import in_feed, table_schema
 from spark_cdc.server_plugin.postgres.options import PostgresOptions
 from spark_cdc.server_plugin.postgres.pgoutput import decode
 from spark_cdc.server_plugin.postgres.types import from_copy
 from spark_cdc.server_plugin.postgres.visibility import seen_by_copy
-from spark_cdc.server_plugin.vocabulary import INSERT
+from spark_cdc.server_plugin.vocabulary import COMMIT_VERSION, INSERT
 
 FAMILY = "POSTGRES_CHANGELOG"
 
@@ -49,9 +50,10 @@ class LogRange(InputPartition):
 
 @dataclass(frozen=True)
 class CopyRange(InputPartition):
-    """Pages ``first`` to ``last`` (None: the table's end) of the table, read in the
-    exported snapshot."""
+    """Pages ``first`` to ``last`` (None: the table's end) of the ``table``-th table, read
+    in the exported snapshot."""
 
+    table: int
     snapshot: str
     first: int
     last: int | None
@@ -60,15 +62,19 @@ class CopyRange(InputPartition):
 
 
 class TableReader:
-    """What the batch and stream readers share: the table, its schema, and a partition read
-    on an executor."""
+    """What the batch and stream readers share: the tables, the feed's schema, and a
+    partition read on an executor."""
 
     def __init__(self, options: PostgresOptions, schema: StructType) -> None:
         self.options = options
         self.schema = schema
         with session(options.connection) as s:
-            self.info: TableInfo = table_info(s, options.schema, options.table)
-            ensure_slot(s, options.slot, options.publication, self.info, options.create_slot)
+            self.infos: list[TableInfo] = [table_info(s, *name) for name in options.tables]
+            ensure_slot(s, options.slot, options.publication, self.infos, options.create_slot)
+
+    def _own(self, info: TableInfo, output: pa.Schema) -> pa.Schema:
+        """The rows ``info``'s table gives, before ``in_feed`` (the feed's for one table)."""
+        return output if len(self.infos) == 1 else arrow_schema(table_schema(info))
 
     def errors_named(self, version: object = "unknown") -> Any:
         return internal_errors(self.options.qualified, version, "none", family=FAMILY)
@@ -90,11 +96,21 @@ class TableReader:
         if part.seen is not None:
             skip |= ~seen_by_copy(part.seen, decoded.xid)
         chosen = served(decoded, part.after, part.upto, skip, part.previous_us)
-        return changelog(decoded, self.info, chosen, output, self.options.include_truncates)
+        truncates = self.options.include_truncates
+        parts = [
+            in_feed(
+                changelog(decoded, info, chosen, self._own(info, output), truncates), info, output
+            )
+            for info in self.infos
+        ]
+        if len(parts) == 1:
+            return parts[0]
+        return pa.concat_tables(parts).sort_by(COMMIT_VERSION)  # stable: each table's order
 
     def _copy(self, part: CopyRange, output: pa.Schema) -> Iterator[pa.RecordBatch]:
         """The pages' rows as inserts, batch by batch as the database sends them."""
-        info = self.info
+        info = self.infos[part.table]
+        own = self._own(info, output)
         columns = ", ".join(
             quote_ident(f.name) + ("" if exact else "::text")
             for f, exact in zip(info.schema, info.binary_exact, strict=True)
@@ -124,7 +140,8 @@ class TableReader:
                     pa.repeat(pa.scalar(part.version, pa.int64()), count),
                     pa.repeat(pa.scalar(part.timestamp_us, pa.timestamp("us", tz="UTC")), count),
                 ]
-                yield pa.RecordBatch.from_arrays(arrays, schema=output)
+                batch = pa.RecordBatch.from_arrays(arrays, schema=own)
+                yield from in_feed(batch, info, output).to_batches()
             s.execute("COMMIT", "end the copy")
 
 

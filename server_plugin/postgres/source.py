@@ -24,11 +24,11 @@ from __future__ import annotations
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
 from pyspark.sql.types import StructType
-from spark_cdc.server_plugin.changefeed.changelog_schema import changelog_schema
 from spark_cdc.server_plugin.dependencies import ADBC_POSTGRESQL, require
 from spark_cdc.server_plugin.errors import internal_errors
 from spark_cdc.server_plugin.postgres.catalog import table_info
 from spark_cdc.server_plugin.postgres.connection import session
+from spark_cdc.server_plugin.postgres.feed import feed_schema
 from spark_cdc.server_plugin.postgres.options import SOURCE, parse_postgres_options
 from spark_cdc.server_plugin.postgres.reads import FAMILY, PostgresBatchReader
 from spark_cdc.server_plugin.postgres.stream import PostgresStreamReader
@@ -45,7 +45,7 @@ class PostgresChangelogSource(DataSource):
         require(ADBC_POSTGRESQL, SOURCE_NAME)
         options = parse_postgres_options(self.options)
         with internal_errors(options.qualified, family=FAMILY), session(options.connection) as s:
-            return changelog_schema(table_info(s, options.schema, options.table).schema)
+            return feed_schema([table_info(s, *name) for name in options.tables])
 
     def reader(self, schema: StructType) -> DataSourceReader:
         require(ADBC_POSTGRESQL, SOURCE_NAME)

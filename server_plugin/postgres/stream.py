@@ -202,28 +202,31 @@ class PostgresStreamReader(TableReader, DataSourceStreamReader):
         return [LogRange(after, upto, start["previousUs"], copied, upto, seen=end["copied"])]
 
     def _copy_ranges(self, end: dict[str, Any]) -> list[InputPartition]:
+        """Each table's pages in up to ``parallelism`` ranges."""
         with session(self.options.connection) as s:
-            pages = int(
-                s.rows(
-                    "SELECT (pg_relation_size($1::regclass) / current_setting('block_size')::int)"
-                    "::bigint AS pages",
-                    f"size {self.info.qualified}",
-                    (self.info.quoted,),
-                )[0]["pages"]
-            )
-        count = max(1, min(self.options.common.parallelism or default_parallelism(), pages))
-        step = -(-max(pages, 1) // count)
-        bounds = [i * step for i in range(count)]
-        return [
-            CopyRange(
-                end["snapshot"],
-                first,
-                bounds[i + 1] if i + 1 < count else None,
-                end["lsn"],
-                end["previousUs"],
-            )
-            for i, first in enumerate(bounds)
-        ]
+            sizes = [
+                int(
+                    s.rows(
+                        "SELECT (pg_relation_size($1::regclass) / "
+                        "current_setting('block_size')::int)::bigint AS pages",
+                        f"size {info.qualified}",
+                        (info.quoted,),
+                    )[0]["pages"]
+                )
+                for info in self.infos
+            ]
+        parallelism = self.options.common.parallelism or default_parallelism()
+        ranges: list[InputPartition] = []
+        for table, pages in enumerate(sizes):
+            count = max(1, min(parallelism, pages))
+            step = -(-max(pages, 1) // count)
+            firsts = [i * step for i in range(count)]
+            lasts: list[int | None] = [*firsts[1:], None]
+            ranges += [
+                CopyRange(table, end["snapshot"], first, last, end["lsn"], end["previousUs"])
+                for first, last in zip(firsts, lasts, strict=True)
+            ]
+        return ranges
 
     def reportLatestOffset(self) -> dict[str, Any] | None:
         """The database's newest LSN and the WAL the slot keeps on its disk (Spark 4.2+

@@ -5,6 +5,7 @@ One database for the module; each test has tables, slots and publications of its
 
 from __future__ import annotations
 
+import itertools
 import time
 from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
@@ -41,6 +42,7 @@ from tests.support.postgres_tables import published_table
 _TOASTED = "(SELECT string_agg(md5(i::text), '') FROM generate_series(1, 3000) i)"
 
 
+_more = itertools.count()
 _ALL_TYPES = (
     "id int PRIMARY KEY, s smallint, b bigint, r real, d double precision, n numeric(20,4), "
     "u numeric, ok boolean, t text, vc varchar(10), c char(3), raw bytea, day date, "
@@ -61,11 +63,15 @@ _EDGE_ROWS = (
 
 def _commits(pg: PostgresServer, name: str) -> dict[int, datetime]:
     """Each logged transaction's commit LSN and time, read with SQL (not by the source)."""
+    return _commits_of(pg, f"spark_cdc_public_{name}", f"spark_cdc_public_{name}")
+
+
+def _commits_of(pg: PostgresServer, slot: str, publication: str) -> dict[int, datetime]:
     out = pg.sql(
         "SELECT ('x' || encode(substring(data from 2 for 8), 'hex'))::bit(64)::bigint, "
         "('x' || encode(substring(data from 10 for 8), 'hex'))::bit(64)::bigint "
-        f"FROM pg_logical_slot_peek_binary_changes('spark_cdc_public_{name}', NULL, NULL, "
-        f"'proto_version', '1', 'publication_names', 'spark_cdc_public_{name}') "
+        f"FROM pg_logical_slot_peek_binary_changes('{slot}', NULL, NULL, "
+        f"'proto_version', '1', 'publication_names', '{publication}') "
         "WHERE get_byte(data, 0) = 66"
     )
     epoch = datetime(2000, 1, 1, tzinfo=timezone.utc).timestamp()
@@ -375,3 +381,74 @@ def test_a_stream_stopped_after_each_first_batch_loses_nothing(
     want = [{"id": int(i), "v": v} for i, v in (line.split("|") for line in lines)]
     got = sorted_rows(read_table(target))
     assert got == sorted_rows(pa.Table.from_pylist(want)), (got, want)
+
+
+def test_several_tables_of_one_publication_are_one_feed_with_each_rows_table(
+    spark: SparkSession, pg: PostgresServer, tmp_path: Path
+) -> None:
+    """``load("public.a,public.b")``: their columns by name, ``_table``, whole
+    transactions across both in commit order, the first copy of both; a column the two
+    tables type differently is refused by name; one table of the publication alone is its
+    own feed."""
+    a, b = f"ta{next(_more)}", f"tb{next(_more)}"
+    pg.sql(
+        f"CREATE TABLE {a} (id int PRIMARY KEY, v text); "
+        f"CREATE TABLE {b} (id int PRIMARY KEY, n bigint, v text); "
+        f"CREATE PUBLICATION pub_{a} FOR TABLE {a}, {b}; "
+        f"SELECT pg_create_logical_replication_slot('slot_{a}', 'pgoutput'); "
+        f"SELECT pg_create_logical_replication_slot('slot_{b}', 'pgoutput'); "
+        f"INSERT INTO {a} VALUES (1, 'a1'); INSERT INTO {b} VALUES (1, 10, 'b1')"
+    )
+    options = {**pg.options(), "publication": f"pub_{a}", "slot": f"slot_{a}"}
+    feed = readStream(spark).format("postgres").options(**options).load(f"public.{a},public.{b}")
+    assert [(f.name, f.dataType) for f in feed.schema] == [
+        ("id", IntegerType()),
+        ("v", StringType()),
+        ("n", LongType()),
+        ("_table", StringType()),
+        ("_change_type", StringType()),
+        ("_commit_version", LongType()),
+        ("_commit_timestamp", TimestampType()),
+    ]
+    query = (
+        feed.writeStream.format("parquet")
+        .option("path", str(tmp_path / "out"))
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .start()
+    )
+    query.processAllAvailable()
+    pg.sql(
+        f"BEGIN; UPDATE {a} SET v = 'a2' WHERE id = 1; INSERT INTO {b} VALUES (2, 20, 'b2'); "
+        f"COMMIT; DELETE FROM {b} WHERE id = 1"
+    )
+    query.processAllAvailable()
+    query.stop()
+    rows = spark.read.parquet(str(tmp_path / "out")).collect()
+    commits = sorted(_commits_of(pg, f"slot_{b}", f"pub_{a}"))
+    got = sorted(
+        (r["_commit_version"], r["_table"], r["id"], r["v"], r["n"], r["_change_type"])
+        for r in rows
+    )
+    copied = {r["_commit_version"] for r in rows if r["_change_type"] == "insert" and r["id"] == 1}
+    assert len(copied) == 1  # both tables' first copies at the slot's position
+    at = copied.pop()
+    assert got == [
+        (at, f"public.{a}", 1, "a1", None, "insert"),
+        (at, f"public.{b}", 1, "b1", 10, "insert"),
+        (commits[-2], f"public.{a}", 1, "a2", None, "update_postimage"),
+        (commits[-2], f"public.{b}", 2, "b2", 20, "insert"),
+        (commits[-1], f"public.{b}", 1, None, None, "delete"),
+    ]
+
+    alone = read(spark).format("postgres").options(**pg.options(), startingVersion=0)
+    alone = alone.options(publication=f"pub_{a}", slot=f"slot_{b}").load(f"public.{b}")
+    assert "_table" not in alone.columns
+    assert sorted(r["id"] for r in alone.collect() if r["_change_type"] == "insert") == [1, 2]
+
+    c = f"tc{next(_more)}"
+    pg.sql(f"CREATE TABLE {c} (id text PRIMARY KEY); ALTER PUBLICATION pub_{a} ADD TABLE {c}")
+    with pytest.raises(PySparkException) as caught:
+        read(spark).format("postgres").options(**options, startingVersion=0).load(
+            f"public.{a},public.{c}"
+        ).collect()
+    assert caught.value.getCondition() == "POSTGRES_CHANGELOG.COLUMN_TYPES_DIFFER"
