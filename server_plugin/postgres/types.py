@@ -79,11 +79,18 @@ _SCALARS: dict[str, DataType] = {
         ]
     },
 }
-# Dates and times stay text: their binary ``infinity`` would pass as a far date, where
-# the text fails the read by name.
+# Dates and timestamps arrive in binary too: ADBC's driver turns ``infinity`` and values
+# beyond year 9999 or before year 1 into far (or wrapped) numbers, which ``from_copy``
+# refuses by name, as the text of the log is refused.
 _BINARY_EXACT = frozenset(
-    ["int2", "int4", "int8", "float4", "float8", "bool", "text", "varchar", "bpchar", "bytea"]
-)
+    [
+        "int2", "int4", "int8", "float4", "float8", "bool", "text", "varchar", "bpchar",
+        "bytea", "date", "timestamp", "timestamptz",
+    ]
+)  # fmt: skip
+# What the log's text reads: years 1 to 9999, in days and in microseconds since 1970.
+_DAYS = (-719_162, 2_932_896)
+_MICROSECONDS = (-62_135_596_800_000_000, 253_402_300_799_999_999)
 _ARRAY_ELEMENTS = ("int2", "int4", "int8", "float4", "float8", "numeric", "bool")
 UNBOUNDED_NUMERIC = DecimalType(38, 18)  # as Spark's JDBC source reads such a column
 
@@ -100,8 +107,8 @@ class PgType:
     @property
     def binary_exact(self) -> bool:
         """Whether ADBC's driver reads the binary form as the Spark type's Arrow type
-        (numbers, booleans, text, bytes); numeric, uuid, json, dates, times and the rest
-        come as text, to read as the log's values are."""
+        (numbers, booleans, text, bytes, dates and timestamps); numeric, uuid, json, times
+        and the rest come as text, to read as the log's values are."""
         return self.category == "b" and not self.is_array and self.name in _BINARY_EXACT
 
 
@@ -146,9 +153,25 @@ def from_text(texts: pa.Array, target: DataType, column: str, table: str) -> pa.
 
 def from_copy(values: pa.Array, target: DataType, column: str, table: str) -> pa.Array:
     """A first copy's column: cast when ADBC read it in binary (``PgType.binary_exact``),
-    else converted from its text as the log's values are."""
+    else converted from its text as the log's values are. A date or timestamp the log's
+    text could not give (infinity, before year 1, after 9999) is refused by name."""
     if pa.types.is_string(values.type) and not isinstance(target, StringType):
         return from_text(values, target, column, table)
+    temporal = pa.types.is_date32(values.type) or pa.types.is_timestamp(values.type)
+    if temporal and len(values):
+        width = pa.int32() if pa.types.is_date32(values.type) else pa.int64()
+        low, high = _DAYS if width == pa.int32() else _MICROSECONDS
+        numbers = pa.concat_arrays(values.chunks) if isinstance(values, pa.ChunkedArray) else values
+        numbers = numbers.view(width)
+        outside = pc.or_(pc.less(numbers, low), pc.greater(numbers, high))
+        if pc.any(outside).as_py():
+            raise error(
+                "POSTGRES_CHANGELOG.UNREPRESENTABLE_VALUE",
+                column=column,
+                table=table,
+                type=target.simpleString(),
+                problem="infinity, or a date before year 1 or after 9999",
+            )
     return values.cast(arrow_type(target))
 
 

@@ -452,3 +452,30 @@ def test_several_tables_of_one_publication_are_one_feed_with_each_rows_table(
             f"public.{a},public.{c}"
         ).collect()
     assert caught.value.getCondition() == "POSTGRES_CHANGELOG.COLUMN_TYPES_DIFFER"
+
+
+@pytest.mark.parametrize(
+    ("column", "value"),
+    [
+        ("date", "'infinity'"),
+        ("timestamptz", "'-infinity'"),
+        ("timestamp", "'10000-01-01 00:00:00'"),
+        ("date", "'0044-03-15 BC'"),
+    ],
+)
+def test_a_value_spark_cannot_hold_is_refused_by_name_in_the_copy_and_the_log(
+    spark: SparkSession, pg: PostgresServer, column: str, value: str
+) -> None:
+    """The copy reads dates and timestamps in binary, where ADBC's driver turns such values
+    into far numbers; the log has their text: both refuse them, never a wrong date."""
+    name = published_table(pg, f"id int PRIMARY KEY, at {column}")
+    pg.sql(f"INSERT INTO {name} VALUES (1, {value})")
+    with pytest.raises(PySparkException) as logged:
+        _logged(spark, pg, name).collect()
+    stream = readStream(spark).format("postgres").options(**pg.options()).load(f"public.{name}")
+    query = stream.writeStream.format("noop").start()
+    with pytest.raises(PySparkException) as copied:
+        query.processAllAvailable()
+    query.stop()
+    for caught in (logged, copied):
+        assert "POSTGRES_CHANGELOG.UNREPRESENTABLE_VALUE" in str(caught.value), caught.value

@@ -47,13 +47,15 @@ def sorted_rows(table: pa.Table) -> list[dict[str, Any]]:
     return sorted(table.to_pylist(), key=lambda r: [(v is not None, str(v)) for v in r.values()])
 
 
-def feed_changes(spark: Any, source: str, row_id: str = "id", **options: str) -> list[Change]:
+def feed_changes(
+    spark: Any, source: str, row_id: str = "id", format: str = "delta", **options: str
+) -> list[Change]:
     """The source's whole change feed from version 0 (read with ``options``), read in batch
     with update detection, as the model's changes (sequenced by commit version; preimages
     are not changes)."""
     from spark_cdc import read
 
-    reader = read(spark).options(**options).option("rowId", row_id)
+    reader = read(spark).format(format).options(**options).option("rowId", row_id)
     feed = reader.option("computeUpdates", True).load(source)
     changes = []
     for row in feed.collect():
