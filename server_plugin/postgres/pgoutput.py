@@ -98,15 +98,18 @@ def _big_endian(buf: np.ndarray, at: np.ndarray, width: int, dtype: str) -> np.n
 
 
 def _message_bytes(data: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """A binary column's values as one byte buffer and each value's start (and, last, the
-    end): no copy for an Arrow binary array."""
+    """A binary column's values as one byte buffer, with ``_PADDING`` zero bytes after it
+    (so that any value's first bytes can be read as one window, ``_strings``), and each
+    value's start (and, last, the end)."""
     data = data.combine_chunks() if isinstance(data, pa.ChunkedArray) else data
     wide = pa.types.is_large_binary(data.type)
     offsets_buffer, values_buffer = data.buffers()[1], data.buffers()[2]
     offsets = np.frombuffer(offsets_buffer, dtype=np.int64 if wide else np.int32)
     offsets = offsets[data.offset : data.offset + len(data) + 1].astype(np.int64)
-    buf = np.frombuffer(values_buffer, dtype=np.uint8) if values_buffer is not None else None
-    return (buf if buf is not None else np.zeros(1, np.uint8)), offsets
+    padding = np.zeros(_PADDING, np.uint8)
+    if values_buffer is None:
+        return padding, offsets
+    return np.concatenate([np.frombuffer(values_buffer, dtype=np.uint8), padding]), offsets
 
 
 def _cstring(buf: np.ndarray, at: int) -> tuple[str, int]:
@@ -249,9 +252,30 @@ def _tuples(buf: np.ndarray, at: np.ndarray, present: np.ndarray, width: int) ->
 
 def _strings(buf: np.ndarray, start: np.ndarray, length: np.ndarray, valid: np.ndarray) -> Any:
     """The byte ranges ``start``/``length`` of ``buf`` as an Arrow string array (NULL where
-    not ``valid``): one gather, no Python string per value."""
+    not ``valid``), no Python string per value: Arrow string views into ``buf`` (16 bytes a
+    value, computed with numpy), which Arrow's cast copies out in C++; where this pyarrow
+    has no views, one gather of every byte."""
+    count = len(length)
+    if not np.any(valid):
+        return pa.nulls(count, pa.string())
     length = np.where(valid, length, 0)
-    offsets = np.zeros(len(length) + 1, dtype=np.int64)
+    validity = pa.py_buffer(np.packbits(valid, bitorder="little"))
+    if _HAS_VIEWS and len(buf) < 2**31:
+        views = np.zeros((count, 16), np.uint8)
+        views[:, :4] = length.astype("<i4").view(np.uint8).reshape(count, 4)
+        windows = np.lib.stride_tricks.sliding_window_view(buf, _PADDING)
+        gathered = windows[np.where(valid, start, 0), :12]  # the padding keeps it in ``buf``
+        gathered[_INLINE[None, :] >= np.minimum(length, 12)[:, None]] = 0
+        inline = length <= 12
+        views[inline, 4:] = gathered[inline]
+        spilled = ~inline
+        views[spilled, 4:8] = gathered[spilled, :4]  # the prefix; buffer 0, then the offset
+        views[spilled, 12:] = start[spilled].astype("<i4").view(np.uint8).reshape(-1, 4)
+        buffers = [validity, pa.py_buffer(views), pa.py_buffer(buf)]
+        viewed = pa.Array.from_buffers(pa.string_view(), count, buffers)
+        total = int(length.sum())
+        return viewed.cast(pa.string() if total < 2**31 - 1 else pa.large_string())
+    offsets = np.zeros(count + 1, dtype=np.int64)
     np.cumsum(length, out=offsets[1:])
     total = int(offsets[-1])
     if total:
@@ -259,9 +283,13 @@ def _strings(buf: np.ndarray, start: np.ndarray, length: np.ndarray, valid: np.n
         data = buf[index]
     else:
         data = np.zeros(0, np.uint8)
-    validity = pa.py_buffer(np.packbits(valid, bitorder="little"))
     small = total < 2**31 - 1
     kind = pa.string() if small else pa.large_string()
     offsets = offsets.astype(np.int32) if small else offsets
     buffers = [validity, pa.py_buffer(offsets), pa.py_buffer(data)]
-    return pa.Array.from_buffers(kind, len(length), buffers)
+    return pa.Array.from_buffers(kind, count, buffers)
+
+
+_HAS_VIEWS = hasattr(pa, "string_view")  # pyarrow 16+
+_INLINE = np.arange(12)
+_PADDING = 16

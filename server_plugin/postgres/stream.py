@@ -99,6 +99,11 @@ class PostgresStreamReader(TableReader, DataSourceStreamReader):
                     lsn=start["lsn"],
                     confirmed=state.confirmed,
                 )
+            # Spark asks for a batch after ``start`` once the batch ending there is done,
+            # but commits that end to the source only when the next batch starts: moved on
+            # now, the slot's next messages are new ones (else a backlog past
+            # maxChangesPerTrigger would hide behind the served batch, and the stream stall).
+            self._move_slot(s, state.confirmed, start["lsn"])
             txns = self._transactions(s)
         later = np.flatnonzero(txns.commit_lsn > start["lsn"])
         if len(later) == 0:
@@ -248,12 +253,17 @@ class PostgresStreamReader(TableReader, DataSourceStreamReader):
                 return
             with session(self.options.connection) as s:
                 state = slot_state(s, self.options.slot)
-                if state is not None and state.confirmed < end["lsn"]:
-                    s.rows(
-                        "SELECT (pg_replication_slot_advance($1, $2::pg_lsn)).slot_name::text AS s",
-                        f"advance replication slot {self.options.slot}",
-                        (self.options.slot, lsn_text(end["lsn"])),
-                    )
+                if state is not None:
+                    self._move_slot(s, state.confirmed, end["lsn"])
+
+    def _move_slot(self, s: Session, confirmed: int, lsn: int) -> None:
+        """The slot moved on to ``lsn`` (never back)."""
+        if confirmed < lsn:
+            s.rows(
+                "SELECT (pg_replication_slot_advance($1, $2::pg_lsn)).slot_name::text AS s",
+                f"advance replication slot {self.options.slot}",
+                (self.options.slot, lsn_text(lsn)),
+            )
 
     def stop(self) -> None:
         if self._holder is not None:

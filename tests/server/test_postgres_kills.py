@@ -86,6 +86,15 @@ def _started(session: Any, pg: PostgresServer, folder: Path, name: str) -> Any:
     )
 
 
+def _wait_for_a_batch_of_changes(query: Any, timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while not any(p.numInputRows for p in query.recentProgress):
+        assert time.monotonic() < deadline, f"no changes read within {timeout:.0f}s"
+        if not query.isActive:
+            raise AssertionError(f"the stream stopped: {query.exception()}")
+        time.sleep(0.1)
+
+
 def _table(pg: PostgresServer, table: str) -> list[dict[str, Any]]:
     key, column = ("aid", "v") if table == "ka" else ("bid", "n")
     lines = pg.sql(f"SELECT {key}, {column} FROM {table}").split()
@@ -115,11 +124,13 @@ def test_streams_killed_and_stopped_at_random_lose_and_repeat_nothing(
     for life, how in enumerate(stops):
         with dedicated_session(tmp_path, f"server-{life}") as (server, session):
             queries = [_started(session, pg, tmp_path, name) for name in STREAMS]
-            for query in queries:
-                query.processAllAvailable()
-            if life == 0:
-                writer.start()  # the first copies were empty: the history is the log's
-            time.sleep(rng.uniform(1.0, 4.0))  # in a batch, or between two
+            if life == 0:  # the first copies, of empty tables: the history is the log's
+                for query in queries:
+                    query.processAllAvailable()
+                writer.start()
+            for query in queries:  # not processAllAvailable: the writer never lets it end
+                _wait_for_a_batch_of_changes(query)
+            time.sleep(rng.uniform(0.0, 2.0))  # in a batch, or between two
             if how == "kill":
                 server.kill()
                 assert not server.alive()
@@ -135,7 +146,8 @@ def test_streams_killed_and_stopped_at_random_lose_and_repeat_nothing(
             query.stop()
     assert writer.commits > 20, writer.commits
 
-    assert sorted_rows(read_table(str(tmp_path / "mirror"))) == _table(pg, "ka")
+    mirror = sorted_rows(read_table(str(tmp_path / "mirror")))
+    assert mirror == _table(pg, "ka"), (mirror, _table(pg, "ka"))
     log = {**pg.options(), "slot": "slot_model", "publication": "kills", "startingVersion": "0"}
     changes = feed_changes(spark, "public.kb", row_id="bid", format="postgres", **log)
     assert sorted_rows(read_table(str(tmp_path / "history"))) == model_rows(changes, 2)

@@ -479,3 +479,33 @@ def test_a_value_spark_cannot_hold_is_refused_by_name_in_the_copy_and_the_log(
     query.stop()
     for caught in (logged, copied):
         assert "POSTGRES_CHANGELOG.UNREPRESENTABLE_VALUE" in str(caught.value), caught.value
+
+
+def test_a_backlog_larger_than_a_micro_batch_is_read_to_its_end(
+    spark: SparkSession, pg: PostgresServer, tmp_path: Path
+) -> None:
+    """Spark commits a batch's end to the source only when the next batch starts, so the
+    slot lags a batch behind: ten transactions of ten rows, read fifteen changes a batch,
+    all arrive, in several micro-batches (the stream used to stall after the first)."""
+    name = published_table(pg, "id int PRIMARY KEY, v text")
+    feed = readStream(spark).format("postgres").options(**pg.options(), maxChangesPerTrigger=15)
+    query = (
+        feed.load(f"public.{name}")
+        .writeStream.format("parquet")
+        .option("path", str(tmp_path / "out"))
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .start()
+    )
+    query.processAllAvailable()  # the first copy (empty) pins the start
+    pg.sql(
+        ";".join(
+            f"INSERT INTO {name} SELECT i, 'v' FROM generate_series({n * 10}, {n * 10 + 9}) i"
+            for n in range(10)
+        )
+    )
+    query.processAllAvailable()
+    query.stop()
+    assert sorted(r["id"] for r in spark.read.parquet(str(tmp_path / "out")).collect()) == list(
+        range(100)
+    )
+    assert len([p for p in query.recentProgress if p.numInputRows]) >= 5
