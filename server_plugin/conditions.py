@@ -726,8 +726,8 @@ CONDITIONS: dict[str, Condition] = {
     "SPARK_CDC_LOCAL_SERVER.NEEDS_FULL_PYSPARK": Condition(
         "Starting a Spark Connect server needs full PySpark (the pyspark package, with "
         "Spark's jars); this Python has only the jar-free Connect client (pyspark-client). "
-        "Use a server elsewhere (--remote), or install spark-cdc-connect[pyspark] in another "
-        "environment: both packages are the pyspark folder."
+        "Use a server elsewhere (--remote), or install spark-cdc-connect[pyspark,server] in "
+        "another environment: both packages are the pyspark folder."
     ),
     "SPARK_CDC_LOCAL_SERVER.PORT_IN_USE": Condition(
         "Port <port> on <host> is already in use; pick another one."
