@@ -684,9 +684,10 @@ CONDITIONS: dict[str, Condition] = {
         "long a session waits for a server it lost (e.g. 30), or unset it."
     ),
     "SPARK_CDC_CONNECTION.SERVER_GONE": Condition(
-        "The Spark Connect server at <host>:<port> has not answered for <seconds> s: it "
-        "stopped or cannot be reached; once it runs again, make the call again in a new "
-        "session (a stream resumes from its checkpoint), or wait longer with $<variable>."
+        "The Spark Connect server at <host>:<port> has not answered for <seconds> s "
+        "(<reason>): it stopped or cannot be reached; once it runs again, make the call again "
+        "in a new session (a stream resumes from its checkpoint), or wait longer for a host "
+        "that does not answer with $<variable>."
     ),
     "SPARK_CDC_CONNECTION.UNAUTHENTICATED": Condition(
         "The Spark Connect server at <host>:<port> refused the session: wrong or missing "
