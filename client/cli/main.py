@@ -45,8 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     quiet_grpc()
     args = _version_request(sys.argv[1:] if argv is None else argv) or _parser().parse_args(argv)
     if args.run is version.run and not args.remote:
-        print(version.ours())  # needs no PySpark and no server
-        return 0
+        return version.run(args)  # needs no PySpark and no server
     try:
         require_pyspark()
         token = args.token = _token(args)
