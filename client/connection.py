@@ -24,6 +24,13 @@ retries of a lost connection now give up ``$SPARK_CDC_SERVER_GONE_AFTER`` second
 after the connection was first lost, with ``SPARK_CDC_CONNECTION.SERVER_GONE`` naming the
 address (``bound_lost_connection_retries``). A server back within that time is not noticed
 at all. Other retries (a server's own "retry later") keep PySpark's policy.
+
+The 30 s are for a host that does not answer. A port that refuses connections has no server
+behind it, which waiting does not change (issue 77: a SIGKILLed server's port refused from
+the first second, and was named after 30 s): between retries the address is probed, and a
+port refusing for ``REFUSED_FOR_S`` ends the call at once. A session whose server is gone
+then says so on its next lost connection without waiting again, so ``stop()`` (its
+ReleaseSession, its operations' releases) returns at once.
 """
 
 from __future__ import annotations
@@ -215,6 +222,9 @@ def patch_grpc_errors(core: ModuleType) -> None:
 
 
 SERVER_GONE_AFTER_S = 30.0
+# How long a lost server's port must refuse connections to be named gone: long enough for a
+# port between two servers (a restart's), short enough to be named in a few seconds.
+REFUSED_FOR_S = 2.0
 
 
 def server_gone_after(environ: Any = os.environ) -> float:
@@ -254,10 +264,10 @@ def bound_lost_connection_retries(core: ModuleType) -> None:
 
         def __init__(self, policy: Any) -> None:
             super().__init__(policy)
-            self._gone_after: float = policy.gone_after
-            self._host, self._port = policy.host, policy.port
+            self._session_policy = policy
             self._seen: BaseException | None = None
             self._lost_since: float | None = None
+            self._refused_since: float | None = None
 
         def can_retry(self, exception: BaseException) -> bool:
             self._seen = exception
@@ -268,18 +278,27 @@ def bound_lost_connection_retries(core: ModuleType) -> None:
             wait = super().next_attempt(*args)
             if not _connection_lost(exception):
                 return wait
+            policy = self._session_policy
             now = time.monotonic()
             self._lost_since = self._lost_since if self._lost_since is not None else now
-            left = self._gone_after - (now - self._lost_since)
-            if wait is None or left <= 0:
+            deadline = self._lost_since + policy.gone_after
+            refused = _refuses(policy.host, policy.port)
+            if refused:
+                self._refused_since = self._refused_since or now
+                deadline = min(deadline, self._refused_since + REFUSED_FOR_S)
+            else:
+                self._refused_since = None
+            if wait is None or now >= deadline or policy.gone:
+                policy.gone = True  # the session's later calls do not wait for it again
                 raise ConnectionProblem(
                     "SPARK_CDC_CONNECTION.SERVER_GONE",
-                    host=self._host,
-                    port=self._port,
+                    host=policy.host,
+                    port=policy.port,
                     seconds=f"{now - self._lost_since:.0f}",
+                    reason="its port refuses connections" if refused else "no answer",
                     variable=SERVER_GONE_AFTER_ENV,
                 ) from None
-            return int(min(wait, left * 1000))
+            return int(min(wait, (deadline - now) * 1000))
 
     class LostConnectionPolicy(DefaultPolicy):
         """PySpark's default policy, its settings kept, with a deadline for a lost
@@ -290,14 +309,17 @@ def bound_lost_connection_retries(core: ModuleType) -> None:
             self.__dict__.update(default.__dict__)
             self.host, self.port = address(f"sc://{endpoint}")
             self.gone_after = gone_after
+            self.gone = False  # a call of this session found its server gone
 
         def to_state(self) -> Any:
             return LostConnectionState(self)
 
     @functools.wraps(original_init)
     def init(self: Any, *args: Any, **kwargs: Any) -> None:
-        original_init(self, *args, **kwargs)
+        # Read first: a value refused after PySpark made the client would leave a client with
+        # PySpark's own retries, whose exit hook then retried a stopped server for minutes.
         gone_after = server_gone_after()
+        original_init(self, *args, **kwargs)
         endpoint = pyspark_internals.client_endpoint(self)
         self.set_retry_policies(
             [
@@ -308,6 +330,18 @@ def bound_lost_connection_retries(core: ModuleType) -> None:
 
     init._spark_cdc = True  # type: ignore[attr-defined]
     client_class.__init__ = init
+
+
+def _refuses(host: str, port: int) -> bool:
+    """Whether ``host`` answers at once that nothing listens on ``port`` (a host that does
+    not answer, or something listening, is not a refusal)."""
+    try:
+        with socket.create_connection((host, port), timeout=1.0):
+            return False
+    except ConnectionRefusedError:
+        return True
+    except OSError:
+        return False
 
 
 def _connection_lost(exception: BaseException | None) -> bool:

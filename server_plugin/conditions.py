@@ -712,9 +712,10 @@ CONDITIONS: dict[str, Condition] = {
         "long a session waits for a server it lost (e.g. 30), or unset it."
     ),
     "SPARK_CDC_CONNECTION.SERVER_GONE": Condition(
-        "The Spark Connect server at <host>:<port> has not answered for <seconds> s: it "
-        "stopped or cannot be reached; once it runs again, make the call again in a new "
-        "session (a stream resumes from its checkpoint), or wait longer with $<variable>."
+        "The Spark Connect server at <host>:<port> has not answered for <seconds> s "
+        "(<reason>): it stopped or cannot be reached; once it runs again, make the call again "
+        "in a new session (a stream resumes from its checkpoint), or wait longer for a host "
+        "that does not answer with $<variable>."
     ),
     "SPARK_CDC_CONNECTION.UNAUTHENTICATED": Condition(
         "The Spark Connect server at <host>:<port> refused the session: wrong or missing "
@@ -754,8 +755,8 @@ CONDITIONS: dict[str, Condition] = {
     "SPARK_CDC_LOCAL_SERVER.NEEDS_FULL_PYSPARK": Condition(
         "Starting a Spark Connect server needs full PySpark (the pyspark package, with "
         "Spark's jars); this Python has only the jar-free Connect client (pyspark-client). "
-        "Use a server elsewhere (--remote), or install spark-cdc-connect[pyspark] in another "
-        "environment: both packages are the pyspark folder."
+        "Use a server elsewhere (--remote), or install spark-cdc-connect[pyspark,server] in "
+        "another environment: both packages are the pyspark folder."
     ),
     "SPARK_CDC_LOCAL_SERVER.PORT_IN_USE": Condition(
         "Port <port> on <host> is already in use; pick another one."

@@ -82,6 +82,7 @@ def serve(args: argparse.Namespace) -> int:
             token=args.token,
             log_path=scratch() / "server.log",
             shared_python_workers=args.shared_python_workers,
+            orphans_folder=scratch(),
         )
     except ServerStartError as error:
         raise CliError.of(error) from None
@@ -125,6 +126,7 @@ def session(remote: str | None, token: str | None) -> Iterator[Any]:
             server = start_local_server(
                 log_path=scratch() / "server.log",
                 shared_python_workers=True,
+                orphans_folder=scratch(),
             )
         except ServerStartError as error:
             raise CliError.of(error) from None

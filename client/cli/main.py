@@ -10,13 +10,14 @@
                                                 apply what it holds now as the next snapshot
     spark-cdc slots -o host=H -o database=D [--drop SLOT]
                                                 a database's replication slots, or drop one
+    spark-cdc --version [--remote URL]          ours, and the server's Spark version
 
 Errors end in one sentence and a non-zero exit, never a stack trace, and never show a token.
 Every command stops the same way on Ctrl-C, SIGTERM and SIGHUP (``lifecycle``); what
 ``serve`` and ``tail`` do is in ``commands``, the demo in ``demo``.
 
-Imports go one way: ``main`` imports ``commands``, ``demo`` and ``snapshot_command``, which
-import ``commands``, and all of them ``lifecycle``, which imports none of them.
+Imports go one way: ``main`` imports ``commands``, ``demo``, ``snapshot_command`` and
+``version``, which import ``commands``, and all of them ``lifecycle``, which imports none of them.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import re
 import sys
 from pathlib import Path
 
-from spark_cdc.cli import commands, slots_command, snapshot_command
+from spark_cdc.cli import commands, slots_command, snapshot_command, version
 from spark_cdc.cli.lifecycle import (
     CliError,
     Stopped,
@@ -45,7 +46,9 @@ def main(argv: list[str] | None = None) -> int:
     from spark_cdc import MissingPySpark, require_pyspark
 
     quiet_grpc()
-    args = _parser().parse_args(argv)
+    args = _version_request(sys.argv[1:] if argv is None else argv) or _parser().parse_args(argv)
+    if args.run is version.run and not args.remote:
+        return version.run(args)  # needs no PySpark and no server
     try:
         require_pyspark()
         token = args.token = _token(args)
@@ -162,6 +165,45 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _with_token(sub: argparse.ArgumentParser) -> None:
+    given = sub.add_mutually_exclusive_group()
+    given.add_argument(
+        "--token",
+        help="the server's authentication token. Every user of this machine can read it "
+        f"in `ps` while the command runs: prefer ${TOKEN_ENV} (the default) or "
+        "--token-file. Never printed",
+    )
+    given.add_argument(
+        "--token-file",
+        metavar="PATH",
+        type=Path,
+        help="read the token from this file's first line ('-': from standard input)",
+    )
+
+
+def _with_remote(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument(
+        "--remote",
+        metavar="URL",
+        help="a running Spark Connect server, sc://host:port (default: start a local one "
+        "for this command and stop it after)",
+    )
+
+
+def _version_request(argv: list[str]) -> argparse.Namespace | None:
+    """``spark-cdc --version [--remote URL] [--token...]``, or None for any other command
+    line: a flag beside the commands, where argparse would ask for a command."""
+    if "--version" not in argv:
+        return None
+    parser = argparse.ArgumentParser(prog="spark-cdc", add_help=False)
+    parser.add_argument("--version", action="store_true")
+    parser.set_defaults(run=version.run)
+    _with_remote(parser)
+    _with_token(parser)
+    args, rest = parser.parse_known_args(argv)
+    return None if rest else args
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="spark-cdc",
@@ -177,30 +219,13 @@ def _parser() -> argparse.ArgumentParser:
         "  spark-cdc apply /data/orders --target /data/orders_mirror --keys order_id\n\n"
         "Ctrl-C, SIGTERM or SIGHUP stops any command cleanly.",
     )
+    parser.add_argument(
+        "--version",
+        action="store_true",
+        help="print this package's version and exit; with --remote URL (and its token) the "
+        "server's Spark version too",
+    )
     subcommands = parser.add_subparsers(required=True)  # lists every command
-
-    def with_token(sub: argparse.ArgumentParser) -> None:
-        given = sub.add_mutually_exclusive_group()
-        given.add_argument(
-            "--token",
-            help="the server's authentication token. Every user of this machine can read it "
-            f"in `ps` while the command runs: prefer ${TOKEN_ENV} (the default) or "
-            "--token-file. Never printed",
-        )
-        given.add_argument(
-            "--token-file",
-            metavar="PATH",
-            type=Path,
-            help="read the token from this file's first line ('-': from standard input)",
-        )
-
-    def with_remote(sub: argparse.ArgumentParser) -> None:
-        sub.add_argument(
-            "--remote",
-            metavar="URL",
-            help="a running Spark Connect server, sc://host:port (default: start a local one "
-            "for this command and stop it after)",
-        )
 
     def with_target(sub: argparse.ArgumentParser) -> None:
         """The target a command applies to, its keys and SCD type (``apply``,
@@ -257,7 +282,7 @@ def _parser() -> argparse.ArgumentParser:
         "the artifacts clients add (Spark's spark.sql.artifact.isolation.enabled=false): each "
         "stream then starts no Python process of its own. For a server one user or one job owns",
     )
-    with_token(serve)
+    _with_token(serve)
     serve.set_defaults(run=commands.serve)
 
     tail = subcommands.add_parser(
@@ -290,8 +315,8 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="show each micro-batch's net change per row id instead of every change",
     )
-    with_remote(tail)
-    with_token(tail)
+    _with_remote(tail)
+    _with_token(tail)
     tail.set_defaults(run=commands.tail)
 
     apply = subcommands.add_parser(
@@ -332,19 +357,19 @@ def _parser() -> argparse.ArgumentParser:
         help="rebuild the target and its state from the feed's start (the checkpoint is "
         "set aside beside itself, and a new one starts); later runs go on from there",
     )
-    with_remote(apply)
-    with_token(apply)
+    _with_remote(apply)
+    _with_token(apply)
     apply.set_defaults(run=commands.apply)
 
     slots = slots_command.add_parser(subcommands)
     with_source(slots, formats=False)
-    with_remote(slots)
-    with_token(slots)
+    _with_remote(slots)
+    _with_token(slots)
 
     apply_snapshot = snapshot_command.add_parser(subcommands)
     with_target(apply_snapshot)
-    with_remote(apply_snapshot)
-    with_token(apply_snapshot)
+    _with_remote(apply_snapshot)
+    _with_token(apply_snapshot)
 
     demo = subcommands.add_parser(
         "demo",
@@ -352,7 +377,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Write a Delta table (appends, updates, deletes, merges, a no-op update: "
         "one commit a second) and print its change feed as it happens.",
     )
-    with_remote(demo)
+    _with_remote(demo)
     demo.add_argument(
         "--seconds", type=float, default=20.0, help="how long the writer runs (default 20)"
     )
@@ -362,7 +387,7 @@ def _parser() -> argparse.ArgumentParser:
         help="where the table goes; with --remote, a folder the server sees at the same "
         "path (default: a temporary folder, removed after)",
     )
-    with_token(demo)
+    _with_token(demo)
     demo.set_defaults(run=_demo)
     return parser
 

@@ -182,14 +182,16 @@ class LocalServer:
 
 
 class Watchdog:
-    """``server_watchdog`` beside a server: stops it when this process ends without doing
-    so (SIGKILL, the OOM killer). ``release()``, once the server is stopped, ends it."""
+    """``server_watchdog`` beside a server: stops it, and removes ``folder``, when this
+    process ends without doing so (SIGKILL, the OOM killer). ``release()``, once the server
+    is stopped, ends it and leaves the folder to this process."""
 
-    def __init__(self, group: int) -> None:
+    def __init__(self, group: int, folder: Path | None = None) -> None:
         reading, self._writing = os.pipe()  # neither end is inherited by other children
+        command = [sys.executable, "-I", "-S", server_watchdog.__file__, str(group)]
         try:
             self.process = subprocess.Popen(
-                [sys.executable, "-I", "-S", server_watchdog.__file__, str(group)],
+                [*command, *([str(folder)] if folder else [])],
                 stdin=reading,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
@@ -201,6 +203,7 @@ class Watchdog:
     def release(self) -> None:
         if self._writing < 0:
             return
+        os.write(self._writing, server_watchdog.RELEASED)
         os.close(self._writing)
         self._writing = -1
         try:
@@ -227,8 +230,14 @@ def start_local_server(
     discover: bool = True,
     idle_daemon_seconds: float | None = DEFAULT_IDLE_SECONDS,
     shared_python_workers: bool = False,
+    orphans_folder: Path | None = None,
 ) -> LocalServer:
     """Start ``SparkConnectServer`` and return once it accepts connections.
+
+    ``orphans_folder``: a temporary folder of the caller's (the one ``log_path`` is in, say)
+    that the server's watchdog removes when this process ends without stopping the server
+    (SIGKILL): nobody else would. A folder this makes for the log when none is given is
+    removed so anyway.
 
     ``shared_python_workers``: the server's sessions and streaming queries share their Python
     worker processes (and their artifacts): Spark's Connect plugin started by
@@ -252,7 +261,7 @@ def start_local_server(
     def start(port: int) -> LocalServer:
         return _start(
             port, host, token, conf, driver_memory, log_path, extra_python_path, timeout,
-            discover, idle_daemon_seconds, shared_python_workers,
+            discover, idle_daemon_seconds, shared_python_workers, orphans_folder,
         )  # fmt: skip
 
     if port is not None:
@@ -289,6 +298,7 @@ def _start(
     discover: bool,
     idle_daemon_seconds: float | None,
     shared_python_workers: bool,
+    orphans_folder: Path | None,
 ) -> LocalServer:
     spark_home = check_full_pyspark()
     java = find_java()
@@ -358,7 +368,7 @@ def _start(
     else:
         log.close()
     server = LocalServer(port, host, log_path, process, token, scratch)
-    server.watchdog = Watchdog(process.pid)
+    server.watchdog = Watchdog(process.pid, scratch or orphans_folder)
     if idle_daemon_seconds is not None:
         server.reaper = IdleDaemonReaper(process.pid, idle_daemon_seconds)
         server.reaper.start()

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from deltalake import DeltaTable, write_deltalake
+from pyspark.sql import SparkSession
 from spark_cdc.testing.local_server import free_port
 
 from tests.support.delta_tables import rows
@@ -154,6 +155,16 @@ class socket_taken:
 
     def __exit__(self, *exc: object) -> None:
         self.sock.close()
+
+
+def test_version_with_remote_names_the_servers_spark(
+    spark_remote: str, spark: SparkSession
+) -> None:
+    command = Command("--version", "--remote", spark_remote)
+    assert command.finish() == 0, command.output
+    ours, server = command.lines
+    assert ours.startswith("spark-cdc ")
+    assert server == f"server: Spark {spark.version}"
 
 
 def test_demo_runs_the_main_job(spark_remote: str, tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ and the target the model (``apply_model``) makes of a whole feed, for any target
 from __future__ import annotations
 
 import itertools
+import os
 from typing import Any
 
 import pyarrow as pa
@@ -15,8 +16,12 @@ from spark_cdc.server_plugin.sinks.apply.engine.spec import END_AT, START_AT, Ap
 from tests.support.apply_model import Change, scd1, scd2
 from tests.support.apply_targets import sorted_rows
 
+# The model tests' examples: 60 in the whole suite (what CI runs); ``./dev test --fast`` asks
+# for fewer, so that its quick loop keeps every model test (the Iceberg ones took most of its
+# time) and the whole suite still explores as far as before.
+MODEL_EXAMPLES_ENV = "SPARK_CDC_MODEL_EXAMPLES"
 MODEL = settings(
-    max_examples=60,
+    max_examples=int(os.environ.get(MODEL_EXAMPLES_ENV) or 60),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )

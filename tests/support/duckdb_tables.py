@@ -5,6 +5,7 @@ from DuckDB's own site, which CI machines need not reach."""
 
 from __future__ import annotations
 
+import functools
 from importlib import import_module
 from pathlib import Path
 from typing import Any
@@ -12,8 +13,11 @@ from typing import Any
 import pyarrow as pa
 
 
+@functools.cache
 def connection(*extensions: str) -> Any:
-    """A DuckDB connection with ``extensions`` loaded from their wheels."""
+    """A DuckDB connection with ``extensions`` loaded from their wheels, made once per
+    process: loading the Iceberg extension costs a quarter of a second, which a model test
+    paid on every example (most of its time in the fast loop). Each query stands alone."""
     import duckdb
 
     found = duckdb.connect()

@@ -68,7 +68,8 @@ def test_a_signal_while_the_server_starts_leaves_nothing_running(
 
 def _killed_leaves_nothing(command: Command, ready: str) -> None:
     """SIGKILL ``command`` once it printed ``ready``: no handler of its own runs. Within
-    ``WITHIN_S`` no process of its server remains and nothing listens on the server's port."""
+    ``WITHIN_S`` no process of its server remains, nothing listens on the server's port, and
+    its temporary folder (the server's log in it) is gone: the watchdog removed it."""
     command.wait_for(ready)
     (server,) = started_server(command)
     members = process_group(server)
@@ -76,12 +77,18 @@ def _killed_leaves_nothing(command: Command, ready: str) -> None:
         Path(f"/proc/{server}/cmdline").read_bytes().split(b"binding.port=")[1].split(b"\0")[0]
     )
     assert not port_is_free(port)
+    assert list(command.tmp.glob("spark-cdc-*")) != []
     os.kill(command.process.pid, signal.SIGKILL)
     deadline = time.monotonic() + WITHIN_S
-    while (alive(members) or not port_is_free(port)) and time.monotonic() < deadline:
+
+    def folders() -> list[str]:
+        return [path.name for path in command.tmp.glob("spark-cdc-*")]
+
+    while (alive(members) or not port_is_free(port) or folders()) and time.monotonic() < deadline:
         time.sleep(0.5)
     assert not alive(members), f"left running {WITHIN_S} s after the kill: {alive(members)}"
     assert port_is_free(port)
+    assert folders() == [], f"left behind {WITHIN_S} s after the kill"
 
 
 @pytest.mark.local_process

@@ -206,3 +206,19 @@ def test_the_token_is_masked_as_a_value_not_as_a_word() -> None:
     assert str(quoted).startswith("[SPARK_CDC_CLI.TOKEN_FILE_EMPTY] ")
     spark_text = explain(RuntimeError("[X] session sc://h:1/;token=s3cret failed"), "s3cret")
     assert spark_text == "[X] session sc://h:1/;token=*** failed"
+
+
+def test_version_is_ours_and_needs_no_server() -> None:
+    """``--version`` beside the commands (not an argparse error asking for one); a
+    ``--version`` of a command (apply-snapshot's) stays that command's."""
+    from importlib.metadata import version
+
+    command = Command("--version")
+    assert command.finish() == 0, command.output
+    assert re.fullmatch(
+        rf"spark-cdc {re.escape(version('spark-cdc-connect'))} \(PySpark [\d.]+\w*, "
+        rf"Python {sys.version_info[0]}\.{sys.version_info[1]}\.\d+\)",
+        command.output.strip(),
+    ), command.output
+    snapshot = Command("apply-snapshot", "t", "--version", "3")
+    assert snapshot.finish() == 2 and "--target" in snapshot.output, snapshot.output

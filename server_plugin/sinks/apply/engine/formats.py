@@ -1,7 +1,7 @@
 """What the engine asks of a target's table format, and nothing more: a Delta target
 (``apply.delta.format``) and an Iceberg one (``apply.iceberg.format``) each provide these
 operations, and the engine (``batch``) names no format. A third format is one folder
-beside those two providing ``TableFormat``; docs/architecture.md lists the operations.
+beside those two providing ``TableFormat``; docs/contributing.md#layers lists the operations.
 
 Every commit a format makes carries the batch's marker: the writer's id and the batch's
 number (a Delta ``txn`` action, an Iceberg snapshot summary), with the batch's outcome
