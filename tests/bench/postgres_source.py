@@ -15,6 +15,7 @@ The database is started here (``spark_cdc.testing.postgres``) and stopped after.
 
 from __future__ import annotations
 
+import shutil
 import statistics
 import subprocess
 import time
@@ -37,7 +38,7 @@ from tests.bench.common import (
 BENCHMARK = "postgres_source"
 COPY_TARGET = 0.5
 LOG_TARGET = 0.25
-SLOT = "bench_slot"
+SLOTS = {"copy": "bench_copy", "log": "bench_log"}  # a stream moves its slot on
 COLUMNS = "k bigint PRIMARY KEY, v text, amount double precision, seq bigint, at timestamptz"
 
 
@@ -49,8 +50,11 @@ def run(bench: Bench) -> list[Figure]:
             "INSERT INTO t SELECT i, md5(i::text), i * 0.5, i, now() "
             f"FROM generate_series(1, {rows}) i; "
             "CREATE PUBLICATION bench_pub FOR TABLE t; "
-            f"SELECT pg_create_logical_replication_slot('{SLOT}', 'pgoutput'); "
-            "VACUUM ANALYZE t"
+            + "".join(
+                f"SELECT pg_create_logical_replication_slot('{slot}', 'pgoutput'); "
+                for slot in SLOTS.values()
+            )
+            + "VACUUM ANALYZE t"
         )
         step = 10_000
         pg.sql(
@@ -62,8 +66,8 @@ def run(bench: Bench) -> list[Figure]:
         return [_copy(bench, pg, rows), _log(bench, pg, changes)]
 
 
-def _options(pg: PostgresServer) -> dict[str, str]:
-    return {**pg.options(), "slot": SLOT, "publication": "bench_pub"}
+def _options(pg: PostgresServer, side: str) -> dict[str, str]:
+    return {**pg.options(), "slot": SLOTS[side], "publication": "bench_pub"}
 
 
 def _copy(bench: Bench, pg: PostgresServer, rows: int) -> Figure:
@@ -71,7 +75,10 @@ def _copy(bench: Bench, pg: PostgresServer, rows: int) -> Figure:
 
     def ours() -> float:
         checkpoint = bench.folder(BENCHMARK) / f"checkpoint-{next(runs)}"
-        feed = spark.readStream.format("postgres_changelog").options(**_options(pg)).load("t")
+        shutil.rmtree(checkpoint, ignore_errors=True)  # a new stream: a first copy each run
+        feed = (
+            spark.readStream.format("postgres_changelog").options(**_options(pg, "copy")).load("t")
+        )
 
         def go() -> None:
             query = (
@@ -106,11 +113,11 @@ def _log(bench: Bench, pg: PostgresServer, changes: int) -> Figure:
     spark = bench.spark
     feed: Callable[[], Any] = lambda: (  # noqa: E731
         spark.read.format("postgres_changelog")
-        .options(**_options(pg), startingVersion="0")
+        .options(**_options(pg, "log"), startingVersion="0")
         .load("t")
     )
     peek = (
-        f"SELECT count(*) FROM pg_logical_slot_peek_binary_changes('{SLOT}', NULL, NULL, "
+        f"SELECT count(*) FROM pg_logical_slot_peek_binary_changes('{SLOTS['log']}', NULL, NULL, "
         "'proto_version', '1', 'publication_names', 'bench_pub')"
     )
     counted = feed().where("_change_type = 'update_postimage'").count()
