@@ -10,12 +10,11 @@ the server's environment or a file it reads (``PGPASSWORD``, ``passfile``).
 from __future__ import annotations
 
 import argparse
-import re
 
 from spark_cdc.cli.lifecycle import CliError
+from spark_cdc.server_plugin.postgres.options import looks_like_credential
 
 SOURCE_FORMATS = ("delta", "postgres")
-_CREDENTIAL = re.compile(r"pass(word)?$|secret|token|credential|access_key", re.IGNORECASE)
 
 
 def with_source(sub: argparse.ArgumentParser, formats: bool = True) -> None:
@@ -46,7 +45,7 @@ def source_options(args: argparse.Namespace) -> dict[str, str]:
         key = key.strip()
         if not equals or not key:
             raise CliError("SPARK_CDC_CLI.INVALID_OPTION", option=given)
-        if _CREDENTIAL.search(key) and key.lower() != "passfile":
+        if looks_like_credential(key):
             raise CliError("SPARK_CDC_CLI.CREDENTIAL_OPTION", option=key)
         options[key] = value
     return options

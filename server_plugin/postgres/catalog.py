@@ -134,6 +134,12 @@ def ensure_slot(
         )
 
 
+# A slot's columns of pg_replication_slots, as numbers: where its reader confirmed, and the
+# WAL it keeps on the database's disk (from its restart point to now).
+CONFIRMED_LSN = "(confirmed_flush_lsn - '0/0'::pg_lsn)::bigint"
+RETAINED_WAL = "COALESCE((pg_current_wal_lsn() - restart_lsn)::bigint, 0)"
+
+
 @dataclass(frozen=True)
 class SlotState:
     """A slot's confirmed position, the database's newest one (LSNs as numbers) and the WAL
@@ -147,9 +153,9 @@ class SlotState:
 def slot_state(session: Session, slot: str) -> SlotState | None:
     """``slot``'s state, None when there is no such slot."""
     rows = session.rows(
-        "SELECT (confirmed_flush_lsn - '0/0'::pg_lsn)::bigint AS confirmed, "
+        f"SELECT {CONFIRMED_LSN} AS confirmed, "
         "(pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint AS current, "
-        "COALESCE((pg_current_wal_lsn() - restart_lsn)::bigint, 0) AS retained "
+        f"{RETAINED_WAL} AS retained "
         "FROM pg_replication_slots WHERE slot_name = $1",
         f"look up replication slot {slot}",
         (slot,),

@@ -42,7 +42,7 @@ ACCEPTED = OptionSet(
     ),
     prefixes=(),
 )
-_SECRET = re.compile(r"pass(word)?$|secret|token", re.IGNORECASE)
+_CREDENTIAL = re.compile(r"pass(word)?$|secret|token|credential|access_key", re.IGNORECASE)
 DEFAULT_MAX_CHANGES = 1_000_000  # per micro-batch, whole transactions (one may pass it)
 
 
@@ -63,11 +63,16 @@ class PostgresOptions:
         return ", ".join(f"{schema}.{table}" for schema, table in self.tables)
 
 
+def looks_like_credential(key: str) -> bool:
+    """Whether an option's name says it holds a credential (``passfile`` names a file)."""
+    return bool(_CREDENTIAL.search(key)) and key.lower() != "passfile"
+
+
 def refuse_secrets(keys: Iterable[str]) -> None:
     """``PASSWORD_IN_OPTIONS`` for an option that looks like a credential: the client
     checks before a plan holds it, the source again."""
     for key in keys:
-        if _SECRET.search(key) and key.lower() != "passfile":
+        if looks_like_credential(key):
             raise error("POSTGRES_CHANGELOG.PASSWORD_IN_OPTIONS", option=key)
 
 

@@ -25,6 +25,7 @@ from pyspark.sql.types import (
 from spark_cdc.server_plugin import cdc_options
 from spark_cdc.server_plugin.dependencies import ADBC_POSTGRESQL, require
 from spark_cdc.server_plugin.errors import error, internal_errors
+from spark_cdc.server_plugin.postgres.catalog import CONFIRMED_LSN, RETAINED_WAL
 from spark_cdc.server_plugin.postgres.connection import session
 from spark_cdc.server_plugin.postgres.options import (
     CONNECTION_OPTIONS,
@@ -46,8 +47,7 @@ SCHEMA = StructType(
 )
 _SLOTS = (
     "SELECT slot_name::text, plugin::text, database::text, active, "
-    "(confirmed_flush_lsn - '0/0'::pg_lsn)::bigint AS confirmed_lsn, "
-    "COALESCE((pg_current_wal_lsn() - restart_lsn)::bigint, 0) AS retained_wal_bytes "
+    f"{CONFIRMED_LSN} AS confirmed_lsn, {RETAINED_WAL} AS retained_wal_bytes "
     "FROM pg_replication_slots WHERE slot_type = 'logical'"
 )
 
