@@ -19,7 +19,7 @@ instead of becoming NULL.
 | date | DateType |
 | timestamp | TimestampNTZType |
 | timestamptz | TimestampType |
-| arrays of the numeric and boolean types above (one dimension) | ArrayType |
+| arrays of the types above (one dimension; ``array_text`` splits them) | ArrayType |
 """
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 from spark_cdc.server_plugin.arrow_types import arrow_type
-from spark_cdc.server_plugin.errors import error
+from spark_cdc.server_plugin.errors import ChangelogSourceError, error
+from spark_cdc.server_plugin.postgres.array_text import split_arrays
 
 _SCALARS: dict[str, DataType] = {
     "int2": ShortType(),
@@ -91,7 +92,6 @@ _BINARY_EXACT = frozenset(
 # What the log's text reads: years 1 to 9999, in days and in microseconds since 1970.
 _DAYS = (-719_162, 2_932_896)
 _MICROSECONDS = (-62_135_596_800_000_000, 253_402_300_799_999_999)
-_ARRAY_ELEMENTS = ("int2", "int4", "int8", "float4", "float8", "numeric", "bool")
 UNBOUNDED_NUMERIC = DecimalType(38, 18)  # as Spark's JDBC source reads such a column
 
 
@@ -115,9 +115,11 @@ class PgType:
 def spark_type(column: str, table: str, pg: PgType) -> DataType:
     """The Spark type a column reads as, or ``POSTGRES_CHANGELOG.UNSUPPORTED_TYPE``."""
     if pg.is_array:
-        if pg.name not in _ARRAY_ELEMENTS:
-            raise _unsupported(column, table, f"{pg.name}[]")
-        return ArrayType(spark_type(column, table, PgType(pg.name, pg.modifier, "b")), True)
+        try:
+            element = spark_type(column, table, PgType(pg.name, pg.modifier, pg.category))
+        except ChangelogSourceError:
+            raise _unsupported(column, table, f"{pg.name}[]") from None
+        return ArrayType(element, True)
     if pg.category == "e":
         return StringType()
     if pg.name == "numeric":
@@ -226,18 +228,11 @@ def _hex_bytes(texts: pa.Array) -> pa.Array:
 
 
 def _array(texts: pa.Array, target: ArrayType, want: pa.DataType) -> pa.Array:
-    """A one-dimension array of numbers or booleans (``{1,2,NULL}``, ``{t,f}``, ``{}``):
-    its elements split apart and converted as a column of their own."""
-    inner = pc.utf8_slice_codeunits(texts, 1, -1)
-    if pc.any(pc.match_substring(inner, "{")).as_py():
-        raise ValueError("an array of more than one dimension")
-    empty = pc.fill_null(pc.equal(inner, ""), False)
-    parts = pc.split_pattern(pc.if_else(empty, pa.scalar(None, pa.string()), inner), ",")
-    counts = np.asarray(pc.fill_null(pc.list_value_length(parts), 0), dtype=np.int64)
+    """A one-dimension array (``array_text``): its elements converted as a column of their
+    own."""
+    counts, elements = split_arrays(texts)
+    values = _converted(elements, target.elementType, want.value_type)
     offsets = np.zeros(len(texts) + 1, np.int32)
     np.cumsum(counts, out=offsets[1:])
-    flat = parts.flatten()
-    elements = pc.if_else(pc.equal(flat, "NULL"), pa.scalar(None, pa.string()), flat)
-    values = _converted(elements, target.elementType, want.value_type)
     mask = pc.is_null(texts)
     return pa.ListArray.from_arrays(pa.array(offsets), values, mask=mask).cast(want)

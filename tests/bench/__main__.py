@@ -42,6 +42,7 @@ BENCHMARKS = (
     "apply_scheduled",
     "iceberg_source",
     "postgres_source",
+    "postgres_follow",
     "snapshot",
 )
 # What ``--only NAME`` runs with it: ``apply`` is every target format's.

@@ -43,7 +43,7 @@ COLUMNS = "k bigint PRIMARY KEY, v text, amount double precision, seq bigint, at
 
 
 def run(bench: Bench) -> list[Figure]:
-    rows, changes = (10_000, 10_000) if bench.quick else (4_000_000, 1_000_000)
+    rows, changes = (10_000, 10_000) if bench.quick else (10_000_000, 1_000_000)
     with start_postgres("127.0.0.1") as pg:
         pg.sql(
             f"CREATE TABLE t ({COLUMNS}); "

@@ -33,10 +33,10 @@ OPTIONS = {"rowId": "id", "computeUpdates": "true", "startingVersion": "1"}
 TICK = os.sysconf("SC_CLK_TCK")
 
 
-def _workers(session: int) -> dict[int, tuple[int, int]]:
-    """Python processes of session ``session`` (the server's: spark-submit starts it, the
-    JVM and PySpark's worker daemon, which makes its own process group, stay in it):
-    pid -> (resident KB, CPU ticks)."""
+def _workers(session: int, names: tuple[str, ...] = ("python",)) -> dict[int, tuple[int, int]]:
+    """Processes of session ``session`` whose name holds one of ``names`` (by default the
+    server's Python processes: spark-submit starts the session, the JVM and PySpark's worker
+    daemon, which makes its own process group, stay in it): pid -> (resident KB, CPU ticks)."""
     found = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -44,7 +44,8 @@ def _workers(session: int) -> dict[int, tuple[int, int]]:
         try:
             stat = (entry / "stat").read_text()
             fields = stat[stat.rindex(")") + 2 :].split()
-            if int(fields[3]) != session or "python" not in stat[: stat.rindex(")")]:
+            command = stat[: stat.rindex(")")]
+            if int(fields[3]) != session or not any(name in command for name in names):
                 continue
             status = (entry / "status").read_text()
         except (OSError, ValueError):
@@ -57,19 +58,21 @@ def _workers(session: int) -> dict[int, tuple[int, int]]:
 
 
 class Sampler:
-    """Peak resident memory of any one worker and the workers' CPU time during a run."""
+    """Peak resident memory of any one worker (any one process of ``names``) and the
+    workers' CPU time during a run."""
 
-    def __init__(self, session: int) -> None:
+    def __init__(self, session: int, names: tuple[str, ...] = ("python",)) -> None:
         self.session = session
+        self.names = names
         self.peak_kb = 0
-        self.start = _workers(session)
+        self.start = _workers(session, names)
         self.last = dict(self.start)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            now = _workers(self.session)
+            now = _workers(self.session, self.names)
             self.last.update(now)
             self.peak_kb = max([self.peak_kb, *(rss for rss, _ in now.values())])
             time.sleep(0.05)

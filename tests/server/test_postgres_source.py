@@ -6,6 +6,7 @@ One database for the module; each test has tables, slots and publications of its
 from __future__ import annotations
 
 import itertools
+import json
 import time
 from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
@@ -46,18 +47,21 @@ _more = itertools.count()
 _ALL_TYPES = (
     "id int PRIMARY KEY, s smallint, b bigint, r real, d double precision, n numeric(20,4), "
     "u numeric, ok boolean, t text, vc varchar(10), c char(3), raw bytea, day date, "
-    "at timestamp, atz timestamptz, uid uuid, j jsonb, ints int[], flags boolean[]"
+    "at timestamp, atz timestamptz, uid uuid, j jsonb, ints int[], flags boolean[], "
+    "names text[], days date[], blobs bytea[], uids uuid[]"
 )
 _EDGE_ROWS = (
     "(1, -32768, -9223372036854775808, 'NaN', '-Infinity', -12345678901234.5678, 1.5, true, "
     "'é ''quoted'' \\ back', 'ab', 'x', '\\x00ff10', '0001-01-01', '1999-12-31 23:59:59.999999', "
     "'1970-01-01 00:00:00+05', 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', '{\"k\": [1, null]}', "
-    "'{1,NULL,-3}', '{t,f,NULL}'), "
+    "'{1,NULL,-3}', '{t,f,NULL}', ARRAY['a b', 'q\"x', NULL, 'NULL', '', '{,}', 'back\\'], "
+    "ARRAY['2024-02-29'::date, NULL], ARRAY['\\x00ff'::bytea, '\\x'::bytea, NULL], "
+    "ARRAY['a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'::uuid]), "
     "(2, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, "
-    "NULL, NULL, NULL, NULL), "
+    "NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL), "
     "(3, 0, 0, 1.5e-30, 1e300, 0, 0.000000000000000001, false, '', '', '', '\\x', "
     "'2262-04-12', '9999-12-31 00:00:00', '2024-02-29 12:00:00.5+00', "
-    "'00000000-0000-0000-0000-000000000000', '[]', '{}', '{}')"
+    "'00000000-0000-0000-0000-000000000000', '[]', '{}', '{}', '{}', '{}', '{}', '{}')"
 )
 
 
@@ -210,17 +214,47 @@ def test_the_first_copy_reads_every_type_as_the_log_does(
     name = published_table(pg, _ALL_TYPES)
     pg.sql(f"INSERT INTO {name} VALUES {_EDGE_ROWS}")
     logged = _logged(spark, pg, name).drop("_commit_version", "_commit_timestamp")
+    copied = _copied(spark, pg, name).drop("_commit_version", "_commit_timestamp")
+    assert copied.schema == logged.schema
+    assert sorted(map(repr, copied.collect())) == sorted(map(repr, logged.collect()))
+    assert len(copied.collect()) == 3
+
+
+def _copied(spark: SparkSession, pg: PostgresServer, name: str) -> Any:
+    """The table's first copy, read by a stream into a memory table."""
     stream = readStream(spark).format("postgres").options(**pg.options()).load(f"public.{name}")
-    sink = f"copy_{name}"
-    query = stream.writeStream.format("memory").queryName(sink).start()
+    query = stream.writeStream.format("memory").queryName(f"copy_{name}").start()
     try:
         query.processAllAvailable()
     finally:
         query.stop()
-    copied = spark.table(sink).drop("_commit_version", "_commit_timestamp")
-    assert copied.schema == logged.schema
-    assert sorted(map(repr, copied.collect())) == sorted(map(repr, logged.collect()))
-    assert len(copied.collect()) == 3
+    return spark.table(f"copy_{name}")
+
+
+def test_arrays_read_as_the_database_holds_them(spark: SparkSession, pg: PostgresServer) -> None:
+    """Arrays of text (quotes, backslashes, braces, commas, white space, ``NULL`` as text and
+    as a null) and of dates, from the log and from the first copy, equal the database's own
+    ``array_to_json``; an array of two dimensions is refused by name."""
+    name = published_table(pg, "id int PRIMARY KEY, names text[], days date[]")
+    pg.sql(
+        f"INSERT INTO {name} VALUES (1, ARRAY['a b', 'q\"x', NULL, 'NULL', '', '{{,}}', "
+        "'back\\', E'tab\\tnew\\nline', 'é'], ARRAY['2024-02-29'::date, NULL]), "
+        "(2, '{}', NULL), (3, NULL, '{}')"
+    )
+    lines = pg.sql(f"SELECT json_build_array(id, names, days) FROM {name} ORDER BY id")
+    expected = [
+        (key, names, None if days is None else [d and date.fromisoformat(d) for d in days])
+        for key, names, days in map(json.loads, lines.splitlines())
+    ]
+    for feed in (_logged(spark, pg, name), _copied(spark, pg, name)):
+        got = feed.select("id", "names", "days").orderBy("id").collect()
+        assert [tuple(row) for row in got] == expected
+    grid = published_table(pg, "id int PRIMARY KEY, grid int[]")
+    pg.sql(f"INSERT INTO {grid} VALUES (1, ARRAY[[1, 2], [3, 4]])")
+    with pytest.raises(PySparkException) as caught:
+        _logged(spark, pg, grid).collect()
+    assert caught.value.getCondition() == "POSTGRES_CHANGELOG.UNREPRESENTABLE_VALUE"
+    assert "more than one dimension" in str(caught.value)
 
 
 @pytest.mark.parametrize(
