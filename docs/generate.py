@@ -97,13 +97,13 @@ def bench_figures() -> str:
     return table(_figures())
 
 
-def bench_of(benchmark: str) -> str:
-    """One benchmark's figures, as the results table shows them."""
+def bench_of(*benchmarks: str) -> str:
+    """Some benchmarks' figures, as the results table shows them."""
     from tests.bench.report import table
 
-    figures = [f for f in _figures() if f.benchmark == benchmark]
+    figures = [f for f in _figures() if f.benchmark in benchmarks]
     if not figures:
-        return f"Not measured yet: `./dev bench --only {benchmark}` measures it."
+        return f"Not measured yet: `./dev bench --only {','.join(benchmarks)}` measures it."
     return table(figures)
 
 
@@ -317,7 +317,7 @@ RENDERERS: dict[str, Callable[[], str]] = {
     "bench-apply": bench_apply,
     "bench-apply-more": bench_apply_more,
     "bench-iceberg": lambda: bench_of("iceberg_source"),
-    "bench-postgres": lambda: bench_of("postgres_source"),
+    "bench-postgres": lambda: bench_of("postgres_source", "postgres_follow"),
     "bench-default-partitions": bench_default_partitions,
     "bench-long-lived": bench_long_lived,
     "bench-snapshot": lambda: bench_of("snapshot"),
