@@ -570,6 +570,11 @@ CONDITIONS: dict[str, Condition] = {
         "which pgoutput always sends first; the slot must use the pgoutput plugin and be "
         "read by this source alone."
     ),
+    "POSTGRES_CHANGELOG.REPLICATION_NOT_GRANTED": Condition(
+        "User <user> may not read replication slots (it has neither the REPLICATION attribute "
+        "nor superuser): have an administrator run ALTER ROLE <user> REPLICATION, or connect "
+        "as a user that has it."
+    ),
     "POSTGRES_CHANGELOG.SCHEMA_CHANGED": Condition(
         "Column <column> was added to <table> while the stream ran, and the stream's schema "
         "was fixed when it started: restart the query; it goes on from where it stopped, "
@@ -595,6 +600,11 @@ CONDITIONS: dict[str, Condition] = {
     "POSTGRES_CHANGELOG.TABLE_NOT_PUBLISHED": Condition(
         "Publication <publication> does not publish <table>, so its changes never reach the "
         "slot: ALTER PUBLICATION <publication> ADD TABLE <table>."
+    ),
+    "POSTGRES_CHANGELOG.TABLE_NOT_READABLE": Condition(
+        "User <user> may not SELECT from <table>, which the stream's first copy reads: have "
+        "its owner run GRANT SELECT ON <table> TO <user>, or start from the log alone with "
+        "initialCopy=false."
     ),
     "POSTGRES_CHANGELOG.TABLE_TWICE": Condition(
         "The path <path> names a table twice: name each table once."

@@ -86,6 +86,29 @@ def table_info(session: Session, schema: str, table: str) -> TableInfo:
     )
 
 
+def check_privileges(session: Session, infos: list[TableInfo], copies: bool) -> None:
+    """Refused by name, before anything is read or made: a user without the REPLICATION
+    attribute (reading a slot needs it, or superuser) and, when the read ``copies`` the
+    tables, a table the user may not SELECT from (PostgreSQL's own refusals name neither
+    the fix nor, for slots, the user)."""
+    tables = ", ".join(
+        f"({quote_literal(info.quoted)}, {quote_literal(info.qualified)})" for info in infos
+    )
+    row = session.rows(
+        "SELECT current_user::text AS role, "
+        "(SELECT rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user) AS ok, "
+        f"(SELECT array_agg(name) FROM (VALUES {tables}) AS t(quoted, name) "
+        "WHERE NOT has_table_privilege(quoted, 'SELECT'))::text[] AS unreadable",
+        "check the user's privileges",
+    )[0]
+    if not row["ok"]:
+        raise error("POSTGRES_CHANGELOG.REPLICATION_NOT_GRANTED", user=row["role"])
+    if copies and row["unreadable"]:
+        raise error(
+            "POSTGRES_CHANGELOG.TABLE_NOT_READABLE", table=row["unreadable"][0], user=row["role"]
+        )
+
+
 def ensure_slot(
     session: Session, slot: str, publication: str, infos: list[TableInfo], create: bool
 ) -> None:

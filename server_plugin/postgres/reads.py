@@ -11,12 +11,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSourceReader, InputPartition
+from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
 from spark_cdc.server_plugin.arrow_types import arrow_schema
 from spark_cdc.server_plugin.errors import error, internal_errors
 from spark_cdc.server_plugin.postgres.catalog import (
     TableInfo,
+    check_privileges,
     ensure_slot,
     quote_ident,
     quote_literal,
@@ -68,8 +69,10 @@ class TableReader:
     def __init__(self, options: PostgresOptions, schema: StructType) -> None:
         self.options = options
         self.schema = schema
+        copies = options.initial_copy and isinstance(self, DataSourceStreamReader)
         with session(options.connection) as s:
             self.infos: list[TableInfo] = [table_info(s, *name) for name in options.tables]
+            check_privileges(s, self.infos, copies)
             ensure_slot(s, options.slot, options.publication, self.infos, options.create_slot)
 
     def _own(self, info: TableInfo, output: pa.Schema) -> pa.Schema:
