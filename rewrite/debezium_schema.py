@@ -81,7 +81,7 @@ def row_schema(wrapper: Mapping[str, Any]) -> RowSchema:
     for field in image.get("fields") or ():
         name = field["field"]
         data_type = _spark_type(name, field)
-        raw.append(T.StructField(name, data_type, bool(field.get("optional", True))))
+        raw.append(T.StructField(name, data_type, True))
         if field.get("name") in (_DATE, *_MILLIS, *_MICROS, *_ZONED):
             logical[name] = field["name"]
     return RowSchema(T.StructType(raw), logical)
