@@ -19,18 +19,10 @@ from pyspark.sql import types as T
 from spark_cdc import apply_changes, decode_changes
 
 from tests.support.apply_targets import read_table, sorted_rows
+from tests.support.envelope_samples import LATER, SAMPLES, SCHEMA, P
 from tests.support.feeds import run_stream
 from tests.support.rpc_count import counting_rpcs
 
-SAMPLES = Path(__file__).resolve().parents[1] / "data" / "envelopes"
-SCHEMA = T.StructType(
-    [
-        T.StructField("id", T.IntegerType()),
-        T.StructField("name", T.StringType()),
-        T.StructField("description", T.StringType()),
-        T.StructField("weight", T.DoubleType()),
-    ]
-)
 OUTPUT = T.StructType(
     [
         *SCHEMA.fields,
@@ -40,28 +32,6 @@ OUTPUT = T.StructType(
     ]
 )
 
-# The products table's values in the samples' history.
-P = {
-    101: ("scooter", "Small 2-wheel scooter", 3.14),
-    102: ("car battery", "12V car battery", 8.1),
-    103: ("12-pack drill bits", "12-pack of drill bits with sizes ranging from #40 to #3", 0.8),
-    104: ("hammer", "12oz carpenter's hammer", 0.75),
-    105: ("hammer", "14oz carpenter's hammer", 0.875),
-    106: ("hammer", "16oz carpenter's hammer", 1.0),
-    107: ("rocks", "box of assorted rocks", 5.3),
-    108: ("jacket", "water resistent black wind breaker", 0.1),
-    109: ("spare tire", "24 inch spare tire", 22.2),
-    110: ("jacket", "water resistent white wind breaker", 0.2),
-    111: ("scooter", "Big 2-wheel scooter ", 5.18),
-}
-LATER = {
-    106: ("hammer", "18oz carpenter hammer", 1.0),
-    107: ("rocks", "box of assorted rocks", 5.1),
-    110: ("jacket", "new water resistent white wind breaker", 0.5),
-    111: ("scooter", "Big 2-wheel scooter ", 5.17),
-    101: ("scooter", "Small 2-wheel scooter", 5.17),
-    102: ("car battery", "12V car battery", 5.17),
-}
 PRE, POST = "update_preimage", "update_postimage"
 XID = 1 << 24  # Maxwell: xid * 2^24 + xoffset; a commit's last row has no xoffset
 CANAL = 1 << 20  # Canal: id * 2^20 + the row's index in data
