@@ -44,14 +44,22 @@ def _fits(value: Column, bits: int) -> Column:
     return (value >= 0) & (value < F.lit(1 << bits))
 
 
-def debezium_version(source: Column) -> tuple[Column, Column]:
-    """``(version, problem)`` from a Debezium ``source`` block; ``problem`` is NULL when the
-    version is usable, else why not."""
+def mysql_file_number(source: Column) -> Column:
+    """The binlog file's number (``mysql-bin.000003``: 3) of a Debezium MySQL event."""
+    number = F.substring_index(source.getField("file"), ".", -1)
+    return F.when(number.rlike("^[0-9]{1,18}$"), number.cast("long"))
+
+
+def mysql_offset(source: Column) -> Column:
+    """The event's position in its binlog file plus the row's index in the event."""
+    return source.getField("pos") + F.coalesce(source.getField("row").cast("long"), F.lit(0))
+
+
+def debezium_version(source: Column, file_number: Column, offset: Column) -> tuple[Column, Column]:
+    """``(version, problem)`` from a Debezium ``source`` block (and its MySQL file number and
+    offset, computed once); ``problem`` is NULL when the version is usable, else why not."""
     connector = source.getField("connector")
     lsn = source.getField("lsn")
-    file_number = F.regexp_extract(source.getField("file"), r"\.(\d+)$", 1)
-    file_number = F.when(file_number != "", file_number).cast("long")
-    offset = source.getField("pos") + F.coalesce(source.getField("row").cast("long"), F.lit(0))
     mysql = file_number * F.lit(1 << FILE_SHIFT) + offset
     version = F.when(connector == "postgresql", lsn).when(connector == "mysql", mysql)
     problem = (

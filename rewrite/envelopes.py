@@ -295,20 +295,25 @@ def _changes(decoded: DataFrame, format: str, mode: str, corrupt: str) -> DataFr
             .otherwise(kind)
         )
     elif mode == "DROPMALFORMED":
-        decoded = decoded.where(~bad)
+        kind = F.when(~bad, kind).otherwise(F.lit(SKIP))
     else:
         kind = F.when(~bad, kind)
         extra = [F.when(bad, F.col(RAW)).alias(corrupt)]
     decoded = decoded.withColumn(KIND, kind)
     kind = F.col(KIND)
-    decoded = decoded.where(F.coalesce(kind != SKIP, F.lit(True)))
     good = ~bad if mode == "PERMISSIVE" else F.lit(True)
     row, pre = F.when(good, F.col(ROW)), F.col(PRE)
-    images = F.when(
-        good & (kind == "update") & pre.isNotNull(),
-        F.array(_image(pre, F.lit(UPDATE_PREIMAGE)), _image(row, F.lit(UPDATE_POSTIMAGE))),
-    ).otherwise(
-        F.array(_image(row, F.when(kind == "update", F.lit(UPDATE_POSTIMAGE)).otherwise(kind)))
+    # No filter: events that change no row explode a NULL array into no rows (a filter
+    # would be pushed below the projections, copying their expressions into it).
+    images = (
+        F.when(kind == SKIP, F.lit(None))
+        .when(
+            good & (kind == "update") & pre.isNotNull(),
+            F.array(_image(pre, F.lit(UPDATE_PREIMAGE)), _image(row, F.lit(UPDATE_POSTIMAGE))),
+        )
+        .otherwise(
+            F.array(_image(row, F.when(kind == "update", F.lit(UPDATE_POSTIMAGE)).otherwise(kind)))
+        )
     )
     exploded = decoded.select(
         F.explode(images).alias(_IMAGE),

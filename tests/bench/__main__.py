@@ -43,6 +43,7 @@ BENCHMARKS = (
     "iceberg_source",
     "postgres_source",
     "snapshot",
+    "envelopes",
 )
 # What ``--only NAME`` runs with it: ``apply`` is every target format's.
 INCLUDED = {"apply": ("apply_iceberg", "apply_iceberg_growth", "apply_scheduled")}
