@@ -252,6 +252,8 @@ def maxwell(events: DataFrame, rows: Rows) -> DataFrame:
         .when(op == "delete", F.lit("delete"))
         .when(op.isin(*_MAXWELL_SKIPPED), F.lit(SKIP))
     )
+    frame, got = _staged(frame, kind=kind)
+    kind = got["kind"]
     pre, misfit = _before(data, _p("old"), rows.parsed)
     problem = (
         F.when(_unreadable(), F.lit(_UNREADABLE))
@@ -297,6 +299,8 @@ def canal(events: DataFrame, rows: Rows) -> DataFrame:
         .when(op == "UPDATE", F.lit("update"))
         .when(op == "DELETE", F.lit("delete"))
     )
+    frame, got = _staged(frame, kind=kind)
+    kind = got["kind"]
     row, misfit = _typed(F.col(element), rows.parsed)
     old = F.element_at(_p("old"), F.col(index) + 1)
     pre, old_misfit = _before(row, old, rows.parsed)
@@ -342,6 +346,8 @@ def ogg(events: DataFrame, rows: Rows) -> DataFrame:
         .when(op == "D", F.lit("delete"))
         .when(op == "T", F.lit("truncate"))
     )
+    frame, got = _staged(frame, kind=kind)
+    kind = got["kind"]
     problem = (
         F.when(_unreadable(), F.lit(_UNREADABLE))
         .when(kind.isNull(), _op_problem(op, "I, U, D, T"))

@@ -560,3 +560,39 @@ def test_a_wrapper_without_a_spark_type_and_a_stream_without_a_schema(
     with pytest.raises(PySparkException) as caught:
         decode_changes(stream, "debezium-json")
     assert caught.value.getCondition() == "INVALID_CDC_ENVELOPE.SCHEMA_REQUIRED"
+
+
+def test_a_stream_stopped_and_restarted_applies_what_one_batch_does(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Canal's messages land as files one to three at a time; a stream of them into
+    apply_changes is stopped after each landing and started again from its checkpoint: the
+    target is the one batch read of all of them makes."""
+    lines = (SAMPLES / "canal-data.txt").read_text().splitlines()
+    folder = tmp_path / "topic"
+    folder.mkdir()
+    stream_target, batch_target = str(tmp_path / "streamed"), str(tmp_path / "batch")
+    landed = 0
+    for size in (3, 1, 2, 3, 2):
+        for line in lines[landed : landed + size]:
+            landed += 1
+            (folder / f"message-{landed:02d}.json").write_text(line + "\n")
+        events = spark.readStream.format("text").option("maxFilesPerTrigger", 2).load(str(folder))
+        query = apply_changes(
+            decode_changes(events, "canal-json", SCHEMA),
+            stream_target,
+            keys=["id"],
+            sequence_by="_commit_version",
+            checkpoint_location=str(tmp_path / "checkpoint"),
+            trigger={"availableNow": True},
+        )
+        query.awaitTermination(300)  # type: ignore[union-attr]
+        assert query.exception() is None  # type: ignore[union-attr]
+    assert landed == len(lines)
+    everything = decode_changes(spark.read.text(str(folder)), "canal-json", SCHEMA)
+    apply_changes(everything, batch_target, keys=["id"], sequence_by="_commit_version")
+    assert sorted_rows(read_table(stream_target)) == sorted_rows(read_table(batch_target))
+    final = {k: v for k, v in {**P, **LATER}.items() if k not in (102, 103, 111)}
+    assert sorted_rows(read_table(batch_target)) == sorted_rows_of(
+        [{"id": k, "name": v[0], "description": v[1], "weight": v[2]} for k, v in final.items()]
+    )
