@@ -596,3 +596,24 @@ def test_a_stream_stopped_and_restarted_applies_what_one_batch_does(
     assert sorted_rows(read_table(batch_target)) == sorted_rows_of(
         [{"id": k, "name": v[0], "description": v[1], "weight": v[2]} for k, v in final.items()]
     )
+
+
+def test_a_ddl_schema_and_a_feed_without_the_wrapper(spark: SparkSession, tmp_path: Path) -> None:
+    """A DDL string is the same schema (Spark parses it: one round trip); a Debezium feed
+    without the schema wrapper and without schema= is refused by name, saying why."""
+    events = spark.read.text(_copy(tmp_path, "debezium-postgres-data-schema-exclude.txt"))
+    ddl = "id INT, name STRING, description STRING, weight DOUBLE"
+    feed = decode_changes(events, "debezium-json", ddl)
+    assert feed.schema == OUTPUT
+    assert _rows(feed) == _sorted(POSTGRES_ROWS)
+    with pytest.raises(PySparkException) as caught:
+        decode_changes(events, "debezium-json")
+    assert caught.value.getCondition() == "INVALID_CDC_ENVELOPE.SCHEMA_REQUIRED"
+    assert "schemas.enable=false" in caught.value.getMessageParameters()["why"]
+    for bad, condition in (
+        ("int", "INVALID_CDC_ENVELOPE.INVALID_PARAMETER"),  # a type, not a list of columns
+        ("id INT,", "PARSE_SYNTAX_ERROR"),  # Spark's own parser refuses it
+    ):
+        with pytest.raises(PySparkException) as caught:
+            decode_changes(events, "debezium-json", bad)
+        assert caught.value.getCondition() == condition
