@@ -617,3 +617,31 @@ def test_a_ddl_schema_and_a_feed_without_the_wrapper(spark: SparkSession, tmp_pa
         with pytest.raises(PySparkException) as caught:
             decode_changes(events, "debezium-json", bad)
         assert caught.value.getCondition() == condition
+
+
+def test_a_history_keeps_each_change_of_one_transaction(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """SCD type 2 by _commit_version: a row changed twice in one transaction has a history
+    version for each change, the first ending where the second starts (the docs say so)."""
+    v = lambda x: {"id": 1, "name": x, "description": None, "weight": None}  # noqa: E731
+    events = [
+        _debezium_mysql("c", None, v("a"), 100),
+        _debezium_mysql("u", v("a"), v("b"), 200),
+        _debezium_mysql("u", v("b"), v("c"), 200, 1),
+    ]
+    feed = decode_changes(
+        spark.createDataFrame([(e,) for e in events], "value string"), "debezium-json", SCHEMA
+    )
+    target = str(tmp_path / "history")
+    apply_changes(feed, target, keys=["id"], sequence_by="_commit_version", stored_as_scd_type=2)
+    base = 7 << 40
+    got = sorted(
+        ((r["name"], r["__START_AT"], r["__END_AT"]) for r in read_table(target).to_pylist()),
+        key=lambda r: r[1],
+    )
+    assert got == [
+        ("a", base + 100, base + 200),
+        ("b", base + 200, base + 201),
+        ("c", base + 201, None),
+    ]
