@@ -27,6 +27,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import types as T
 from pyspark.sql.connect import functions as F
+from spark_cdc.rewrite.canal_schema import canal_schema
 from spark_cdc.rewrite.debezium_schema import row_schema
 from spark_cdc.rewrite.envelope_formats import (
     FORMATS,
@@ -80,7 +81,8 @@ def decode_changes(
     ``schema`` is the table's columns (a ``StructType``, or a DDL string, which Spark
     parses in one round trip). For ``debezium-json`` it may be left out when the envelopes
     carry Debezium's ``schema``/``payload`` wrapper: the first envelope's schema is read
-    then (one round trip, batch only). The other formats carry no usable schema.
+    then (one round trip, batch only); for ``canal-json`` likewise, from the first
+    message's ``sqlType``/``mysqlType``. Maxwell and GoldenGate carry no usable schema.
 
     ``_commit_version`` is the source's own log position of each change (PostgreSQL's LSN,
     MySQL's binlog file and position, Maxwell's ``xid``/``xoffset``, Canal's ``id`` and row,
@@ -214,6 +216,8 @@ def _rows(df: DataFrame, format: str, schema: T.StructType | str | None, text: C
             problem=f"is {type(schema).__name__}",
             fix="pass a StructType or a DDL string such as 'id INT, name STRING'",
         )
+    if format == "canal-json":
+        return _canal_types(df, text)
     if format != "debezium-json":
         raise cdc_error(
             "INVALID_CDC_ENVELOPE.SCHEMA_REQUIRED",
@@ -221,6 +225,31 @@ def _rows(df: DataFrame, format: str, schema: T.StructType | str | None, text: C
             why="(its events carry no schema of the table)",
         )
     return _wrapper_schema(df, text)
+
+
+CANAL_LOOKAHEAD = 100  # messages read for one that carries types (DDL messages carry none)
+
+
+def _canal_types(df: DataFrame, text: Column) -> Rows:
+    """The rows' schema from the first Canal message with column types: one round trip,
+    so refused for a stream."""
+    if df.isStreaming:
+        raise cdc_error(
+            "INVALID_CDC_ENVELOPE.SCHEMA_REQUIRED",
+            format="canal-json",
+            why="(a stream cannot be read for its messages' column types before it starts)",
+        )
+    first = df.select(text.alias(RAW)).where(F.col(RAW).isNotNull()).limit(CANAL_LOOKAHEAD)
+    for row in first.collect():
+        message = _loaded(row[0])
+        found = canal_schema(message) if isinstance(message, dict) else None
+        if found is not None:
+            return Rows(found, lambda parsed: parsed)
+    raise cdc_error(
+        "INVALID_CDC_ENVELOPE.SCHEMA_REQUIRED",
+        format="canal-json",
+        why=f"(none of its first {CANAL_LOOKAHEAD} messages carries sqlType)",
+    )
 
 
 def _ddl(ddl: str) -> T.StructType:

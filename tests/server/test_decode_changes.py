@@ -645,3 +645,25 @@ def test_a_history_keeps_each_change_of_one_transaction(
         ("b", base + 200, base + 201),
         ("c", base + 201, None),
     ]
+
+
+def test_canal_types_give_the_schema_in_one_round_trip(spark: SparkSession, tmp_path: Path) -> None:
+    """Left without schema=, Canal's first message with types gives the columns (its
+    INTEGER an int, its FLOAT a float), read once; the rows are the same as with that
+    schema given."""
+    events = spark.read.text(_copy(tmp_path, "canal-data.txt"))
+    events.schema  # the text reader's own schema, read before counting  # noqa: B018
+    with counting_rpcs(spark) as rpcs:
+        feed = decode_changes(events, "canal-json")
+    assert rpcs.calls.count("ExecutePlan") == 1, rpcs.calls
+    typed = T.StructType(
+        [
+            T.StructField("id", T.IntegerType()),
+            T.StructField("name", T.StringType()),
+            T.StructField("description", T.StringType()),
+            T.StructField("weight", T.FloatType()),
+        ]
+    )
+    assert feed.schema == T.StructType([*typed.fields, *OUTPUT.fields[4:]])
+    assert _rows(feed) == _rows(decode_changes(events, "canal-json", typed))
+    assert len(_rows(feed)) == len(CANAL_ROWS)
