@@ -39,6 +39,7 @@ if TYPE_CHECKING:
         readStream,
     )
     from spark_cdc.connection import ConnectionProblem, connect
+    from spark_cdc.rewrite.envelopes import decode_changes
     from spark_cdc.rewrite.errors import CdcAnalysisException
     from spark_cdc.rewrite.options import CdcOptions, DeduplicationMode
     from spark_cdc.rewrite.post_process import post_process
@@ -54,6 +55,7 @@ _EXPORTS = {
     "ChangelogSpec": "spark_cdc.rewrite.spec",
     "post_process": "spark_cdc.rewrite.post_process",
     "snapshot_changes": "spark_cdc.rewrite.snapshot_diff",
+    "decode_changes": "spark_cdc.rewrite.envelopes",
     "CdcOptions": "spark_cdc.rewrite.options",
     "DeduplicationMode": "spark_cdc.rewrite.options",
     "CdcAnalysisException": "spark_cdc.rewrite.errors",
@@ -81,6 +83,7 @@ __all__ = [
     "apply_changes",
     "apply_changes_from_snapshot",
     "connect",
+    "decode_changes",
     "post_process",
     "read",
     "readStream",

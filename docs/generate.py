@@ -129,6 +129,19 @@ def _with_medians(benchmark: str, measure: str = "value") -> str:
     return bench_of(benchmark) + "\n\n" + "\n".join(rows)
 
 
+def bench_envelopes_line() -> str:
+    """The envelopes benchmark in one sentence, for the README."""
+    figures = [f for f in _figures() if f.benchmark == "envelopes"]
+    if not figures:
+        return bench_of("envelopes")
+    f = figures[0]
+    met = "met" if f.met else "not met"
+    return (
+        f"{f.case}: {f.ratio} of the speed of Spark's own `from_json` of the same column "
+        f"(target {f.target}, {met})."
+    )
+
+
 def bench_long_lived() -> str:
     """The long-lived server's figures, and their counts side by side (a column per server,
     named by what follows "on" in its case)."""
@@ -321,6 +334,8 @@ RENDERERS: dict[str, Callable[[], str]] = {
     "bench-default-partitions": bench_default_partitions,
     "bench-long-lived": bench_long_lived,
     "bench-snapshot": lambda: bench_of("snapshot"),
+    "bench-envelopes": lambda: _with_medians("envelopes", "seconds (median)"),
+    "bench-envelopes-line": bench_envelopes_line,
     "bench-snapshot-medians": lambda: _with_medians("snapshot", "seconds (median)"),
 }
 

@@ -7,6 +7,8 @@ the same wherever it is found (the client, a plan running on the server, a sourc
 changes operator), and a message cannot drift from its parameters. The families:
 
 - ``APPLY_CHANGES``: ``apply_changes``' parameters, feeds and targets.
+- ``INVALID_CDC_ENVELOPE``: ``decode_changes``' parameters and the CDC envelopes it decodes
+  (Debezium, Maxwell, Canal, GoldenGate JSON), found while the plan is built or the query runs.
 - ``INVALID_CDC_OPTION``: an option's name or value (Spark's own family for its CDC options;
   ours and the sources' options join it, so a bad option is one family everywhere).
 - ``INVALID_CHANGELOG_SCHEMA``: what a changelog declares (Spark's family).
@@ -402,6 +404,28 @@ CONDITIONS: dict[str, Condition] = {
         "The Iceberg table '<path>' uses <feature>, which this changelog source cannot read "
         "correctly, and it refuses rather than return wrong rows: read the table's changes "
         "with Spark's Iceberg connector instead."
+    ),
+    "INVALID_CDC_ENVELOPE.INVALID_PARAMETER": Condition(
+        "decode_changes' <parameter> <problem>: <fix>."
+    ),
+    "INVALID_CDC_ENVELOPE.MALFORMED_EVENT": Condition(
+        "A <format> event <problem>, so it cannot be read as a change: fix the feed or the "
+        "schema given to decode_changes, or pass mode='PERMISSIVE' to keep such events in "
+        "the column columnNameOfCorruptRecord names (event: <event>)."
+    ),
+    "INVALID_CDC_ENVELOPE.NO_POSITION": Condition(
+        "A <format> event has no position to order its change by (<problem>): pass "
+        "decode_changes a version column that orders the changes of each key (for example "
+        "the binlog position or Kafka's offset in a topic of one partition) (event: <event>)."
+    ),
+    "INVALID_CDC_ENVELOPE.SCHEMA_REQUIRED": Condition(
+        "decode_changes cannot know the columns of <format> events <why>: pass schema= (a "
+        "StructType of the table's columns, or a DDL string such as 'id INT, name STRING')."
+    ),
+    "INVALID_CDC_ENVELOPE.UNSUPPORTED_SCHEMA_TYPE": Condition(
+        "Column <column> has Debezium schema type <type>, which decode_changes does not map "
+        "to a Spark type: pass schema= with the column's Spark type, or set the connector's "
+        "decimal.handling.mode to double or string."
     ),
     "INVALID_CDC_OPTION.CONFLICTING_RANGE_TYPES": Condition(
         "A CDC read is bounded by versions or by timestamps, not both: drop either "

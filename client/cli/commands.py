@@ -39,11 +39,30 @@ class FeedSource:
 
         return cls(args.source_format, source_options(args))
 
+    @property
+    def envelopes(self) -> bool:
+        """A folder of CDC envelope files rather than a table."""
+        from spark_cdc.cli.source_arguments import ENVELOPE_FORMATS
+
+        return self.format in ENVELOPE_FORMATS
+
     def register(self, spark: Any) -> None:
-        """Ship the source to a server without this package (``ChangelogSource.register``)."""
+        """Ship the source to a server without this package (``ChangelogSource.register``);
+        envelopes are decoded by stock functions and need nothing there."""
         from spark_cdc.sources import source_for
 
-        source_for(self.format).register(spark)
+        if not self.envelopes:
+            source_for(self.format).register(spark)
+
+    def envelope_feed(self, spark: Any, folder: str) -> Any:
+        """The folder's envelope files (one envelope a line) as a streaming change feed,
+        ``-o schema=`` the table's columns and the other options ``decode_changes``'."""
+        from spark_cdc import decode_changes
+
+        options = dict(self.options)
+        schema = options.pop("schema", None)
+        events = spark.readStream.format("text").load(folder)
+        return decode_changes(events, self.format, schema, options=options)
 
 
 def _require_server_parts(needed_by: str) -> None:
@@ -164,9 +183,13 @@ def follow(
     from spark_cdc.cli.live_feed import WAITING, LiveFeed, render, status_line
 
     source.register(spark)
-    reader = ChangelogReader(spark, streaming=True).format(source.format)
-    raw, spec, cdc = reader.options(**options, **source.options).source_feed(table)
-    columns = _user_columns(spark, table, spec.row_id or (), source)
+    if source.envelopes:
+        raw, spec, cdc = _envelope_feed(spark, table, options, source)
+        columns = _envelope_columns(raw, spec.row_id or (), table)
+    else:
+        reader = ChangelogReader(spark, streaming=True).format(source.format)
+        raw, spec, cdc = reader.options(**options, **source.options).source_feed(table)
+        columns = _user_columns(spark, table, spec.row_id or (), source)
     feed = LiveFeed(raw, spec, cdc, work_dir=str(scratch() / "live"))
     tty = sys.stderr.isatty()
     if not tty:
@@ -249,6 +272,37 @@ def _user_columns(
     return [*row_id, *(c for c in table_columns if c not in row_id)]
 
 
+def _envelope_feed(
+    spark: Any, folder: str, options: dict[str, Any], source: FeedSource
+) -> tuple[Any, Any, dict[str, Any]]:
+    """An envelope folder's feed, the spec such a feed has (updates as pre- and
+    post-images, no carry-overs) and the CDC options that apply to it."""
+    from spark_cdc import ChangelogSpec
+
+    row_id = [c.strip() for c in str(options["rowId"]).split(",") if c.strip()]
+    spec = ChangelogSpec(
+        row_id=row_id,
+        contains_carryover_rows=False,
+        represents_update_as_delete_and_insert=False,
+    )
+    cdc = {k: v for k, v in options.items() if k == "deduplicationMode"}
+    return source.envelope_feed(spark, folder), spec, cdc
+
+
+def _envelope_columns(raw: Any, row_id: Any, folder: str) -> list[str]:
+    columns = [c for c in raw.columns if not c.startswith("_")]
+    missing = [c for c in row_id if c not in columns]
+    if missing:
+        raise CliError(
+            "SPARK_CDC_CLI.UNKNOWN_COLUMN",
+            flag="--row-id",
+            missing=", ".join(missing),
+            table=folder,
+            columns=", ".join(columns),
+        )
+    return [*row_id, *(c for c in columns if c not in row_id)]
+
+
 def tail(args: argparse.Namespace) -> int:
     options: dict[str, Any] = {"rowId": args.row_id, "computeUpdates": True}
     if args.starting_version is not None:
@@ -296,13 +350,17 @@ def apply(args: argparse.Namespace) -> int:
     try:
         with session(args.remote, args.token) as spark:
             source.register(spark)
-            _user_columns(spark, args.source, keys, source, "--keys")
+            if not source.envelopes:
+                _user_columns(spark, args.source, keys, source, "--keys")
             target = args.target
             if not iceberg and names_a_table(target):  # the checkpoint goes beside its location
                 target = table_location(spark, target)
             checkpoint = args.checkpoint or target.rstrip("/") + "__apply_changes_checkpoint"
-            reader = readStream(spark).format(source.format)
-            feed = reader.options(**options, **source.options).load(args.source)
+            if source.envelopes:
+                feed = source.envelope_feed(spark, args.source)
+            else:
+                reader = readStream(spark).format(source.format)
+                feed = reader.options(**options, **source.options).load(args.source)
             query = apply_changes(
                 feed,
                 args.target,

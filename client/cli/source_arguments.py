@@ -1,6 +1,7 @@
 """The source a command reads (``tail``, ``apply``, ``slots``): its format
 (``--source-format``) and its own options (``-o KEY=VALUE``, as ``.option`` takes them),
-such as a PostgreSQL source's host, database and slot.
+such as a PostgreSQL source's host, database and slot, or an envelope folder's ``schema``
+and ``mode`` (``decode_changes``' options).
 
 A credential never goes on a command line, where every user of the machine reads it in
 ``ps``: an option that looks like one is refused by name, and the docs send the user to
@@ -14,7 +15,9 @@ import argparse
 from spark_cdc.cli.lifecycle import CliError
 from spark_cdc.server_plugin.postgres.options import looks_like_credential
 
-SOURCE_FORMATS = ("delta", "postgres")
+# A folder of CDC envelope files (one JSON envelope a line), decoded by ``decode_changes``.
+ENVELOPE_FORMATS = ("debezium-json", "maxwell-json", "canal-json", "ogg-json")
+SOURCE_FORMATS = ("delta", "postgres", *ENVELOPE_FORMATS)
 
 
 def with_source(sub: argparse.ArgumentParser, formats: bool = True) -> None:
@@ -24,7 +27,10 @@ def with_source(sub: argparse.ArgumentParser, formats: bool = True) -> None:
             choices=SOURCE_FORMATS,
             default="delta",
             help="the source's format (default %(default)s); postgres: the source is "
-            "schema.table, reached with -o host=… -o database=… (see docs/postgres-source.md)",
+            "schema.table, reached with -o host=… -o database=… (see docs/postgres-source.md); "
+            "debezium-json, maxwell-json, canal-json, ogg-json: the source is a folder of "
+            "envelope files, the table's columns given as -o schema='id INT, name STRING' "
+            "(see docs/change-envelopes.md)",
         )
     sub.add_argument(
         "-o",

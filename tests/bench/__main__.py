@@ -44,6 +44,7 @@ BENCHMARKS = (
     "postgres_source",
     "postgres_follow",
     "snapshot",
+    "envelopes",
 )
 # What ``--only NAME`` runs with it: ``apply`` is every target format's.
 INCLUDED = {"apply": ("apply_iceberg", "apply_iceberg_growth", "apply_scheduled")}
