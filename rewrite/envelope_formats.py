@@ -1,8 +1,9 @@
 """Each envelope format, read into one shape that ``spark_cdc.rewrite.envelopes`` turns into
 changelog rows: the event's text, its row (``ROW``) and, for an update, the row before
-(``PRE``), what kind of change it is (``KIND``: insert, update, delete, truncate, or skip
-for events that change no row), its version and commit time, and why it cannot be read
-(``PROBLEM``, ``NO_POSITION``: NULL when it can).
+(``PRE``), what kind of change it is (``KIND``: insert, update, delete, truncate, ddl for a
+schema change (its statement in ``DDL_TEXT``), or skip for other events that change no row),
+its version and commit time, and why it cannot be read (``PROBLEM``, ``NO_POSITION``: NULL
+when it can).
 
 All of it is stock column functions over ``from_json`` (parsed with Spark's PERMISSIVE
 mode and a corrupt-record field, so malformed JSON and values that do not fit the schema
@@ -40,7 +41,9 @@ PROBLEM = HELPER_PREFIX + "problem"
 NO_POSITION = HELPER_PREFIX + "no_position"
 CORRUPT = HELPER_PREFIX + "corrupt"
 PARSED = HELPER_PREFIX + "parsed"
+DDL_TEXT = HELPER_PREFIX + "ddl"
 SKIP = "skip"
+DDL = "ddl"
 
 _PERMISSIVE = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}
 _UNREADABLE = "is not JSON, or a value in it does not fit the schema"
@@ -83,6 +86,12 @@ def _p(name: str) -> Column:
     return F.col(PARSED).getField(name)
 
 
+def changes_a_row(kind: Column) -> Column:
+    """Whether an event of ``kind`` changes a row (a skipped event or a DDL one does not:
+    it needs no row, no position and no commit time)."""
+    return ~kind.isin(SKIP, DDL)
+
+
 def _unreadable() -> Column:
     return F.col(PARSED).isNull() | _p(CORRUPT).isNotNull()
 
@@ -95,8 +104,9 @@ def _shaped(
     version: tuple[Column, Column],
     timestamp: Column,
     problem: Column,
+    ddl: Column | None = None,
 ) -> DataFrame:
-    no_time = F.when(timestamp.isNull() & (kind != SKIP), F.lit("has no commit time"))
+    no_time = F.when(timestamp.isNull() & changes_a_row(kind), F.lit("has no commit time"))
     return frame.select(
         F.col(RAW),
         F.col(USER_VERSION),
@@ -106,7 +116,8 @@ def _shaped(
         version[0].cast("long").alias(VERSION),
         timestamp.alias(TIMESTAMP),
         F.coalesce(problem, no_time).alias(PROBLEM),
-        version[1].alias(NO_POSITION),
+        F.when(changes_a_row(kind), version[1]).alias(NO_POSITION),
+        (F.lit(None).cast("string") if ddl is None else F.when(kind == DDL, ddl)).alias(DDL_TEXT),
     )
 
 
@@ -119,7 +130,8 @@ def _op_problem(op: Column, known: str) -> Column:
 def debezium(events: DataFrame, rows: Rows) -> DataFrame:
     """Debezium's envelope, bare or inside its ``schema``/``payload`` wrapper: ``op`` c and
     r (a snapshot read) insert, u updates (``before`` is the pre-image where the table
-    logs it), d deletes (``before`` holds at least the key), t truncates."""
+    logs it), d deletes (``before`` holds at least the key), t truncates; a schema change
+    event (no ``op``, its statement in ``ddl``) is DDL."""
     source = T.StructType(
         [
             _field("connector", T.StringType()),
@@ -137,6 +149,7 @@ def debezium(events: DataFrame, rows: Rows) -> DataFrame:
         _field("op", T.StringType()),
         _field("ts_ms", T.LongType()),
         _field("source", source),
+        _field("ddl", T.StringType()),
     ]
     frame = _parse(events, [_field("payload", T.StructType(body)), *body])
 
@@ -150,6 +163,7 @@ def debezium(events: DataFrame, rows: Rows) -> DataFrame:
         after=pick("after"),
         src=pick("source"),
         ts_ms=pick("ts_ms"),
+        ddl=pick("ddl"),
     )
     op, before, after, src = parts["op"], parts["before"], parts["after"], parts["src"]
     frame, got = _staged(
@@ -157,7 +171,8 @@ def debezium(events: DataFrame, rows: Rows) -> DataFrame:
         kind=F.when(op.isin("c", "r"), F.lit("insert"))
         .when(op == "u", F.lit("update"))
         .when(op == "d", F.lit("delete"))
-        .when(op == "t", F.lit("truncate")),
+        .when(op == "t", F.lit("truncate"))
+        .when(op.isNull() & parts["ddl"].isNotNull(), F.lit(DDL)),
         file_number=mysql_file_number(src),
         offset=mysql_offset(src),
     )
@@ -188,6 +203,7 @@ def debezium(events: DataFrame, rows: Rows) -> DataFrame:
         debezium_version(src, got["file_number"], got["offset"]),
         timestamp,
         problem,
+        parts["ddl"],
     )
 
 
@@ -216,9 +232,8 @@ def _before(after: Column, old: Column, schema: T.StructType) -> tuple[Column, C
     return F.when(old.isNotNull(), row), misfit
 
 
-_MAXWELL_SKIPPED = (
-    "bootstrap-start",
-    "bootstrap-complete",
+_MAXWELL_SKIPPED = ("bootstrap-start", "bootstrap-complete")
+_MAXWELL_DDL = (
     "table-create",
     "table-alter",
     "table-drop",
@@ -230,8 +245,8 @@ _MAXWELL_SKIPPED = (
 
 def maxwell(events: DataFrame, rows: Rows) -> DataFrame:
     """Maxwell's events: ``data`` is the row (the deleted row for a delete); an update's
-    ``old`` holds only the columns it changed, with their old values; DDL and bootstrap
-    markers change no row."""
+    ``old`` holds only the columns it changed, with their old values; DDL events (their
+    statement in ``sql``) and bootstrap markers change no row."""
     texts = T.MapType(T.StringType(), T.StringType())
     frame = _parse(
         events,
@@ -243,6 +258,7 @@ def maxwell(events: DataFrame, rows: Rows) -> DataFrame:
             _field("commit", T.BooleanType()),
             _field("data", rows.parsed),
             _field("old", texts),
+            _field("sql", T.StringType()),
         ],
     )
     op, data = _p("type"), _p("data")
@@ -251,6 +267,7 @@ def maxwell(events: DataFrame, rows: Rows) -> DataFrame:
         .when(op == "update", F.lit("update"))
         .when(op == "delete", F.lit("delete"))
         .when(op.isin(*_MAXWELL_SKIPPED), F.lit(SKIP))
+        .when(op.isin(*_MAXWELL_DDL), F.lit(DDL))
     )
     frame, got = _staged(frame, kind=kind)
     kind = got["kind"]
@@ -258,7 +275,7 @@ def maxwell(events: DataFrame, rows: Rows) -> DataFrame:
     problem = (
         F.when(_unreadable(), F.lit(_UNREADABLE))
         .when(kind.isNull(), _op_problem(op, "insert, update, delete"))
-        .when((kind != SKIP) & data.isNull(), F.lit("has no data"))
+        .when(changes_a_row(kind) & data.isNull(), F.lit("has no data"))
         .when((kind == "update") & misfit, F.lit("has an old value that does not fit the schema"))
     )
     version = maxwell_version(_p("xid"), _p("xoffset"), F.coalesce(_p("commit"), F.lit(False)))
@@ -267,16 +284,17 @@ def maxwell(events: DataFrame, rows: Rows) -> DataFrame:
         data,
         F.when(kind == "update", pre),
         kind,
-        (version[0], F.when(kind != SKIP, version[1])),
+        version,
         F.timestamp_seconds(_p("ts")),
         problem,
+        _p("sql"),
     )
 
 
 def canal(events: DataFrame, rows: Rows) -> DataFrame:
     """Canal's flat messages: ``data`` is an array of rows (one change each), every value a
     string, cast here to the schema's types; an update's ``old`` array holds, per row, the
-    columns it changed; DDL messages (``isDdl``) change no row."""
+    columns it changed; DDL messages (``isDdl``, their statement in ``sql``) change no row."""
     text_row = T.StructType([_field(f.name, T.StringType()) for f in rows.parsed.fields])
     texts = T.MapType(T.StringType(), T.StringType())
     frame = _parse(
@@ -288,13 +306,14 @@ def canal(events: DataFrame, rows: Rows) -> DataFrame:
             _field("id", T.LongType()),
             _field("data", T.ArrayType(text_row)),
             _field("old", T.ArrayType(texts)),
+            _field("sql", T.StringType()),
         ],
     )
     index, element = HELPER_PREFIX + "index", HELPER_PREFIX + "element"
     frame = frame.select("*", F.posexplode_outer(_p("data")).alias(index, element))
     op, ddl = F.upper(_p("type")), F.coalesce(_p("isDdl"), F.lit(False))
     kind = (
-        F.when(ddl, F.lit(SKIP))
+        F.when(ddl, F.lit(DDL))
         .when(op == "INSERT", F.lit("insert"))
         .when(op == "UPDATE", F.lit("update"))
         .when(op == "DELETE", F.lit("delete"))
@@ -307,21 +326,23 @@ def canal(events: DataFrame, rows: Rows) -> DataFrame:
     problem = (
         F.when(_unreadable(), F.lit(_UNREADABLE))
         .when(kind.isNull(), _op_problem(_p("type"), "INSERT, UPDATE, DELETE"))
-        .when((kind != SKIP) & F.col(element).isNull(), F.lit("has no data"))
+        .when(changes_a_row(kind) & F.col(element).isNull(), F.lit("has no data"))
         .when(
-            (kind != SKIP) & (misfit | old_misfit),
+            changes_a_row(kind) & (misfit | old_misfit),
             F.lit("has a value that does not fit the schema"),
         )
     )
-    version, no_position = canal_version(_p("id"), F.col(index))
+    # A DDL message has no rows: it takes its message's first position.
+    version = canal_version(_p("id"), F.coalesce(F.col(index), F.lit(0)))
     return _shaped(
         frame,
         row,
         F.when(kind == "update", pre),
         kind,
-        (version, F.when(kind != SKIP, no_position)),
+        version,
         F.timestamp_millis(_p("es")),
         problem,
+        _p("sql"),
     )
 
 

@@ -30,6 +30,8 @@ from pyspark.sql.connect import functions as F
 from spark_cdc.rewrite.canal_schema import canal_schema
 from spark_cdc.rewrite.debezium_schema import row_schema
 from spark_cdc.rewrite.envelope_formats import (
+    DDL,
+    DDL_TEXT,
     FORMATS,
     KIND,
     NO_POSITION,
@@ -42,6 +44,7 @@ from spark_cdc.rewrite.envelope_formats import (
     USER_VERSION,
     VERSION,
     Rows,
+    changes_a_row,
 )
 from spark_cdc.rewrite.errors import cdc_error
 from spark_cdc.rewrite.names import (
@@ -55,8 +58,9 @@ from spark_cdc.rewrite.names import (
 from spark_cdc.rewrite.raised import raise_in_query
 
 MODES = ("FAILFAST", "PERMISSIVE", "DROPMALFORMED")
-OPTIONS = ("columnNameOfCorruptRecord", "mode")
+OPTIONS = ("columnNameOfCorruptRecord", "includeDdl", "mode")
 DEFAULT_CORRUPT_COLUMN = "_corrupt_record"
+DDL_COLUMN = "_ddl"  # with includeDdl: a schema change's statement
 EVENT_CHARS = 300  # how much of a bad event an error shows
 _IMAGE = HELPER_PREFIX + "image"
 
@@ -94,7 +98,10 @@ def decode_changes(
     ``options``: ``mode`` (``FAILFAST``, the default: a bad event fails the query with a
     named error; ``PERMISSIVE``: it becomes a row of NULLs with its text in
     ``columnNameOfCorruptRecord``, default ``_corrupt_record``; ``DROPMALFORMED``: it is
-    left out).
+    left out); ``includeDdl`` (``false``, the default: schema changes, such as Debezium's
+    schema change events, Maxwell's ``table-alter`` and Canal's ``isDdl`` messages, are
+    left out; ``true``: each is a row of ``_change_type`` ``ddl`` with NULL columns, its
+    statement in a ``_ddl`` column, NULL on the other rows).
 
     Examples
     --------
@@ -105,7 +112,7 @@ def decode_changes(
     ...                         sequence_by="_commit_version")
     """
     decode = _format(format)
-    mode, corrupt = _options(options)
+    mode, corrupt, include_ddl = _options(options)
     text = _text(column, parsed)
     user_version = _version(version)
     events = df.select(text.alias(RAW), user_version.alias(USER_VERSION)).where(
@@ -116,11 +123,11 @@ def decode_changes(
         decoded = decoded.withColumn(VERSION, F.col(USER_VERSION)).withColumn(
             NO_POSITION,
             F.when(
-                F.col(USER_VERSION).isNull() & (F.col(KIND) != SKIP),
+                F.col(USER_VERSION).isNull() & changes_a_row(F.col(KIND)),
                 F.lit("the version column is NULL"),
             ),
         )
-    return _changes(decoded, format, mode, corrupt)
+    return _changes(decoded, format, mode, corrupt, include_ddl)
 
 
 def _format(name: str) -> Any:
@@ -141,7 +148,7 @@ def _closest(given: str, names: list[str]) -> str:
     return found[0] if found else names[0]
 
 
-def _options(options: Mapping[str, str] | None) -> tuple[str, str]:
+def _options(options: Mapping[str, str] | None) -> tuple[str, str, bool]:
     given = dict(options or {})
     for name in given:
         if name not in OPTIONS:
@@ -168,7 +175,15 @@ def _options(options: Mapping[str, str] | None) -> tuple[str, str]:
             problem="is empty",
             fix="name a column for the bad events' text",
         )
-    return mode, corrupt
+    include_ddl = str(given.get("includeDdl", "false")).lower()
+    if include_ddl not in ("true", "false"):
+        raise cdc_error(
+            "INVALID_CDC_ENVELOPE.INVALID_PARAMETER",
+            parameter="includeDdl",
+            problem=f"is {given.get('includeDdl')!r}",
+            fix="use true or false",
+        )
+    return mode, corrupt, include_ddl == "true"
 
 
 def _text(column: str | Column, parsed: bool) -> Column:
@@ -293,14 +308,17 @@ def _loaded(text: str | None) -> Any:
         return None
 
 
-def _changes(decoded: DataFrame, format: str, mode: str, corrupt: str) -> DataFrame:
+def _changes(
+    decoded: DataFrame, format: str, mode: str, corrupt: str, include_ddl: bool
+) -> DataFrame:
     """The decoded events as changelog rows: bad ones raised, kept or dropped by ``mode``;
-    events that change no row left out; an update with a pre-image as two rows."""
+    events that change no row left out (schema changes too, unless ``include_ddl``); an
+    update with a pre-image as two rows."""
     problem, no_position = F.col(PROBLEM), F.col(NO_POSITION)
     bad = problem.isNotNull() | no_position.isNotNull()
     event = F.substring(F.col(RAW), 1, EVENT_CHARS)
     kind = F.col(KIND)
-    extra: list[Column] = []
+    extra = [F.col(DDL_TEXT).alias(DDL_COLUMN)] if include_ddl else []
     if mode == "FAILFAST":
         kind = (
             F.when(
@@ -327,15 +345,16 @@ def _changes(decoded: DataFrame, format: str, mode: str, corrupt: str) -> DataFr
         kind = F.when(~bad, kind).otherwise(F.lit(SKIP))
     else:
         kind = F.when(~bad, kind)
-        extra = [F.when(bad, F.col(RAW)).alias(corrupt)]
+        extra.append(F.when(bad, F.col(RAW)).alias(corrupt))
     decoded = decoded.withColumn(KIND, kind)
     kind = F.col(KIND)
     good = ~bad if mode == "PERMISSIVE" else F.lit(True)
     row, pre = F.when(good, F.col(ROW)), F.col(PRE)
     # No filter: events that change no row explode a NULL array into no rows (a filter
     # would be pushed below the projections, copying their expressions into it).
+    left_out = kind == SKIP if include_ddl else kind.isin(SKIP, DDL)
     images = (
-        F.when(kind == SKIP, F.lit(None))
+        F.when(left_out, F.lit(None))
         .when(
             good & (kind == "update") & pre.isNotNull(),
             F.array(_image(pre, F.lit(UPDATE_PREIMAGE)), _image(row, F.lit(UPDATE_POSTIMAGE))),
@@ -350,7 +369,8 @@ def _changes(decoded: DataFrame, format: str, mode: str, corrupt: str) -> DataFr
         F.when(good, F.col(TIMESTAMP)).alias(COMMIT_TIMESTAMP),
         *extra,
     )
-    kept = [F.col(f"`{corrupt}`")] if extra else []
+    kept = [F.col(f"`{column}`") for column in ([DDL_COLUMN] if include_ddl else [])]
+    kept += [F.col(f"`{corrupt}`")] if mode == "PERMISSIVE" else []
     return exploded.select(
         F.col(f"{_IMAGE}.row.*"),
         F.col(f"{_IMAGE}.type").alias(CHANGE_TYPE),

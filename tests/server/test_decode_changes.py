@@ -483,6 +483,48 @@ def test_ddl_and_bootstrap_markers_are_skipped(spark: SparkSession) -> None:
     assert rows == [(1, "a", None, None, "insert", 9 * XID + XID - 1, 2000)]
 
 
+_DDL = "ALTER TABLE t ADD c INT"
+_WITH_DDL = {
+    "debezium-json": [
+        '{"source":{"connector":"mysql","file":"mysql-bin.000003","pos":154,"ts_ms":1000},'
+        f'"ts_ms":1000,"databaseName":"d","ddl":"{_DDL}"}}',
+        '{"op":"c","after":{"id":1,"name":"a"},"source":{"connector":"mysql",'
+        '"file":"mysql-bin.000003","pos":300,"row":0,"ts_ms":2000},"ts_ms":2000}',
+    ],
+    "maxwell-json": [
+        f'{{"type":"table-alter","database":"d","table":"t","ts":1,"sql":"{_DDL}","def":{{}}}}',
+        '{"type":"insert","ts":2,"xid":9,"commit":true,"data":{"id":1,"name":"a"}}',
+    ],
+    "canal-json": [
+        f'{{"type":"ALTER","isDdl":true,"es":1000,"id":7,"sql":"{_DDL}","data":null}}',
+        '{"type":"INSERT","isDdl":false,"es":2000,"id":8,"data":[{"id":"1","name":"a"}]}',
+    ],
+}
+
+
+@pytest.mark.parametrize("format", sorted(_WITH_DDL))
+def test_ddl_events_are_left_out_or_rows_on_request(spark: SparkSession, format: str) -> None:
+    """A schema change (Debezium's schema change event, Maxwell's table-alter, Canal's isDdl
+    message) is left out by default; with includeDdl=true it is a row of _change_type ddl,
+    NULL columns, its statement in _ddl, before the later insert; the other rows read as
+    without it, _ddl NULL."""
+    ddl, insert = (spark.createDataFrame([(e,)], "value string") for e in _WITH_DDL[format])
+    both = ddl.union(insert)
+    alone = decode_changes(insert, format, SCHEMA)
+    assert _rows(decode_changes(both, format, SCHEMA)) == _rows(alone)
+    shown = decode_changes(both, format, SCHEMA, options={"includeDdl": "true"})
+    assert shown.schema == T.StructType(
+        [*alone.schema.fields, T.StructField("_ddl", T.StringType())]
+    )
+    rows = _rows(shown)
+    change = [r for r in rows if r[-4] == "ddl"]
+    assert [r for r in rows if r[-4] != "ddl"] == [(*r, None) for r in _rows(alone)]
+    assert len(change) == 1 and change[0][: len(SCHEMA.fields)] == (None,) * len(SCHEMA.fields)
+    assert change[0][-1] == _DDL
+    version, inserted = change[0][-3], _rows(alone)[0][-2]
+    assert version is None or version < inserted
+
+
 def test_a_version_column_orders_envelopes_without_a_position(spark: SparkSession) -> None:
     frame = spark.createDataFrame(
         [('{"op":"c","after":{"id":1},"source":{"connector":"sqlserver","ts_ms":5}}', 42)],
