@@ -141,6 +141,12 @@ def _format(name: str) -> Any:
     return FORMATS[name]
 
 
+def _invalid(parameter: str, problem: str, fix: str) -> Exception:
+    return cdc_error(
+        "INVALID_CDC_ENVELOPE.INVALID_PARAMETER", parameter=parameter, problem=problem, fix=fix
+    )
+
+
 def _closest(given: str, names: list[str]) -> str:
     import difflib
 
@@ -161,38 +167,24 @@ def _options(options: Mapping[str, str] | None) -> tuple[str, str, bool]:
             )
     mode = str(given.get("mode", "FAILFAST")).upper()
     if mode not in MODES:
-        raise cdc_error(
-            "INVALID_CDC_ENVELOPE.INVALID_PARAMETER",
-            parameter="mode",
-            problem=f"is {given.get('mode')!r}",
-            fix="use FAILFAST, PERMISSIVE or DROPMALFORMED",
+        raise _invalid(
+            "mode", f"is {given.get('mode')!r}", "use FAILFAST, PERMISSIVE or DROPMALFORMED"
         )
     corrupt = str(given.get("columnNameOfCorruptRecord", DEFAULT_CORRUPT_COLUMN))
     if not corrupt.strip():
-        raise cdc_error(
-            "INVALID_CDC_ENVELOPE.INVALID_PARAMETER",
-            parameter="columnNameOfCorruptRecord",
-            problem="is empty",
-            fix="name a column for the bad events' text",
+        raise _invalid(
+            "columnNameOfCorruptRecord", "is empty", "name a column for the bad events' text"
         )
     include_ddl = str(given.get("includeDdl", "false")).lower()
     if include_ddl not in ("true", "false"):
-        raise cdc_error(
-            "INVALID_CDC_ENVELOPE.INVALID_PARAMETER",
-            parameter="includeDdl",
-            problem=f"is {given.get('includeDdl')!r}",
-            fix="use true or false",
-        )
+        raise _invalid("includeDdl", f"is {given.get('includeDdl')!r}", "use true or false")
     return mode, corrupt, include_ddl == "true"
 
 
 def _text(column: str | Column, parsed: bool) -> Column:
     if not isinstance(column, str | Column):
-        raise cdc_error(
-            "INVALID_CDC_ENVELOPE.INVALID_PARAMETER",
-            parameter="column",
-            problem=f"is {column!r}",
-            fix="name the column of envelopes, or pass it as a Column",
+        raise _invalid(
+            "column", f"is {column!r}", "name the column of envelopes, or pass it as a Column"
         )
     value = F.col(column) if isinstance(column, str) else column
     # A parsed struct goes back through JSON, so that every path parses the same way.
@@ -203,11 +195,10 @@ def _version(version: str | Column | None) -> Column:
     if version is None:
         return F.lit(None).cast("long")
     if not isinstance(version, str | Column):
-        raise cdc_error(
-            "INVALID_CDC_ENVELOPE.INVALID_PARAMETER",
-            parameter="version",
-            problem=f"is {version!r}",
-            fix="name a column of the envelopes' DataFrame, or pass a Column",
+        raise _invalid(
+            "version",
+            f"is {version!r}",
+            "name a column of the envelopes' DataFrame, or pass a Column",
         )
     return (F.col(version) if isinstance(version, str) else version).cast("long")
 
@@ -217,19 +208,13 @@ def _rows(df: DataFrame, format: str, schema: T.StructType | str | None, text: C
         schema = _ddl(schema)
     if isinstance(schema, T.StructType):
         if not schema.fields:
-            raise cdc_error(
-                "INVALID_CDC_ENVELOPE.INVALID_PARAMETER",
-                parameter="schema",
-                problem="has no columns",
-                fix="give the table's columns",
-            )
+            raise _invalid("schema", "has no columns", "give the table's columns")
         return Rows(schema, lambda row: row)
     if schema is not None:
-        raise cdc_error(
-            "INVALID_CDC_ENVELOPE.INVALID_PARAMETER",
-            parameter="schema",
-            problem=f"is {type(schema).__name__}",
-            fix="pass a StructType or a DDL string such as 'id INT, name STRING'",
+        raise _invalid(
+            "schema",
+            f"is {type(schema).__name__}",
+            "pass a StructType or a DDL string such as 'id INT, name STRING'",
         )
     if format == "canal-json":
         return _canal_types(df, text)
@@ -270,11 +255,8 @@ def _canal_types(df: DataFrame, text: Column) -> Rows:
 def _ddl(ddl: str) -> T.StructType:
     parsed = T.DataType.fromDDL(ddl)
     if not isinstance(parsed, T.StructType):
-        raise cdc_error(
-            "INVALID_CDC_ENVELOPE.INVALID_PARAMETER",
-            parameter="schema",
-            problem=f"{ddl!r} is not a list of columns",
-            fix="write it as 'id INT, name STRING'",
+        raise _invalid(
+            "schema", f"{ddl!r} is not a list of columns", "write it as 'id INT, name STRING'"
         )
     return parsed
 
