@@ -310,11 +310,8 @@ def tail(args: argparse.Namespace) -> int:
     if args.net_changes:
         options["deduplicationMode"] = "netChanges"
     source = FeedSource.of(args)
-    try:
-        with session(args.remote, args.token) as spark:
-            follow(spark, args.table, options, lambda text: print(text, flush=True), source=source)
-    except (Stopped, KeyboardInterrupt):
-        print("Stopped.", file=sys.stderr, flush=True)
+    with session(args.remote, args.token) as spark:  # a stop: main's ``Stopped.``
+        follow(spark, args.table, options, lambda text: print(text, flush=True), source=source)
     return 0
 
 
@@ -347,56 +344,53 @@ def apply(args: argparse.Namespace) -> int:
     iceberg = args.format == "iceberg"
     if iceberg and not args.checkpoint:
         raise CliError("SPARK_CDC_CLI.CHECKPOINT_REQUIRED")
-    try:
-        with session(args.remote, args.token) as spark:
-            source.register(spark)
-            if not source.envelopes:
-                _user_columns(spark, args.source, keys, source, "--keys")
-            target = args.target
-            if not iceberg and names_a_table(target):  # the checkpoint goes beside its location
-                target = table_location(spark, target)
-            checkpoint = args.checkpoint or target.rstrip("/") + "__apply_changes_checkpoint"
-            if source.envelopes:
-                feed = source.envelope_feed(spark, args.source)
-            else:
-                reader = readStream(spark).format(source.format)
-                feed = reader.options(**options, **source.options).load(args.source)
-            query = apply_changes(
-                feed,
-                args.target,
-                keys=keys,
-                sequence_by="_commit_version",
-                stored_as_scd_type=args.scd,
-                checkpoint_location=checkpoint,
-                trigger={"availableNow": True} if args.available_now else None,
-                full_refresh=args.full_refresh,
-                format=args.format,
-                catalog=catalog,
-            )
-            assert not isinstance(query, AppliedChanges)  # a stream starts a query
-            until = "what is there now is applied" if args.available_now else "Ctrl-C stops"
-            into = f"{args.target} (Iceberg, catalog {args.catalog})" if iceberg else args.target
-            print(
-                f"Applying the changes of {args.source} to {into} (SCD type {args.scd}, "
-                f"checkpoint {checkpoint}); {until}.",
-                file=sys.stderr,
-                flush=True,
-            )
-            report, gone = BatchReport(query), False
-            try:
-                report.follow()
-            except BaseException as error:
-                gone = server_gone(error)
-                raise
-            finally:
-                if not gone:
-                    if not finished_within(STOP_DEADLINE_S, query.stop):
-                        print("spark-cdc: the stream did not stop in time.", file=sys.stderr)
-                    # The batches that ended since the last look, a stop's last one
-                    # included: their lines are the last a user sees.
-                    finished_within(STOP_DEADLINE_S, report.show_new)
-    except (Stopped, KeyboardInterrupt):
-        print("Stopped.", file=sys.stderr, flush=True)
+    with session(args.remote, args.token) as spark:  # a stop: main's ``Stopped.``
+        source.register(spark)
+        if not source.envelopes:
+            _user_columns(spark, args.source, keys, source, "--keys")
+        target = args.target
+        if not iceberg and names_a_table(target):  # the checkpoint goes beside its location
+            target = table_location(spark, target)
+        checkpoint = args.checkpoint or target.rstrip("/") + "__apply_changes_checkpoint"
+        if source.envelopes:
+            feed = source.envelope_feed(spark, args.source)
+        else:
+            reader = readStream(spark).format(source.format)
+            feed = reader.options(**options, **source.options).load(args.source)
+        query = apply_changes(
+            feed,
+            args.target,
+            keys=keys,
+            sequence_by="_commit_version",
+            stored_as_scd_type=args.scd,
+            checkpoint_location=checkpoint,
+            trigger={"availableNow": True} if args.available_now else None,
+            full_refresh=args.full_refresh,
+            format=args.format,
+            catalog=catalog,
+        )
+        assert not isinstance(query, AppliedChanges)  # a stream starts a query
+        until = "what is there now is applied" if args.available_now else "Ctrl-C stops"
+        into = f"{args.target} (Iceberg, catalog {args.catalog})" if iceberg else args.target
+        print(
+            f"Applying the changes of {args.source} to {into} (SCD type {args.scd}, "
+            f"checkpoint {checkpoint}); {until}.",
+            file=sys.stderr,
+            flush=True,
+        )
+        report, gone = BatchReport(query), False
+        try:
+            report.follow()
+        except BaseException as error:
+            gone = server_gone(error)
+            raise
+        finally:
+            if not gone:
+                if not finished_within(STOP_DEADLINE_S, query.stop):
+                    print("spark-cdc: the stream did not stop in time.", file=sys.stderr)
+                # The batches that ended since the last look, a stop's last one
+                # included: their lines are the last a user sees.
+                finished_within(STOP_DEADLINE_S, report.show_new)
     return 0
 
 

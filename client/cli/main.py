@@ -65,7 +65,8 @@ def main(argv: list[str] | None = None) -> int:
         code = int(args.run(args) or 0)
         failed = False
         return code
-    except (Stopped, KeyboardInterrupt):
+    except (Stopped, KeyboardInterrupt):  # however early it came: one word for it
+        print("Stopped.", file=sys.stderr, flush=True)
         failed = False
         return 0
     except Exception as error:
