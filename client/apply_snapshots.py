@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from spark_cdc.apply import AppliedChanges, _scd_type, applied_once, planned, tables_spec
-from spark_cdc.rewrite.apply_plan import _quoted, plan_apply
+from spark_cdc.rewrite.apply_plan import _quoted, column_names, plan_apply
 from spark_cdc.rewrite.errors import cdc_error
 from spark_cdc.rewrite.server_code import make_available, server_parallelism
 from spark_cdc.rewrite.snapshot_diff import snapshot_changes
@@ -64,7 +64,7 @@ class AppliedSnapshot:
 
 def apply_changes_from_snapshot(
     target: str,
-    source: str | NextSnapshot,
+    source: str | DataFrame | NextSnapshot,
     keys: Sequence[str],
     *,
     stored_as_scd_type: int | str = 1,
@@ -73,6 +73,8 @@ def apply_changes_from_snapshot(
     column_list: Sequence[str] | None = None,
     except_column_list: Sequence[str] | None = None,
     version: int | None = None,
+    source_format: str | None = None,
+    source_options: Mapping[str, str] | None = None,
     spark: SparkSession | None = None,
     state_location: str | None = None,
     storage_options: Mapping[str, str] | None = None,
@@ -86,11 +88,13 @@ def apply_changes_from_snapshot(
     target's rows, a new key inserted, a changed one updated, a missing one deleted (type
     1) or closed (type 2), an unchanged one left alone. Returns what each snapshot did.
 
-    ``source`` is a table's name or a path (read with ``spark.read.table`` or as a Delta
-    table with this package's source: its current content is the next snapshot, at
-    ``version`` or one above the last applied), or a function called on the client with
-    the last version applied (None at first) that returns the next snapshot and its
-    version, or None when there is no newer one; it is called until it returns None.
+    ``source`` is the next snapshot, at ``version`` or one above the last applied: a batch
+    DataFrame, a table's name (read with ``spark.read.table``), or a path (a Delta table,
+    read as the sink reads a target, or with ``source_format`` any format Spark reads:
+    ``spark.read.format(source_format).options(**source_options).load(source)``, a folder
+    of Parquet or CSV dumps). Or it is a function called on the client with the last
+    version applied (None at first) that returns the next snapshot and its version, or
+    None when there is no newer one; it is called until it returns None.
     Versions must grow: one applied already is skipped (and ends the calls), an older
     one is refused with ``APPLY_CHANGES.SNAPSHOT_VERSION_NOT_NEWER``.
 
@@ -128,7 +132,7 @@ def apply_changes_from_snapshot(
         storage_options,
         app_id=writer_id(target),
     )
-    next_snapshot = _next_snapshot(source, version, session, tables)
+    next_snapshot = _next_snapshot(source, version, session, tables, source_format, source_options)
     make_available(session, ApplyChangesSink, "apply_changes")
 
     def applied(
@@ -139,6 +143,7 @@ def apply_changes_from_snapshot(
         from pyspark.sql import functions as F
 
         after = snapshot
+        _check_columns(snapshot, keys, column_list, except_column_list)
         if column_list:
             after = after.select(*[F.col(_quoted(c)) for c in column_list])
         elif except_column_list:
@@ -187,7 +192,7 @@ def apply_changes_from_snapshot(
         before = _target_rows(session, tables, scd_type) if exists else None
         outcome = applied(snapshot, before, number, -1 if state_batch is None else state_batch)
         done.append(AppliedSnapshot(number, outcome.changes, outcome.keys, outcome.rows))
-        if isinstance(source, str):
+        if next_snapshot is not source:  # one snapshot: a DataFrame or a table's content
             return done
 
 
@@ -261,25 +266,47 @@ def _checked(
 
 
 def _next_snapshot(
-    source: Any, version: int | None, spark: SparkSession, tables: ApplySpec
+    source: Any,
+    version: int | None,
+    spark: SparkSession,
+    tables: ApplySpec,
+    source_format: str | None,
+    source_options: Mapping[str, str] | None,
 ) -> Callable[[int | None], Any]:
-    """``source`` as a function of the last version applied."""
-    if callable(source):
-        if version is not None:
-            raise cdc_error(
-                "APPLY_CHANGES.INVALID_PARAMETER",
-                parameter="version",
-                problem="is given with a source function, which returns each version",
-                fix="leave it out",
-            )
-        return source
-    if not isinstance(source, str) or not source:
+    """``source`` as a function of the last version applied (``source`` itself when it
+    is one)."""
+    from pyspark.sql import DataFrame
+
+    function = callable(source) and not isinstance(source, DataFrame)
+    if (
+        not function
+        and not isinstance(source, DataFrame)
+        and not (isinstance(source, str) and source)
+    ):
         raise cdc_error(
             "APPLY_CHANGES.INVALID_PARAMETER",
             parameter="source",
             problem=f"is {source!r}",
-            fix="pass a table's name or path, or a function returning (DataFrame, version)",
+            fix="pass a DataFrame, a table's name or path, or a function returning "
+            "(DataFrame, version)",
         )
+    path_only = (("source_format", source_format), ("source_options", source_options))
+    # What each kind of source refuses: a function gives its own versions and reads.
+    refused: tuple[tuple[str, Any], ...] = ()
+    if function:
+        refused = (("version", version), *path_only)
+    elif not isinstance(source, str):
+        refused = path_only
+    for parameter, value in refused:
+        if value is not None:
+            raise cdc_error(
+                "APPLY_CHANGES.INVALID_PARAMETER",
+                parameter=parameter,
+                problem=f"is given with a source {'function' if function else 'DataFrame'}",
+                fix="leave it out" if function else "give it with a path source only",
+            )
+    if function:
+        return source
     if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
         raise cdc_error(
             "APPLY_CHANGES.INVALID_PARAMETER",
@@ -287,25 +314,58 @@ def _next_snapshot(
             problem=f"is {version!r}",
             fix="pass the snapshot's version as an int, or leave it out",
         )
+    if isinstance(source, DataFrame) and source.isStreaming:
+        raise cdc_error(
+            "APPLY_CHANGES.INVALID_PARAMETER",
+            parameter="source",
+            problem="is a streaming DataFrame, and a snapshot is a table's whole content",
+            fix="pass a batch DataFrame (spark.read), or use apply_changes for a change feed",
+        )
 
     def current(applied: int | None) -> tuple[DataFrame, int]:
         number = version if version is not None else (1 if applied is None else applied + 1)
-        return _read_table(spark, source, tables), number
+        if isinstance(source, DataFrame):
+            return source, number
+        return _read_table(spark, source, tables, source_format, source_options), number
 
     return current
 
 
-def _read_table(spark: SparkSession, source: str, tables: ApplySpec) -> DataFrame:
-    """A table's current rows: a path as a Delta table, read by the server's sink as it
-    reads a target (deletion vectors and column mapping applied), a name through the
-    session's catalog."""
+def _read_table(
+    spark: SparkSession,
+    source: str,
+    tables: ApplySpec,
+    source_format: str | None,
+    source_options: Mapping[str, str] | None,
+) -> DataFrame:
+    """A table's current rows: with ``source_format`` (other than Delta), read by Spark in
+    that format; else a path as a Delta table, read by the server's sink as it reads a
+    target (deletion vectors and column mapping applied), a name through the session's
+    catalog."""
+    if source_format is not None and source_format.lower() != DELTA:
+        return spark.read.format(source_format).options(**(source_options or {})).load(source)
     if "/" not in source:
-        return spark.read.table(source)
+        return spark.read.options(**(source_options or {})).table(source)
     as_target = dataclasses.replace(
         tables, target=source, state=source.rstrip("/") + "__no_state", target_format=DELTA
     )
     reader = spark.read.format(SINK_NAME).options(**spec_options(as_target))
     return reader.option(READ_OPTION, TARGET).load()
+
+
+def _check_columns(
+    snapshot: DataFrame,
+    keys: Sequence[str],
+    column_list: Sequence[str] | None,
+    except_column_list: Sequence[str] | None,
+) -> None:
+    """The columns named are the snapshot's, refused by name before a plan uses them
+    (Spark's own error would list the diff's helper columns; one round trip for the
+    snapshot's schema)."""
+    names = snapshot.columns
+    column_names("keys", keys, names, required=True, of="the snapshot")
+    column_names("column_list", column_list, names, of="the snapshot")
+    column_names("except_column_list", except_column_list, names, of="the snapshot")
 
 
 def _active_session() -> SparkSession:

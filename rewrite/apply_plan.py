@@ -71,7 +71,7 @@ def plan_apply(
     schema = feed.schema
     names = list(schema.names)
     changelog = all(c in names for c in METADATA_COLUMNS)
-    keys = _names("keys", keys, names, required=True)
+    keys = column_names("keys", keys, names, required=True)
     columns = _target_columns(names, keys, column_list, except_column_list, changelog)
     tracked = _tracked(
         scd_type, columns, keys, track_history_column_list, track_history_except_column_list
@@ -108,8 +108,11 @@ def plan_apply(
     return ApplyPlan(prepared, keys, columns, tracked, sequence_names, changelog, by_key)
 
 
-def _names(parameter: str, given: Any, names: list[str], required: bool = False) -> list[str]:
-    """Column names of the feed: a list of strings, each a column of it."""
+def column_names(
+    parameter: str, given: Any, names: list[str], required: bool = False, of: str = "the feed"
+) -> list[str]:
+    """Column names of the feed (``of``: what has the columns ``names``): a list of
+    strings, each a column of it."""
     if isinstance(given, str) or not all(isinstance(n, str) for n in given or ()):
         raise cdc_error(
             "APPLY_CHANGES.INVALID_PARAMETER",
@@ -131,6 +134,7 @@ def _names(parameter: str, given: Any, names: list[str], required: bool = False)
                 "APPLY_CHANGES.UNKNOWN_COLUMN",
                 parameter=parameter,
                 column=name,
+                source=of,
                 columns=", ".join(names),
             )
     return chosen
@@ -144,7 +148,9 @@ def target_layout(
     """``partition_cols`` (among the target's ``columns``) and ``table_properties`` (text
     to text, as Spark's ``create_streaming_table`` takes them), checked: what shapes a
     target the first batch makes."""
-    partitions = tuple(_names("partition_cols", partition_cols, list(columns), required=False))
+    partitions = tuple(
+        column_names("partition_cols", partition_cols, list(columns), required=False)
+    )
     given = table_properties if table_properties is not None else {}
     if not isinstance(given, Mapping) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in given.items()
@@ -193,10 +199,10 @@ def _target_columns(
     """The target's columns, in the feed's order (as Spark keeps them)."""
     _either("column_list", column_list, "except_column_list", except_column_list)
     if column_list:
-        chosen = set(_names("column_list", column_list, names))
+        chosen = set(column_names("column_list", column_list, names))
         columns = [n for n in names if n in chosen]
     else:
-        left_out = set(_names("except_column_list", except_column_list, names))
+        left_out = set(column_names("except_column_list", except_column_list, names))
         if changelog:
             left_out |= set(METADATA_COLUMNS)
         columns = [n for n in names if n not in left_out]
@@ -229,9 +235,9 @@ def _tracked(
         )
     values = [c for c in columns if c not in keys]
     if only:
-        chosen = set(_names("track_history_column_list", only, values))
+        chosen = set(column_names("track_history_column_list", only, values))
         return [c for c in values if c in chosen]
-    left_out = set(_names("track_history_except_column_list", other_than, values))
+    left_out = set(column_names("track_history_except_column_list", other_than, values))
     return [c for c in values if c not in left_out]
 
 
@@ -248,7 +254,7 @@ def _sequence(sequence_by: Any, names: list[str]) -> tuple[list[Any], list[str]]
     if isinstance(sequence_by, str):
         sequence_by = [sequence_by]
     if isinstance(sequence_by, (list, tuple)):
-        parts = _names("sequence_by", sequence_by, names, required=True)
+        parts = column_names("sequence_by", sequence_by, names, required=True)
         return [F.col(_quoted(p)) for p in parts], parts
     if hasattr(sequence_by, "alias"):  # a Column
         return [sequence_by], ["sequence"]

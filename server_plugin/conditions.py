@@ -151,8 +151,7 @@ CONDITIONS: dict[str, Condition] = {
     ),
     "APPLY_CHANGES.SNAPSHOT_VERSION_NOT_NEWER": Condition(
         "'<path>' holds snapshots up to <last>, and snapshot <version> is older: snapshots "
-        "are applied in version order, so give versions above <last> (the source function "
-        "is called with the last one applied)."
+        "are applied in version order, so give a version above <last>."
     ),
     "APPLY_CHANGES.SOURCE_KIND_MISMATCH": Condition(
         "'<path>' is written by <found> (<evidence>), and this is <asked>: a target keeps "
@@ -197,7 +196,7 @@ CONDITIONS: dict[str, Condition] = {
         "what the message names (storage, permissions), then apply the changes again."
     ),
     "APPLY_CHANGES.UNKNOWN_COLUMN": Condition(
-        "<parameter> names column <column>, which the feed does not have; its columns are "
+        "<parameter> names column <column>, which <source> does not have; its columns are "
         "<columns>."
     ),
     "APPLY_CHANGES.UNSUPPORTED_TARGET_FEATURE": Condition(

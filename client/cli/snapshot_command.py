@@ -9,6 +9,7 @@ import argparse
 import sys
 
 from spark_cdc.cli.commands import session, target_arguments
+from spark_cdc.cli.source_arguments import source_options, with_source
 
 
 def add_parser(subcommands: argparse._SubParsersAction) -> argparse.ArgumentParser:  # type: ignore[type-arg]
@@ -21,9 +22,16 @@ def add_parser(subcommands: argparse._SubParsersAction) -> argparse.ArgumentPars
     )
     sub.add_argument(
         "source",
-        help="the snapshot: a Delta table's path or URI as the server sees it, or a table "
-        "name in the server's catalog",
+        help="the snapshot: a table's path or URI as the server sees it (a Delta table, or "
+        "with --source-format a folder Spark reads), or a table name in the server's catalog",
     )
+    sub.add_argument(
+        "--source-format",
+        metavar="FORMAT",
+        help="read SOURCE as Spark reads this format (parquet, csv, json, orc...; its options "
+        "with -o, such as -o header=true for CSV); default: a Delta table, or a table name",
+    )
+    with_source(sub, formats=False)
     sub.add_argument(
         "--version",
         type=int,
@@ -40,6 +48,7 @@ def apply_snapshot(args: argparse.Namespace) -> int:
     from spark_cdc import apply_changes_from_snapshot
 
     keys, catalog = target_arguments(args)
+    options = source_options(args)  # refused before a server is started or reached
     with session(args.remote, args.token) as spark:
         done = apply_changes_from_snapshot(
             args.target,
@@ -47,6 +56,8 @@ def apply_snapshot(args: argparse.Namespace) -> int:
             keys,
             stored_as_scd_type=args.scd,
             version=args.version,
+            source_format=args.source_format,
+            source_options=options,
             spark=spark,
             format=args.format,
             catalog=catalog,

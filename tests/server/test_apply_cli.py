@@ -284,3 +284,24 @@ def test_apply_snapshot_applies_what_the_table_holds_now_once_per_version(
         {"id": 1, "v": "a", "__START_AT": 1, "__END_AT": 7},
         {"id": 2, "v": "b", "__START_AT": 1, "__END_AT": 7},
     ]
+
+    # A folder of CSV dumps, read as Spark reads CSV with the options given; a misspelt key
+    # named in our words, not the comparison's.
+    dumps = tmp_path / "csv-dump"
+    dumps.mkdir()
+    (dumps / "part-0.csv").write_text("id,v\n1,x\n2,y\n")
+    csv = ["--source-format", "csv", "-o", "header=true", "-o", "inferSchema=true"]
+    source, target = str(dumps), str(tmp_path / "from-csv")
+    from_csv = run(*csv)
+    assert f"snapshot 1: 2 changes, 2 keys and 2 rows written to {target}" in from_csv.lines
+    assert sorted_rows(read_table(target)) == [
+        {"id": 1, "v": "x", "__START_AT": 1, "__END_AT": None},
+        {"id": 2, "v": "y", "__START_AT": 1, "__END_AT": None},
+    ]
+    misspelt = run("--keys", "idd", *csv)  # the last --keys is the one taken
+    assert misspelt.process.returncode != 0
+    assert misspelt.lines[-1] == (
+        "spark-cdc: [APPLY_CHANGES.UNKNOWN_COLUMN] keys names column idd, which the snapshot "
+        "does not have; its columns are id, v."
+    ), misspelt.output
+    assert "__spark_cdc" not in misspelt.output

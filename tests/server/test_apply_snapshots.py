@@ -415,11 +415,80 @@ def test_a_target_or_state_deleted_by_hand_is_refused_with_the_way_out_that_work
     apply_changes_from_snapshot(target, _snapshots(spark, (4, [(3, "C")])), ["id"], spark=spark)
     shutil.rmtree(state)
     log = sorted((Path(target) / "_delta_log").glob("*.json"))
-    with pytest.raises(PySparkException) as caught:  # the last snapshot again, as told
-        apply_changes_from_snapshot(target, _snapshots(spark, (4, [(3, "C")])), ["id"], spark=spark)
-    assert caught.value.getCondition() == "APPLY_CHANGES.SNAPSHOT_STATE_MISSING"
-    assert "delete the target too" in str(caught.value)
+    # The state's loss is the first thing said, for the next snapshot as for the last again
+    # (not that a snapshot was interrupted: its way out would fail next).
+    for version in (5, 4):
+        with pytest.raises(PySparkException) as caught:
+            apply_changes_from_snapshot(
+                target, _snapshots(spark, (version, [(3, "C")])), ["id"], spark=spark
+            )
+        assert caught.value.getCondition() == "APPLY_CHANGES.SNAPSHOT_STATE_MISSING"
+        assert "delete the target too" in str(caught.value)
     assert sorted((Path(target) / "_delta_log").glob("*.json")) == log
     shutil.rmtree(target)
     apply_changes_from_snapshot(target, _snapshots(spark, (5, [(5, "e")])), ["id"], spark=spark)
     assert sorted_rows(read_table(target)) == [{"id": 5, "v": "e"}]
+
+
+def test_a_dataframe_and_a_folder_of_dumps_in_any_format_are_snapshots(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """A batch DataFrame, and a path read in the format given, are each the next snapshot;
+    a streaming DataFrame, or a format with a source function, is refused by name."""
+    import pyarrow.parquet as pq
+
+    target = str(tmp_path / "mirror")
+    first = spark.createDataFrame([(1, "a"), (2, "b")], "id int, v string")
+    assert apply_changes_from_snapshot(target, first, ["id"], spark=spark) == [
+        AppliedSnapshot(1, 2, 2, 2)
+    ]
+    dump = tmp_path / "dump-2"
+    dump.mkdir()
+    pq.write_table(
+        pa.table({"id": pa.array([2, 3], pa.int32()), "v": ["B", "c"]}), dump / "a.parquet"
+    )
+    done = apply_changes_from_snapshot(
+        target, str(dump), ["id"], source_format="parquet", spark=spark
+    )
+    assert done == [AppliedSnapshot(2, 3, 3, 2)]
+    assert sorted_rows(read_table(target)) == [{"id": 2, "v": "B"}, {"id": 3, "v": "c"}]
+
+    stream = spark.readStream.format("rate").load()
+    for source, extra, parameter in (
+        (stream, {}, "source"),
+        (_snapshots(spark), {"source_format": "parquet"}, "source_format"),
+    ):
+        with pytest.raises(PySparkException) as caught:
+            apply_changes_from_snapshot(target, source, ["id"], spark=spark, **extra)
+        assert caught.value.getCondition() == "APPLY_CHANGES.INVALID_PARAMETER"
+        assert caught.value.getMessageParameters()["parameter"] == parameter
+
+
+@pytest.mark.parametrize(
+    "named",
+    [
+        {"keys": ["idd"]},
+        {"keys": ["id"], "column_list": ["id", "vv"]},
+        {"keys": ["id"], "except_column_list": ["w"]},
+    ],
+)
+def test_a_misspelt_column_is_named_before_anything_runs(
+    spark: SparkSession, tmp_path: Path, named: dict[str, Any]
+) -> None:
+    """Our condition, naming the snapshot's own columns, not Spark's error about the
+    diff's plan (whose helper columns mean nothing to a user)."""
+    target = str(tmp_path / "mirror")
+    with pytest.raises(PySparkException) as caught:
+        apply_changes_from_snapshot(
+            target, _snapshots(spark, (1, [(1, "a")])), spark=spark, **named
+        )
+    assert caught.value.getCondition() == "APPLY_CHANGES.UNKNOWN_COLUMN"
+    parameter, wrong = next((k, v[-1]) for k, v in named.items() if v[-1] not in ("id",))
+    assert caught.value.getMessageParameters() == {
+        "parameter": parameter,
+        "column": wrong,
+        "source": "the snapshot",
+        "columns": "id, v",
+    }
+    assert "__spark_cdc" not in str(caught.value)
+    assert not Path(target).exists()

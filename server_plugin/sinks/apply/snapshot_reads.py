@@ -18,12 +18,10 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 from pyspark.sql.types import StructType
-from spark_cdc.server_plugin.sinks.apply.engine.binding import Bound, check_kind
+from spark_cdc.server_plugin.sinks.apply.engine.batch import BOUND_SEARCH, check_binding
+from spark_cdc.server_plugin.sinks.apply.engine.binding import Bound
 from spark_cdc.server_plugin.sinks.apply.engine.spec import ICEBERG, ApplySpec
 from spark_cdc.server_plugin.sinks.apply.task import table_format
-
-# How many of the state's newest commits are searched for the target they describe.
-_BOUND_SEARCH = 20
 
 
 @dataclass(frozen=True)
@@ -37,15 +35,17 @@ class Status:
 
 
 def status(spec: ApplySpec) -> Status:
-    """Where the writer stands; a target a change feed wrote is refused here, before
-    a snapshot is compared with it (``binding.check_kind``)."""
+    """Where the writer stands. What the next snapshot's batch would be refused for is
+    refused here, before a snapshot is read or compared (``batch.check_binding``): a
+    target a change feed wrote, one gone or replaced, and a state gone, whose message
+    comes first (not an interrupted snapshot's, which only the target's last batch,
+    applied again, may be)."""
     tables_format = table_format(spec)
     target, state = tables_format.existing_target(spec), tables_format.existing_state(spec)
-    if state is not None:
-        check_kind(spec, tables_format.outcomes(state, spec, _BOUND_SEARCH))
     last = [
         None if t is None else tables_format.last_batch(t, spec.app_id) for t in (target, state)
     ]
+    check_binding(tables_format, spec, target, state, -1 if last[0] is None else last[0])
     return Status(target is not None, *last)
 
 
@@ -62,7 +62,7 @@ def _version_read(spec: ApplySpec) -> tuple[bool, int | None]:
     state = tables_format.existing_state(spec)
     if state is None:  # the target was made by the stopped snapshot: it compared nothing
         return False, None
-    for outcome in tables_format.outcomes(state, spec, _BOUND_SEARCH):
+    for outcome in tables_format.outcomes(state, spec, BOUND_SEARCH):
         bound = Bound.of(outcome)
         if bound is not None:
             return True, bound.version

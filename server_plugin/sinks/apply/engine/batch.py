@@ -44,7 +44,7 @@ from spark_cdc.server_plugin.sinks.apply.engine.state_rows import supersedes
 # own batches' commits name it; another writer's compaction of the state does not), and of
 # a target's whose state is gone for batches apply_changes applied (its first batch into a
 # table of a long history reads no more than this).
-_BOUND_SEARCH = 20
+BOUND_SEARCH = 20
 _APPLIED_SEARCH = 100
 
 
@@ -208,7 +208,7 @@ def _opened(tables_format: TableFormat, spec: ApplySpec, schema: pa.Schema, vers
     last = max((m for m in marked if m is not None), default=None)
     rebuilds_target, rebuilds_state = (binding.rebuilds(spec, version, m, last) for m in marked)
     if not rebuilds_state:  # a refresh's first batch replaces whatever is there
-        _check_binding(tables_format, spec, target, state, version)
+        check_binding(tables_format, spec, target, state, version)
     if last is not None and version < last:
         if spec.from_snapshots:
             raise error(
@@ -263,7 +263,7 @@ def _applied(tables_format: TableFormat, table: Any, spec: ApplySpec, version: i
     return done is not None and done >= version
 
 
-def _check_binding(
+def check_binding(
     tables_format: TableFormat, spec: ApplySpec, target: Any, state: Any, version: int
 ) -> None:
     """The target is the table its state describes, and a target apply_changes wrote has
@@ -271,7 +271,7 @@ def _check_binding(
     found = None if target is None else tables_format.identity(target)
     outcomes = None
     if state is not None:
-        outcomes = list(tables_format.outcomes(state, spec, _BOUND_SEARCH))
+        outcomes = list(tables_format.outcomes(state, spec, BOUND_SEARCH))
         binding.check_kind(spec, outcomes)
     applied = partial(tables_format.outcomes, target, spec, _APPLIED_SEARCH)
     binding.check(spec, version, found, outcomes, applied)
