@@ -58,26 +58,35 @@ def pytest_configure(config: pytest.Config) -> None:
 # --no-loadscope-reorder``), so these start first and the run does not end on one worker
 # finishing a four-minute module while the other waits: xdist's own order (most tests first)
 # put the single-test modules of minutes last.
-_LONGEST_FIRST = (
+_LONGEST_FIRST = (  # by their seconds in a whole run on a loaded machine (CI, 2026-12-06)
     "server/test_iceberg_source.py",
     "server/test_apply_kills.py",
     "server/test_source_post_processing.py",
-    "server/test_thin_client.py",
     "server/test_reliability.py",
-    "server/test_dead_server.py",
-    "unit/test_cli_signals_own_server.py",
-    "server/test_apply_hand_edits.py",
-    "server/test_long_lived_server.py",
-    "server/test_apply_snapshots.py",
-    "server/test_apply_cluster.py",
     "server/test_apply_changes.py",
+    "server/test_postgres_kills.py",
+    "server/test_thin_client.py",
+    "server/test_apply_cluster.py",
+    "server/test_apply_cli.py",
+    "server/test_dead_server.py",
+    "server/test_apply_snapshots.py",
+    "server/test_cli.py",
+    "server/test_long_lived_server.py",
+    "server/test_apply_hand_edits.py",
+    "server/test_postgres_source.py",
+    "server/test_refusals.py",
+    "unit/test_cli_signals_own_server.py",
     "server/test_net_changes.py",
     "server/test_model.py",
-    "server/test_refusals.py",
-    "server/test_apply_cli.py",
-    "server/test_cli.py",
+    "server/test_delta_stream.py",
+    "server/test_apply_iceberg.py",
+    "server/test_object_store.py",
+    "server/test_live_feed.py",
+    "server/test_decode_changes.py",
     "server/test_cli_signals.py",
     "server/test_shared_workers.py",
+    "server/test_apply_result_size.py",
+    "server/test_postgres_cli.py",
 )
 
 

@@ -88,10 +88,16 @@ def _read(folder: Path, target_format: str, scd_type: int) -> pa.Table:
 
 
 def _wait_for_applied_batch(
-    query: Any, folder: Path, target_format: str, scd_type: int, timeout: float = 300
+    query: Any,
+    folder: Path,
+    target_format: str,
+    scd_type: int,
+    since: int | None = None,
+    timeout: float = 300,
 ) -> None:
-    """Until one more batch reached the state table."""
-    before, deadline = _state_version(folder, target_format, scd_type), time.monotonic() + timeout
+    """Until one more batch reached the state table than it had at ``since`` (None: now)."""
+    before = _state_version(folder, target_format, scd_type) if since is None else since
+    deadline = time.monotonic() + timeout
     while _state_version(folder, target_format, scd_type) <= before:
         assert time.monotonic() < deadline, f"no batch applied within {timeout:.0f}s"
         if not query.isActive:
@@ -110,14 +116,17 @@ def test_killed_servers_neither_lose_nor_repeat_a_change(
     rng = random.Random(seed)
     source = str(tmp_path / "orders")
     kills = 3 if long_run else 1
-    # A commit every 0.9 s on average: every commit the streams fall behind by is more work
-    # for them, so at a commit every 0.55 s a machine half as fast took the test twice as long.
-    with TableWriter(source, seed, pause=(0.6, 1.2)) as writer:
+    # A commit every 1.5 s on average: every commit the streams fall behind by is more work
+    # for them, so at a commit every 0.55 s a machine half as fast took the test twice as long
+    # (and at 0.9 s, 384 s on a loaded one).
+    with TableWriter(source, seed, pause=(1.0, 2.0)) as writer:
         for life in range(kills):
             with dedicated_session(tmp_path, f"server-{life}") as (server, session):
-                for target_format, scd_type in STREAMS:
-                    query = _started(session, source, tmp_path, target_format, scd_type)
-                    _wait_for_applied_batch(query, tmp_path, target_format, scd_type)
+                # All four started, then each waited for: their first batches run at once.
+                before = [_state_version(tmp_path, *stream) for stream in STREAMS]
+                started = [_started(session, source, tmp_path, *stream) for stream in STREAMS]
+                for query, stream, since in zip(started, STREAMS, before, strict=True):
+                    _wait_for_applied_batch(query, tmp_path, *stream, since=since)
                 time.sleep(rng.uniform(0.0, 1.0))  # in a batch, or between two
                 server.kill()  # SIGKILL: the process group, or the container's PID 1
                 assert not server.alive()

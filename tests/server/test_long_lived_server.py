@@ -20,7 +20,7 @@ from tests.support.delta_tables import rows
 from tests.support.processes import python_processes_below, streams_come_and_go
 
 WITHIN_S = 300  # after the last query stopped
-QUERIES, LONG_QUERIES = 20, 200
+QUERIES, LONG_QUERIES = 10, 200
 IDLE_S = 30.0  # the everyday run's idle time
 
 

@@ -58,7 +58,9 @@ class _Writer(threading.Thread):
                 body = "; ".join(self._statement() for _ in range(count))
                 self.pg.sql(f"BEGIN; {body}; COMMIT")
                 self.commits += 1
-                time.sleep(self.rng.uniform(0.02, 0.1))
+                # About four commits a second: every change made while a server starts is
+                # one the streams catch up on after it (at fifteen, most of the test's time).
+                time.sleep(self.rng.uniform(0.15, 0.35))
         except BaseException as failure:
             self.failure = failure
 
@@ -76,7 +78,7 @@ def _started(session: Any, pg: PostgresServer, folder: Path, name: str) -> Any:
         options["includeTruncates"] = "true"
     feed = readStream(session).format("postgres").options(**options)
     return apply_changes(
-        feed.option("maxChangesPerTrigger", 50).load(f"public.{table}"),
+        feed.option("maxChangesPerTrigger", 100).load(f"public.{table}"),
         str(folder / name),
         keys=["aid" if table == "ka" else "bid"],
         sequence_by="_commit_version",
