@@ -15,15 +15,24 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from spark_cdc.apply import AppliedChanges, _scd_type, applied_once, planned, tables_spec
+from spark_cdc.apply import (
+    AppliedChanges,
+    _check_full_refresh,
+    _scd_type,
+    applied_once,
+    planned,
+    tables_spec,
+)
 from spark_cdc.rewrite.apply_plan import _quoted, column_names, plan_apply
 from spark_cdc.rewrite.errors import cdc_error
 from spark_cdc.rewrite.server_code import make_available, server_parallelism
 from spark_cdc.rewrite.snapshot_diff import snapshot_changes
+from spark_cdc.server_plugin.sinks.apply.engine.binding import REFRESH
 from spark_cdc.server_plugin.sinks.apply.engine.spec import (
     DELTA,
     END_AT,
@@ -83,6 +92,7 @@ def apply_changes_from_snapshot(
     format: str = DELTA,
     catalog: Mapping[str, str] | None = None,
     schema_evolution: bool = False,
+    full_refresh: bool = False,
 ) -> list[AppliedSnapshot]:
     """Apply the snapshots of ``source`` to ``target``: each compared by ``keys`` with the
     target's rows, a new key inserted, a changed one updated, a missing one deleted (type
@@ -104,8 +114,10 @@ def apply_changes_from_snapshot(
     snapshot with a key twice or a NULL key is refused (``SNAPSHOT_CHANGES.*``) before
     anything is written. With ``schema_evolution``, a column a snapshot adds is added to
     the target (its values written to every key that has one), and one it no longer has is
-    NULL from then on; without, either fails the comparison, naming the column. See
-    docs/snapshots.md.
+    NULL from then on; without, either fails the comparison, naming the column.
+    ``full_refresh`` makes the target and its state anew from the source's snapshots, as
+    if none had been applied (a function is called with None first): the way out of a
+    target or state deleted, replaced or edited by hand. See docs/snapshots.md.
 
     Examples
     --------
@@ -121,6 +133,7 @@ def apply_changes_from_snapshot(
         raise cdc_error(
             "APPLY_CHANGES.CONFLICTING_PARAMETERS", first="column_list", second="except_column_list"
         )
+    _check_full_refresh(full_refresh)
     session = spark if spark is not None else _active_session()
     tables = tables_spec(
         session,
@@ -132,6 +145,9 @@ def apply_changes_from_snapshot(
         storage_options,
         app_id=writer_id(target),
     )
+    if full_refresh:  # a generation of the writer's own (``binding.REFRESH``)
+        generation = f"{tables.app_id}{REFRESH}{uuid.uuid4().hex[:12]}"
+        tables = dataclasses.replace(tables, app_id=generation, full_refresh=True)
     next_snapshot = _next_snapshot(source, version, session, tables, source_format, source_options)
     make_available(session, ApplyChangesSink, "apply_changes")
 
@@ -181,7 +197,8 @@ def apply_changes_from_snapshot(
 
     done: list[AppliedSnapshot] = []
     while True:
-        exists, target_batch, state_batch = _status(session, tables)
+        exists, target_batch, state_batch, writer = _status(session, tables)
+        tables = dataclasses.replace(tables, app_id=writer)
         got = next_snapshot(state_batch)
         if got is None:
             return done
@@ -189,8 +206,10 @@ def apply_changes_from_snapshot(
         if state_batch is not None and number == state_batch:
             done.append(AppliedSnapshot(number, 0, 0, 0, skipped=True))
             return done
-        before = _target_rows(session, tables, scd_type) if exists else None
+        compared = exists and not tables.full_refresh  # a refresh's first: with nothing
+        before = _target_rows(session, tables, scd_type) if compared else None
         outcome = applied(snapshot, before, number, -1 if state_batch is None else state_batch)
+        tables = dataclasses.replace(tables, full_refresh=False)  # the generation goes on
         done.append(AppliedSnapshot(number, outcome.changes, outcome.keys, outcome.rows))
         if next_snapshot is not source:  # one snapshot: a DataFrame or a table's content
             return done
@@ -202,12 +221,13 @@ def writer_id(target: str) -> str:
     return f"{SNAPSHOT_WRITER_PREFIX}{digest}"
 
 
-def _status(spark: SparkSession, tables: ApplySpec) -> tuple[bool, int | None, int | None]:
-    """Whether the target exists, and the writer's last snapshot in it and in its state."""
+def _status(spark: SparkSession, tables: ApplySpec) -> tuple[bool, int | None, int | None, str]:
+    """Whether the target exists, the writer's last snapshot in it and in its state, and
+    the writer (the last full refresh's generation, once there was one)."""
     options = spec_options(tables)
     row = spark.read.format(SINK_NAME).options(**options).option(READ_OPTION, STATUS)
     found = row.load().collect()[0]
-    return bool(found[0]), found[1], found[2]
+    return bool(found[0]), found[1], found[2], str(found[3])
 
 
 def _target_rows(spark: SparkSession, tables: ApplySpec, scd_type: int) -> DataFrame:

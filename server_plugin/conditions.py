@@ -133,21 +133,28 @@ CONDITIONS: dict[str, Condition] = {
         "commit, and snapshot <version> is asked for now: apply snapshot <applied> again "
         "first (its source must give it once more), then the later ones."
     ),
+    "APPLY_CHANGES.SNAPSHOT_REFRESH_INTERRUPTED": Condition(
+        "A full refresh of '<path>' stopped after the target's commit and before its "
+        "state's, so the two no longer describe the same rows; nothing was written: run the "
+        "refresh again (full_refresh=True, spark-cdc apply-snapshot --full-refresh)."
+    ),
     "APPLY_CHANGES.SNAPSHOT_STATE_MISSING": Condition(
         "'<target>' holds snapshots apply_changes_from_snapshot applied (<evidence>), but "
         "its state '<state>' is gone, so what the target holds cannot be told from what a "
-        "hand changed; nothing was written: restore the state, or delete the target too and "
-        "apply the snapshots again to make both anew."
+        "hand changed; nothing was written: restore the state, or apply the snapshots again "
+        "with full_refresh=True (spark-cdc apply-snapshot --full-refresh) to make both anew."
     ),
     "APPLY_CHANGES.SNAPSHOT_TARGET_MISSING": Condition(
         "The target '<target>' is gone, but its state '<state>' records the snapshots applied "
-        "to it; nothing was written: delete the state and apply the snapshots again (the "
-        "next one makes the whole target; a history starts from it)."
+        "to it; nothing was written: apply the snapshots again with full_refresh=True "
+        "(spark-cdc apply-snapshot --full-refresh) to make both anew (a history starts from "
+        "the first snapshot given)."
     ),
     "APPLY_CHANGES.SNAPSHOT_TARGET_REPLACED": Condition(
         "'<target>' is not the table its state '<state>' describes (<problem>); nothing was "
-        "written: delete the state and apply the snapshot again (it is compared with the "
-        "table as it is now), or give this table a state_location of its own."
+        "written: apply the snapshot again with full_refresh=True (spark-cdc apply-snapshot "
+        "--full-refresh) to rebuild both from it, or give this table a state_location of "
+        "its own."
     ),
     "APPLY_CHANGES.SNAPSHOT_VERSION_NOT_NEWER": Condition(
         "'<path>' holds snapshots up to <last>, and snapshot <version> is older: snapshots "

@@ -33,6 +33,13 @@ def add_parser(subcommands: argparse._SubParsersAction) -> argparse.ArgumentPars
     )
     with_source(sub, formats=False)
     sub.add_argument(
+        "--full-refresh",
+        action="store_true",
+        help="make the target and its state anew from this snapshot (at --version, else 1), "
+        "as if none had been applied: the way out of a target or state deleted, replaced or "
+        "edited by hand",
+    )
+    sub.add_argument(
         "--version",
         type=int,
         metavar="V",
@@ -58,6 +65,7 @@ def apply_snapshot(args: argparse.Namespace) -> int:
             version=args.version,
             source_format=args.source_format,
             source_options=options,
+            full_refresh=args.full_refresh,
             spark=spark,
             format=args.format,
             catalog=catalog,

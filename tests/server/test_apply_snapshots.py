@@ -393,8 +393,8 @@ def test_a_column_added_or_dropped_with_schema_evolution(
 def test_a_target_or_state_deleted_by_hand_is_refused_with_the_way_out_that_works(
     spark: SparkSession, tmp_path: Path
 ) -> None:
-    """A snapshot target has no full refresh: its refusals say to delete what is left and
-    apply again, and doing so gives the snapshot's rows."""
+    """Each refusal names a full refresh, and one makes both tables anew from the source's
+    snapshots (a function asked from None again); later runs go on from the refresh."""
     import shutil
 
     target = str(tmp_path / "mirror")
@@ -406,13 +406,21 @@ def test_a_target_or_state_deleted_by_hand_is_refused_with_the_way_out_that_work
     with pytest.raises(PySparkException) as caught:
         apply_changes_from_snapshot(target, _snapshots(spark, (3, [(3, "c")])), ["id"], spark=spark)
     assert caught.value.getCondition() == "APPLY_CHANGES.SNAPSHOT_TARGET_MISSING"
-    assert "delete the state" in str(caught.value) and "full_refresh" not in str(caught.value)
+    assert "full_refresh=True" in str(caught.value)
     assert not Path(target).exists()
-    shutil.rmtree(state)
-    apply_changes_from_snapshot(target, _snapshots(spark, (3, [(3, "c")])), ["id"], spark=spark)
-    assert sorted_rows(read_table(target)) == [{"id": 3, "v": "c"}]
+    asked: list[int | None] = []
 
+    def from_the_start(last: int | None) -> tuple[DataFrame, int] | None:
+        asked.append(last)
+        return None if last else (spark.createDataFrame([(3, "c")], "id int, v string"), 1)
+
+    done = apply_changes_from_snapshot(
+        target, from_the_start, ["id"], spark=spark, full_refresh=True
+    )
+    assert (done, asked) == ([AppliedSnapshot(1, 1, 1, 1)], [None, 1])
+    assert sorted_rows(read_table(target)) == [{"id": 3, "v": "c"}]
     apply_changes_from_snapshot(target, _snapshots(spark, (4, [(3, "C")])), ["id"], spark=spark)
+
     shutil.rmtree(state)
     log = sorted((Path(target) / "_delta_log").glob("*.json"))
     # The state's loss is the first thing said, for the next snapshot as for the last again
@@ -423,11 +431,60 @@ def test_a_target_or_state_deleted_by_hand_is_refused_with_the_way_out_that_work
                 target, _snapshots(spark, (version, [(3, "C")])), ["id"], spark=spark
             )
         assert caught.value.getCondition() == "APPLY_CHANGES.SNAPSHOT_STATE_MISSING"
-        assert "delete the target too" in str(caught.value)
+        assert "full_refresh=True" in str(caught.value)
     assert sorted((Path(target) / "_delta_log").glob("*.json")) == log
-    shutil.rmtree(target)
-    apply_changes_from_snapshot(target, _snapshots(spark, (5, [(5, "e")])), ["id"], spark=spark)
+    refresh = _snapshots(spark, (5, [(5, "e"), (3, "C")]))
+    assert apply_changes_from_snapshot(target, refresh, ["id"], spark=spark, full_refresh=True)
+    assert sorted_rows(read_table(target)) == [{"id": 3, "v": "C"}, {"id": 5, "v": "e"}]
+    # Compared with what the refresh made: one change, the key gone.
+    done = apply_changes_from_snapshot(
+        target, _snapshots(spark, (6, [(5, "e")])), ["id"], spark=spark
+    )
+    assert done == [AppliedSnapshot(6, 1, 1, 0)]
     assert sorted_rows(read_table(target)) == [{"id": 5, "v": "e"}]
+
+
+@pytest.mark.parametrize("scd_type", [1, 2])
+def test_a_full_refresh_stopped_between_its_two_commits_is_refused_until_run_again(
+    spark: SparkSession, tmp_path: Path, scd_type: int
+) -> None:
+    """The refresh's state commit removed (as if it stopped before it): the target holds
+    the refresh's rows and the state the old ones, so the next snapshot is refused by
+    name, and the refresh run again gives the target the refresh's snapshot alone, then
+    goes on from it."""
+    target = str(tmp_path / "history")
+    state = target + "__apply_changes_state"
+    old = _snapshots(spark, (1, [(1, "a"), (2, "b")]), (2, [(1, "A"), (2, "b")]))
+    apply_changes_from_snapshot(target, old, ["id"], stored_as_scd_type=scd_type, spark=spark)
+    refresh = _snapshots(spark, (7, [(1, "x")]))
+    apply_changes_from_snapshot(
+        target, refresh, ["id"], stored_as_scd_type=scd_type, spark=spark, full_refresh=True
+    )
+    sorted((Path(state) / "_delta_log").glob("*.json"))[-1].unlink()
+    with pytest.raises(PySparkException) as caught:
+        apply_changes_from_snapshot(
+            target,
+            _snapshots(spark, (8, [(1, "y")])),
+            ["id"],
+            stored_as_scd_type=scd_type,
+            spark=spark,
+        )
+    assert caught.value.getCondition() == "APPLY_CHANGES.SNAPSHOT_REFRESH_INTERRUPTED"
+    assert caught.value.getMessageParameters() == {"path": target}
+    again = _snapshots(spark, (7, [(1, "x")]), (8, [(1, "y"), (3, "z")]))
+    done = apply_changes_from_snapshot(
+        target, again, ["id"], stored_as_scd_type=scd_type, spark=spark, full_refresh=True
+    )
+    assert [d.version for d in done] == [7, 8]
+    got = sorted_rows(read_table(target))
+    if scd_type == 1:
+        assert got == [{"id": 1, "v": "y"}, {"id": 3, "v": "z"}]
+    else:
+        assert got == [
+            {"id": 1, "v": "x", "__START_AT": 7, "__END_AT": 8},
+            {"id": 1, "v": "y", "__START_AT": 8, "__END_AT": None},
+            {"id": 3, "v": "z", "__START_AT": 8, "__END_AT": None},
+        ]
 
 
 def test_a_dataframe_and_a_folder_of_dumps_in_any_format_are_snapshots(

@@ -68,7 +68,7 @@ OUTCOME_SCHEMA = "batch long, changes long, keys long, rows long"
 # (``status``) or the target's rows (``target``): ``snapshot_reads``.
 READ_OPTION = "read"
 STATUS, TARGET = "status", "target"
-STATUS_SCHEMA = "target_exists boolean, target_batch long, state_batch long"
+STATUS_SCHEMA = "target_exists boolean, target_batch long, state_batch long, writer string"
 # How far back the outcome of a batch is looked for in the target's history.
 _OUTCOME_SEARCH = 50
 
@@ -390,17 +390,17 @@ def _outcomes(spec: ApplySpec) -> Iterator[str]:
 
 
 class StatusReader(DataSourceReader):
-    """One row: whether the spec's target exists, and its writer's last batch in the
-    target and in the state (``snapshot_reads.status``)."""
+    """One row: whether the spec's target exists, its writer's last batch in the target
+    and in the state, and the writer (``snapshot_reads.status``)."""
 
     def __init__(self, spec: ApplySpec) -> None:
         self.spec = spec
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[bool, int | None, int | None]]:
+    def read(self, partition: InputPartition) -> Iterator[tuple[bool, int | None, int | None, str]]:
         from spark_cdc.server_plugin.sinks.apply.snapshot_reads import status
 
         found = status(self.spec)
-        yield found.target_exists, found.target_batch, found.state_batch
+        yield found.target_exists, found.target_batch, found.state_batch, found.writer
 
 
 class TargetRowsReader(DataSourceReader):

@@ -11,6 +11,8 @@ it (the version its newest outcome names, ``binding.Bound``): what the first run
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -18,35 +20,69 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 from pyspark.sql.types import StructType
+from spark_cdc.server_plugin.errors import error
 from spark_cdc.server_plugin.sinks.apply.engine.batch import BOUND_SEARCH, check_binding
-from spark_cdc.server_plugin.sinks.apply.engine.binding import Bound
+from spark_cdc.server_plugin.sinks.apply.engine.binding import REFRESH, Bound
+from spark_cdc.server_plugin.sinks.apply.engine.formats import TableFormat
 from spark_cdc.server_plugin.sinks.apply.engine.spec import ICEBERG, ApplySpec
 from spark_cdc.server_plugin.sinks.apply.task import table_format
 
 
 @dataclass(frozen=True)
 class Status:
-    """Whether the target exists, and the writer's last batch (its last snapshot's
-    version) in the target and in the state (None: none)."""
+    """Whether the target exists, the writer's last batch (its last snapshot's version)
+    in the target and in the state (None: none), and the writer: the spec's, or the
+    generation the last full refresh started (``writer``)."""
 
     target_exists: bool
     target_batch: int | None
     state_batch: int | None
+    writer: str
 
 
 def status(spec: ApplySpec) -> Status:
     """Where the writer stands. What the next snapshot's batch would be refused for is
     refused here, before a snapshot is read or compared (``batch.check_binding``): a
-    target a change feed wrote, one gone or replaced, and a state gone, whose message
-    comes first (not an interrupted snapshot's, which only the target's last batch,
-    applied again, may be)."""
+    target a change feed wrote, one gone or replaced, a state gone, whose message comes
+    first (not an interrupted snapshot's, which only the target's last batch, applied
+    again, may be), and a full refresh stopped between its two commits. A full refresh's
+    first snapshot (``spec.full_refresh``) rebuilds both tables: nothing of them counts."""
     tables_format = table_format(spec)
     target, state = tables_format.existing_target(spec), tables_format.existing_state(spec)
+    if spec.full_refresh:
+        return Status(target is not None, None, None, spec.app_id)
+    spec = dataclasses.replace(spec, app_id=_writer(tables_format, spec, state))
+    if target is not None and state is not None:  # a state gone: check_binding's to say
+        _check_refresh_finished(tables_format, spec, target)
     last = [
         None if t is None else tables_format.last_batch(t, spec.app_id) for t in (target, state)
     ]
     check_binding(tables_format, spec, target, state, -1 if last[0] is None else last[0])
-    return Status(target is not None, *last)
+    return Status(target is not None, last[0], last[1], spec.app_id)
+
+
+def _writer(tables_format: TableFormat, spec: ApplySpec, state: Any) -> str:
+    """The writer of the target's snapshots: the generation of the last full refresh
+    (its id is the writer's, ``binding.REFRESH`` and its own suffix), as the state's
+    newest commit names it, else the spec's own."""
+    generation = spec.app_id + REFRESH
+    newest = None if state is None else next(iter(tables_format.outcomes(state, spec, 1)), None)
+    writer = None if newest is None else str(json.loads(newest).get("app_id", ""))
+    return writer if writer and writer.startswith(generation) else spec.app_id
+
+
+def _check_refresh_finished(tables_format: TableFormat, spec: ApplySpec, target: Any) -> None:
+    """A full refresh committed to the target and stopped before its state's commit
+    leaves the target rebuilt and the state as it was: refused until the refresh runs
+    again (a snapshot compared with the one and resolved against the other would be
+    applied wrong)."""
+    base = spec.app_id.split(REFRESH)[0]
+    for outcome in tables_format.outcomes(target, spec, BOUND_SEARCH):
+        writer = str(json.loads(outcome).get("app_id", ""))
+        if writer.startswith(base + REFRESH) and writer != spec.app_id:
+            raise error("APPLY_CHANGES.SNAPSHOT_REFRESH_INTERRUPTED", path=spec.target)
+        if writer.startswith(base):
+            return
 
 
 def _version_read(spec: ApplySpec) -> tuple[bool, int | None]:

@@ -26,9 +26,10 @@ go on as it. A table without a marker of a refresh's writer is rebuilt by its fi
 (``rebuilds``), each table on its own: a refresh stopped between its two commits finishes
 the state's when run again.
 
-A snapshot writer has no full refresh (the next snapshot is the whole table anyway): its
-refusals are the ``SNAPSHOT_`` conditions, whose way out is deleting what is left of the
-two tables and applying the snapshots again.
+A snapshot writer's refusals are the ``SNAPSHOT_`` conditions. Its full refresh is a
+generation too, applying the source's snapshots from the first: the writer's status finds
+the generation from the state's newest commit, and refuses a target a refresh rebuilt
+whose state it did not (``snapshot_reads``).
 
 Another writer's ordinary commits (compaction, vacuum, deletes, updates, appends) keep
 the id and move the version forward: never refused. A state written before this check
@@ -116,7 +117,7 @@ def check(
     outcomes the state's commits recorded, the newest first (None: there is no state);
     ``target_outcomes``: the target's, read only when the state is gone."""
     target, state = spec.target, spec.state
-    # A snapshot writer's way out is not a full refresh (its conditions say which).
+    # A snapshot writer's conditions are its own (their way out is a refresh all the same).
     snapshots = spec.from_snapshots
     if state_outcomes is not None and found is None:
         missing = (
