@@ -397,6 +397,8 @@ def test_a_target_or_state_deleted_by_hand_is_refused_with_the_way_out_that_work
     snapshots (a function asked from None again); later runs go on from the refresh."""
     import shutil
 
+    from deltalake import DeltaTable
+
     target = str(tmp_path / "mirror")
     state = target + "__apply_changes_state"
     first = _snapshots(spark, (1, [(1, "a"), (2, "b")]), (2, [(1, "A"), (2, "b")]))
@@ -436,6 +438,14 @@ def test_a_target_or_state_deleted_by_hand_is_refused_with_the_way_out_that_work
     refresh = _snapshots(spark, (5, [(5, "e"), (3, "C")]))
     assert apply_changes_from_snapshot(target, refresh, ["id"], spark=spark, full_refresh=True)
     assert sorted_rows(read_table(target)) == [{"id": 3, "v": "C"}, {"id": 5, "v": "e"}]
+    # Another writer's commits to both tables after the refresh (none records an outcome)
+    # change nothing of where the writer stands.
+    for table in (target, state):
+        before = DeltaTable(table).version()
+        DeltaTable(table).alter.set_table_properties(
+            {"delta.logRetentionDuration": "interval 60 days"}
+        )
+        assert DeltaTable(table).version() > before, table
     # Compared with what the refresh made: one change, the key gone.
     done = apply_changes_from_snapshot(
         target, _snapshots(spark, (6, [(5, "e")])), ["id"], spark=spark

@@ -66,7 +66,12 @@ def _writer(tables_format: TableFormat, spec: ApplySpec, state: Any) -> str:
     (its id is the writer's, ``binding.REFRESH`` and its own suffix), as the state's
     newest commit names it, else the spec's own."""
     generation = spec.app_id + REFRESH
-    newest = None if state is None else next(iter(tables_format.outcomes(state, spec, 1)), None)
+    # The newest commit with an outcome: a compaction or a vacuum of the state records none.
+    newest = (
+        None
+        if state is None
+        else next(iter(tables_format.outcomes(state, spec, BOUND_SEARCH)), None)
+    )
     writer = None if newest is None else str(json.loads(newest).get("app_id", ""))
     return writer if writer and writer.startswith(generation) else spec.app_id
 
