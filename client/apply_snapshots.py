@@ -297,12 +297,13 @@ def _next_snapshot(
     is one)."""
     from pyspark.sql import DataFrame
 
-    function = callable(source) and not isinstance(source, DataFrame)
-    if (
-        not function
-        and not isinstance(source, DataFrame)
-        and not (isinstance(source, str) and source)
-    ):
+    if isinstance(source, DataFrame):
+        kind = "DataFrame"
+    elif callable(source):
+        kind = "function"
+    elif isinstance(source, str) and source:
+        kind = "path"
+    else:
         raise cdc_error(
             "APPLY_CHANGES.INVALID_PARAMETER",
             parameter="source",
@@ -310,22 +311,19 @@ def _next_snapshot(
             fix="pass a DataFrame, a table's name or path, or a function returning "
             "(DataFrame, version)",
         )
-    path_only = (("source_format", source_format), ("source_options", source_options))
-    # What each kind of source refuses: a function gives its own versions and reads.
-    refused: tuple[tuple[str, Any], ...] = ()
-    if function:
-        refused = (("version", version), *path_only)
-    elif not isinstance(source, str):
-        refused = path_only
-    for parameter, value in refused:
+    # What each kind refuses: a function gives its own versions; only a path is read.
+    refused: dict[str, object] = {"version": version} if kind == "function" else {}
+    if kind != "path":
+        refused.update(source_format=source_format, source_options=source_options)
+    for parameter, value in refused.items():
         if value is not None:
             raise cdc_error(
                 "APPLY_CHANGES.INVALID_PARAMETER",
                 parameter=parameter,
-                problem=f"is given with a source {'function' if function else 'DataFrame'}",
-                fix="leave it out" if function else "give it with a path source only",
+                problem=f"is given with a source {kind}",
+                fix="leave it out" if kind == "function" else "give it with a path source only",
             )
-    if function:
+    if kind == "function":
         return source
     if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
         raise cdc_error(
