@@ -7,8 +7,6 @@ with their commit's version and timestamp and their labels.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Iterator
 
 import numpy as np
@@ -34,6 +32,7 @@ from spark_cdc.server_plugin.row_level.rules import (
     labels,
     resolve,
 )
+from spark_cdc.server_plugin.spill import spilled
 from spark_cdc.server_plugin.vocabulary import (
     CHANGE_TYPE,
     COMMIT_TIMESTAMP,
@@ -106,7 +105,7 @@ def _parts(
     """What to resolve at once: one commit's rows (its bucket's, part by part when it
     spills), or several whole commits' rows, each tagged with its ``_commit_version``."""
     if len(commits) == 1:
-        yield from _spilled(
+        yield from spilled(
             _bucket_batches(read_task, target, group, commits[0], rules), target, group.spill
         )
         return
@@ -178,45 +177,3 @@ def _bucket_batches(
                 chosen, part = chosen[order], part[order]
             if len(chosen):
                 yield batch.take(from_numpy(chosen)), part
-
-
-def _spilled(
-    batches: Iterator[tuple[pa.RecordBatch, np.ndarray | None]], target: pa.Schema, parts: int
-) -> Iterator[pa.Table]:
-    """The batches as one table, or, split into their ``parts`` written to local disk, as
-    one table per part: a task then holds one part at a time.
-
-    Parts are uncompressed Arrow IPC read back through a memory map, without a copy: a
-    125 MB share of the 50-column benchmark commit spilled in two parts took 1.00 s to
-    read and resolve, against 1.19 s with lz4 and 0.87 s unspilled."""
-    if parts <= 1:
-        collected = [batch for batch, _ in batches]
-        if collected:
-            yield pa.Table.from_batches(collected, schema=target)
-        return
-    with tempfile.TemporaryDirectory(prefix="changelog_", dir=_local_dir()) as folder:
-        paths = [os.path.join(folder, f"part-{i}.arrow") for i in range(parts)]
-        writers = [pa.ipc.new_file(path, target) for path in paths]
-        try:
-            for batch, part in batches:
-                assert part is not None  # with parts > 1 every batch comes split
-                ends = np.searchsorted(part, np.arange(1, parts + 1))
-                for index, (start, end) in enumerate(zip([0, *ends[:-1]], ends, strict=True)):
-                    if end > start:
-                        writers[index].write_batch(batch.slice(start, end - start))
-        finally:
-            for writer in writers:
-                writer.close()
-        for path in paths:
-            with pa.memory_map(path) as source:
-                table = pa.ipc.open_file(source).read_all()
-            if table.num_rows:
-                yield table
-            del table
-            os.remove(path)
-
-
-def _local_dir() -> str | None:
-    """Spark's local directories (set for its Python workers), else the system's."""
-    found = os.environ.get("SPARK_LOCAL_DIRS", "").split(",")[0].strip()
-    return found if found and os.path.isdir(found) else None

@@ -45,6 +45,7 @@ BENCHMARKS = (
     "postgres_follow",
     "snapshot",
     "envelopes",
+    "first_load",
 )
 # What ``--only NAME`` runs with it: ``apply`` is every target format's.
 INCLUDED = {"apply": ("apply_iceberg", "apply_iceberg_growth", "apply_scheduled")}

@@ -1,11 +1,13 @@
-"""A batch whose resolved changes pass the server's ``spark.driver.maxResultSize`` (what the
-tasks resolve travels to the driver) is refused as ``APPLY_CHANGES.BATCH_TOO_LARGE``, naming
-the sizes and both fixes, with nothing written; Spark's own text is recognized on every
-version this package supports."""
+"""A batch whose rows travel to the driver (a feed with truncates, resolved whole there) and
+pass the server's ``spark.driver.maxResultSize`` is refused as
+``APPLY_CHANGES.BATCH_TOO_LARGE``, naming the sizes and both fixes, with nothing written;
+Spark's own text is recognized on every version this package supports. A first load, whose
+tasks write the tables' files themselves, is not bounded by it."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from hashlib import sha256
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,7 @@ from spark_cdc import apply_changes
 from spark_cdc.result_size import batch_too_large
 from spark_cdc.testing.local_server import start_local_server
 
+from tests.support.apply_targets import read_table
 from tests.support.harness import TEST_SERVER_CONF
 
 # Spark's message, as 4.3 words it (measured: a 40M-row batch under the default 1 GiB).
@@ -56,6 +59,27 @@ def _rows(session: SparkSession) -> DataFrame:
     )
 
 
+# A feed with truncates is resolved whole by the commit: its rows travel to the driver.
+TRUNCATES = "id < 0"
+
+
+@pytest.mark.local_process
+@pytest.mark.timeout(600)
+def test_a_first_load_past_max_result_size_is_written_by_the_tasks(
+    small_results: SparkSession, tmp_path: Path
+) -> None:
+    """The same 300k changes into a new target: the tasks write both tables' files and
+    only their add actions reach the driver, so the whole batch is applied."""
+    target = tmp_path / "target"
+    done = apply_changes(_rows(small_results), str(target), keys=["id"], sequence_by="seq")
+    assert (done.changes, done.keys, done.rows) == (300_000, 300_000, 300_000)
+    found = read_table(str(target)).sort_by("id")  # the feed's rows, made here as Spark does
+    fed = [
+        {"id": i, "value": sha256(str(i).encode()).hexdigest(), "seq": 1} for i in range(300_000)
+    ]
+    assert found.to_pylist() == fed
+
+
 @pytest.mark.local_process
 @pytest.mark.timeout(600)  # a server of its own
 def test_a_batch_past_max_result_size_is_refused_by_name_with_nothing_written(
@@ -63,7 +87,13 @@ def test_a_batch_past_max_result_size_is_refused_by_name_with_nothing_written(
 ) -> None:
     target = tmp_path / "target"
     with pytest.raises(PySparkException) as refused:
-        apply_changes(_rows(small_results), str(target), keys=["id"], sequence_by="seq")
+        apply_changes(
+            _rows(small_results),
+            str(target),
+            keys=["id"],
+            sequence_by="seq",
+            apply_as_truncates=TRUNCATES,
+        )
     assert refused.value.getCondition() == "APPLY_CHANGES.BATCH_TOO_LARGE"
     assert refused.value.getMessageParameters()["limit"] == "1024.0 KiB"
     assert not target.exists()
@@ -74,7 +104,7 @@ def test_a_batch_past_max_result_size_is_refused_by_name_with_nothing_written(
 def test_a_micro_batch_past_max_result_size_fails_the_stream_by_name(
     small_results: SparkSession, tmp_path: Path
 ) -> None:
-    """A new target's first micro-batch travels to the driver: the stream fails with our
+    """A micro-batch with truncates travels to the driver: the stream fails with our
     condition from its wait and from ``exception()``, still a StreamingQueryException,
     with nothing written; another query's failure keeps Spark's condition."""
     source = tmp_path / "source"
@@ -86,6 +116,7 @@ def test_a_micro_batch_past_max_result_size_fails_the_stream_by_name(
         str(target),
         keys=["id"],
         sequence_by="seq",
+        apply_as_truncates=TRUNCATES,
         checkpoint_location=str(tmp_path / "checkpoint"),
         trigger={"availableNow": True},
     )

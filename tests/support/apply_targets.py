@@ -135,6 +135,35 @@ def prepared(changes: list[Change], hashed: bool = False) -> pa.Table:
     return table.append_column(KEY_HASH, pa.array(hashes, pa.int32()))
 
 
+def applied_in_tasks(
+    spec: ApplySpec,
+    changes: list[Change],
+    version: int,
+    tasks: int,
+    hashed: bool = False,
+    spilled: bool = False,
+) -> None:
+    """``changes`` applied as the server's tasks do it: split by key among ``tasks`` (by
+    the key's hash, as Spark's ``repartition`` places it, when ``hashed``: the batch then
+    carries it), each task's share resolved and its message made by the sink's own task
+    code (with ``spilled``, its rows spilled to disk in parts by key, each resolved on its
+    own), then the sink's commit of the messages."""
+    import dataclasses
+
+    from spark_cdc.server_plugin.sinks.apply import sink
+
+    def task(change: Change) -> int:
+        return (key_hash(change.key[0]) if hashed else hash(change.key)) % tasks
+
+    planned = dataclasses.replace(spec, partitioned_by_key=True)
+    held = 0 if spilled else 1 << 30
+    messages = [
+        sink._task_message(planned, iter(prepared(share, hashed).to_batches(2)), held)
+        for share in ([c for c in changes if task(c) == t] for t in range(tasks))
+    ]
+    sink._applied(planned, messages, version, None)
+
+
 def key_hash(key: int | None) -> int:
     """A key's hash as a signed 32-bit integer, negative for some keys, as Spark's
     ``hash()`` is (a NULL key hashes to Spark's seed, 42)."""

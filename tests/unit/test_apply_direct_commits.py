@@ -309,9 +309,8 @@ def test_a_lost_race_to_make_a_target_with_deletion_vectors_is_a_concurrent_writ
         spec = spec_for(folder, 1)
         write_deltalake(spec.target, SCHEMA.empty_table())  # the other writer, first
         with pytest.raises(ChangelogSourceError) as refused:
-            direct_commits.create(
-                spec, aligned(prepared(FIRST).select(["id", "a", "b"]), SCHEMA), 0, None, {}
-            )
+            rows = aligned(prepared(FIRST).select(["id", "a", "b"]), SCHEMA)
+            direct_commits.create(spec.target, spec, rows, 0, None, {}, [], deletion_vectors=True)
         assert [next(iter(a)) for c in _commits(spec.target) for a in c if "txn" in a] == []
         assert DeltaTable(spec.target).version() == 0
     assert refused.value.condition == "APPLY_CHANGES.CONCURRENT_WRITE"

@@ -30,13 +30,13 @@ from spark_cdc.server_plugin.sinks.apply.engine.spec import (
     ApplySpec,
     sequence_column,
 )
-from spark_cdc.server_plugin.sinks.apply.task import apply_batch, apply_shares, resolve_share
+from spark_cdc.server_plugin.sinks.apply.task import apply_batch
 
 from tests.support.apply_feeds import MODEL, batches, expected, feeds, target_schema
 from tests.support.apply_model import Change, Conflict
 from tests.support.apply_targets import (
     VALUES,
-    key_hash,
+    applied_in_tasks,
     prepared,
     read_table,
     sorted_rows,
@@ -50,16 +50,16 @@ def apply_all(
     memory: StateMemory | None = None,
     tasks: int = 0,
     hashed: bool = False,
+    spilled: bool = False,
 ) -> list[dict[str, Any]]:
     """Each part applied as a batch: resolved by the commit (from storage, or from the
     ``memory`` a stream's writer keeps), or by ``tasks`` tasks, each resolving the changes
     of its keys (as the client's plan partitions them: by the key's hash when ``hashed``,
-    the batch then carrying it) before one commit of their shares."""
+    the batch then carrying it; ``spilled``: each task's share spilled in parts) before
+    one commit of their shares."""
     for version, part in enumerate(parts):
         if tasks:
-            shares = [[c for c in part if _task(c, tasks, hashed) == t] for t in range(tasks)]
-            resolved = [resolve_share(spec, prepared(s, hashed)) for s in shares if s]
-            apply_shares(spec, resolved, version)
+            applied_in_tasks(spec, part, version, tasks, hashed, spilled)
             continue
         apply_batch(spec, prepared(part, hashed), version, memory)
         if memory is not None and memory.rows is not None:
@@ -67,12 +67,6 @@ def apply_all(
     table = read_table(spec.target)
     assert [(f.name, f.type) for f in table.schema] == target_schema(spec)
     return sorted_rows(table)
-
-
-def _task(change: Change, tasks: int, hashed: bool) -> int:
-    """The task a change goes to: by its key's hash, as Spark's ``repartition`` places it
-    (``pmod``), when the batch carries it."""
-    return (key_hash(change.key[0]) if hashed else hash(change.key)) % tasks
 
 
 def _state_rows(table: pa.Table) -> list[tuple[Any, ...]]:
@@ -106,7 +100,7 @@ LAYOUTS = st.fixed_dictionaries(
     data=st.data(),
     scd_type=st.sampled_from([1, 2]),
     ignore_nulls=st.booleans(),
-    resolved_in=st.sampled_from(["commit", "memory", "tasks"]),
+    resolved_in=st.sampled_from(["commit", "memory", "tasks", "spilled tasks"]),
     layout=LAYOUTS,
     buckets=st.sampled_from([None, 1, 2, 3]),
 )
@@ -121,10 +115,11 @@ def test_target_equals_the_model_of_the_whole_feed(
     """Type 1's state compacted after every batch, or never; each batch resolved by the
     commit, its state read from storage or kept in memory as a stream's writer does (equal
     to the table after every batch), or by up to three tasks, each the changes of its keys
-    (a feed with truncates is never split); the target written by each of its paths,
-    partitioned or not; the state laid out in 1 to 3 key buckets, as many as the tasks
-    or not, or in none (a batch without key hashes)."""
-    tasks = data.draw(st.integers(1, 3)) if resolved_in == "tasks" else 0
+    (a feed with truncates is never split), whole or spilled in parts by key; the
+    target written by each of its paths, partitioned or not; the state laid out in 1 to
+    3 key buckets, as many as the tasks or not, or in none (a batch without key
+    hashes)."""
+    tasks = data.draw(st.integers(1, 3)) if resolved_in.endswith("tasks") else 0
     changes = data.draw(feeds(truncates=scd_type == 1 and not tasks))
     parts = data.draw(batches(changes))
     tracked = data.draw(st.sampled_from([VALUES, ("a",), ("b",)]))
@@ -141,7 +136,8 @@ def test_target_equals_the_model_of_the_whole_feed(
         )
         memory = StateMemory() if resolved_in == "memory" else None
         hashed = buckets is not None
-        assert apply_all(spec, parts, memory, tasks, hashed) == expected(changes, spec)
+        spilled = resolved_in == "spilled tasks"
+        assert apply_all(spec, parts, memory, tasks, hashed, spilled) == expected(changes, spec)
 
 
 @MODEL
@@ -158,6 +154,44 @@ def test_tasks_resolve_late_changes_against_the_state(
     with tempfile.TemporaryDirectory() as folder:
         spec = spec_for(folder, scd_type, ignore_null_updates=ignore_nulls)
         assert apply_all(spec, parts, None, tasks) == expected(changes, spec)
+
+
+@MODEL
+@given(
+    data=st.data(),
+    scd_type=st.sampled_from([1, 2]),
+    resolved_in=st.sampled_from(["commit", "tasks", "spilled tasks"]),
+    layout=LAYOUTS,
+    buckets=st.sampled_from([None, 1, 3]),
+)
+def test_a_full_refresh_equals_the_model_of_its_feed_alone(
+    data: st.DataObject, scd_type: int, resolved_in: str, layout: dict, buckets: int | None
+) -> None:
+    """Batches of one feed (or none: a refresh of a new target), then a full refresh with
+    another feed, resolved by the commit or by one to three tasks (which stage both
+    tables' files for the commit to name; whole or spilled in parts by key): the target
+    is the model of the refresh's feed alone, with each write path and layout, and a
+    batch after it applies on it."""
+    hashed = buckets is not None
+    before = data.draw(st.one_of(st.just([]), feeds(truncates=False)))
+    parts = data.draw(batches(before)) if before else []
+    again = data.draw(feeds(truncates=False))
+    later = [  # after the refresh's feed: no change of a key at one of its sequences
+        dataclasses.replace(c, sequence=(c.sequence[0] + 100,))
+        for c in data.draw(feeds(truncates=False))
+    ]
+    tasks = data.draw(st.integers(1, 3)) if resolved_in.endswith("tasks") else 0
+    spilled = resolved_in == "spilled tasks"
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(folder, scd_type, key_buckets=buckets or 0, **layout)
+        if parts:
+            apply_all(spec, parts, None, 2, hashed)
+        refresh = dataclasses.replace(spec, full_refresh=True, app_id="refresh-writer")
+        rows = apply_all(refresh, [again], None, tasks, hashed, spilled)
+        assert rows == expected(again, spec)
+        then = dataclasses.replace(spec, app_id="refresh-writer")
+        rows = apply_all(then, [again, later], None, tasks, hashed, spilled)
+        assert rows == expected([*again, *later], spec)
 
 
 @MODEL

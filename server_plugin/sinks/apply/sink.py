@@ -50,6 +50,7 @@ from spark_cdc.server_plugin.errors import error
 from spark_cdc.server_plugin.sinks.apply.engine.spec import ICEBERG, ApplySpec
 
 if TYPE_CHECKING:  # the engine loads where a batch is written or committed (module docstring)
+    import numpy as np
     import pyarrow as pa
     from spark_cdc.server_plugin.sinks.apply.engine.batch import Share
     from spark_cdc.server_plugin.sinks.apply.engine.staged import Staged
@@ -119,6 +120,7 @@ class ResolvedChanges(WriterCommitMessage):
     files it staged into the tables."""
 
     state: tuple[str, int] | None
+    rebuilds: bool
     schema: bytes
     changes: int
     keys: int
@@ -126,17 +128,12 @@ class ResolvedChanges(WriterCommitMessage):
     staged: Staged
 
 
-def _resolved(spec: ApplySpec, rows: pa.Table) -> ResolvedChanges | None:
-    """A task's share resolved, as its message (None: the commit resolves the batch whole:
-    it rebuilds the state)."""
-    from spark_cdc.server_plugin.sinks.apply.task import resolved
-
-    share = resolved(spec, rows)
-    if share is None:
-        return None
+def _message(share: Share) -> ResolvedChanges:
+    """A task's ``Share`` as its commit message."""
     parts = share.resolution
     return ResolvedChanges(
         share.state,
+        share.rebuilds,
         share.schema.serialize().to_pybytes(),
         share.changes,
         parts.keys,
@@ -156,7 +153,7 @@ def _shares(messages: list[Any]) -> list[Share]:
             replaced, rows, state, kept = (_table(data) for data in m.tables)
             resolution = Resolution(replaced, rows, state, False, kept, m.keys)
             schema = pa.ipc.read_schema(pa.py_buffer(m.schema))
-            shares.append(Share(m.state, schema, m.changes, resolution, m.staged))
+            shares.append(Share(m.state, m.rebuilds, schema, m.changes, resolution, m.staged))
     return shares
 
 
@@ -229,18 +226,61 @@ def _required_spec(options: Mapping[str, str]) -> ApplySpec:
     return spec
 
 
-def _task_message(spec: ApplySpec, batches: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-    """A task's message: its share resolved when the plan partitioned the feed by key,
-    else its rows, for the commit to resolve (a feed with truncates: each needs every
-    key; a full refresh's first batch: it rebuilds the tables whole)."""
+# A task holds its share of a batch whole up to this many bytes of rows (its resolving
+# takes about ten times as much); past it, the share is spilled to local disk in
+# ``_PARTS`` parts by key and each part resolved on its own (``spill``): 16 parts keep a
+# 2 GB share (50M rows of four columns) under 2 GB of memory.
+_HELD_BYTES = 128 << 20
+_PART_BITS = 4
+_PARTS = 1 << _PART_BITS
+
+
+def _task_message(
+    spec: ApplySpec, batches: Iterator[pa.RecordBatch], held_bytes: int = _HELD_BYTES
+) -> WriterCommitMessage:
+    """A task's message: its share resolved when the plan partitioned the feed by key
+    (part by part past ``held_bytes``), else its rows, for the commit to resolve (a feed
+    with truncates: each needs every key; a refresh that found one table marked by its
+    writer and not the other)."""
+    from spark_cdc.server_plugin.sinks.apply.engine.batch import combined
+    from spark_cdc.server_plugin.sinks.apply.task import resolved
+    from spark_cdc.server_plugin.spill import in_parts
+
+    if not spec.partitioned_by_key:
+        return _rows_message(list(batches))
+    parts = in_parts(batches, _part_of, _PARTS, held_bytes)
+    shares = []
+    for rows in parts:
+        share = resolved(spec, rows)
+        if share is None:  # the commit resolves the batch whole: every row travels
+            return _rows_message([b for t in (rows, *parts) for b in t.to_batches()])
+        shares.append(share)
+    if not shares:
+        return StagedChanges(b"", 0)
+    return _message(combined(spec, shares) if len(shares) > 1 else shares[0])
+
+
+def _rows_message(batches: list[pa.RecordBatch]) -> StagedChanges:
     import pyarrow as pa
 
-    collected = list(batches)
-    if not sum(b.num_rows for b in collected):
+    if not sum(b.num_rows for b in batches):
         return StagedChanges(b"", 0)
-    rows = pa.Table.from_batches(collected)
-    resolved = _resolved(spec, rows) if spec.partitioned_by_key else None
-    return resolved or StagedChanges(_ipc(rows), rows.num_rows)
+    rows = pa.Table.from_batches(batches)
+    return StagedChanges(_ipc(rows), rows.num_rows)
+
+
+def _part_of(batch: pa.RecordBatch) -> np.ndarray:
+    """Each row's part of a spilled share, from its key's hash (the task's share is the
+    hash modulo the tasks: the part mixes all its bits, Fibonacci hashing); one part for
+    a batch without key hashes."""
+    import numpy as np
+    from spark_cdc.server_plugin.arrow_types import to_numpy
+    from spark_cdc.server_plugin.sinks.apply.engine.spec import KEY_HASH
+
+    if KEY_HASH not in batch.schema.names:
+        return np.zeros(batch.num_rows, np.uint64)
+    hashes = to_numpy(batch.column(KEY_HASH)).astype(np.uint32).astype(np.uint64)
+    return ((hashes * 2654435769) & 0xFFFFFFFF) >> (32 - _PART_BITS)
 
 
 def _applied(spec: ApplySpec, messages: list[Any], version: int, memory: Any) -> None:

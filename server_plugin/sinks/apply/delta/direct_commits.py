@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import unquote
@@ -165,14 +166,14 @@ def staged_rows(table: Any, rows: pa.Table, keys: tuple[str, ...]) -> tuple[dict
     if not rows.num_rows:
         return ()
     partition_by = list(table.metadata().partition_columns)
-    properties = _stats_properties(table)
+    properties = stats_properties(table.metadata().configuration)
     return staging.staged_files(table.table_uri, rows, partition_by, properties, keys)
 
 
-def _stats_properties(table: Any) -> dict[str, str]:
-    """The target's properties that decide which statistics a new file gets."""
+def stats_properties(properties: Mapping[str, str]) -> dict[str, str]:
+    """The table properties that decide which statistics a new file gets."""
     kept = ("delta.dataSkippingNumIndexCols", "delta.dataSkippingStatsColumns")
-    return {k: v for k, v in table.metadata().configuration.items() if k in kept}
+    return {k: v for k, v in properties.items() if k in kept}
 
 
 def _mark(
@@ -234,7 +235,7 @@ def _rewrite(
     now = int(time.time() * 1000)
     partitions = list(table.metadata().partition_columns)
     schema = pa.schema([f for f in tables.table_schema(table) if f.name not in partitions])
-    properties = _stats_properties(table)
+    properties = stats_properties(table.metadata().configuration)
     ours = data_files.writes(schema, properties)  # else delta-rs writes them
     values = {} if ours else _partition_values(table, partitions, set(marks))
     root = committer.local_root(table.table_uri)
@@ -370,35 +371,67 @@ _LEGACY_WRITER = {
 
 
 def create(
+    path: str,
     spec: ApplySpec,
     rows: pa.Table,
     version: int,
     outcome: str | None,
     configuration: dict[str, str],
+    partition_by: list[str],
+    staged: tuple[dict[str, Any], ...] = (),
+    deletion_vectors: bool = False,
 ) -> None:
-    """The spec's new target on a local filesystem holding ``rows`` with deletion vectors
-    on, made by one commit carrying the batch's marker. Another writer that made it first
-    is a lost race (nothing of this one is then in its log)."""
-    path = spec.target
+    """A new table at ``path`` (local) holding ``rows`` and the files the tasks ``staged``
+    into it (with ``deletion_vectors`` on), made by one commit carrying the batch's marker:
+    delta-rs' protocol and metadata for the rows' schema and ``configuration``, the files'
+    add actions. Another writer that made it first is a lost race (nothing of this one is
+    then in its log)."""
     with tables.refusing_properties(path):
         os.makedirs(path, exist_ok=True)
-        actions = staging.stage(
-            path, by_key(rows, spec.keys), list(spec.partition_cols), configuration
-        )
+        actions = staging.stage(path, by_key(rows, spec.keys), partition_by, configuration)
     pending = committer.PendingCommit("CREATE TABLE AS SELECT", -1)
     for action in actions:
-        if "protocol" in action:
+        if "protocol" in action and deletion_vectors:
             pending.actions.append({"protocol": _with_deletion_vectors(action["protocol"])})
-        elif "metaData" in action:
+        elif "metaData" in action and deletion_vectors:
             metadata = action["metaData"]
             settings = {**metadata.get("configuration", {}), DELETION_VECTORS_PROPERTY: "true"}
             pending.actions.append({"metaData": {**metadata, "configuration": settings}})
-        elif "add" in action:
+        elif any(kind in action for kind in ("protocol", "metaData", "add")):
             pending.actions.append(action)
+    pending.actions.extend({"add": add} for add in staged)
     _of_batch(pending, spec, version, outcome)
     if committer.try_commit(path, pending) is None:
         problem = "it made the table first"
         raise error("APPLY_CHANGES.CONCURRENT_WRITE", path=path, problem=problem)
+
+
+def replace_all(
+    table: Any,
+    spec: ApplySpec,
+    version: int | None,
+    outcome: str | None,
+    staged: tuple[dict[str, Any], ...],
+) -> None:
+    """One commit carrying the batch's marker: every file of ``table`` (local) removed
+    (with its deletion vector) and the files the tasks ``staged`` added, a full refresh's
+    first batch. Another writer's commit since the table was read is a lost race: the
+    refresh is refused, not made again over it."""
+    log = DeltaLog(table.table_uri, dict(spec.storage_options) or None)
+    read_version = table.version()
+    paths = tables.add_actions(table, flatten=False).column("path").to_pylist()
+    held = current_adds(log, read_version, {unquote(p) for p in paths})
+    now = int(time.time() * 1000)
+    pending = committer.PendingCommit("WRITE", read_version)
+    pending.actions.extend({"remove": _removed(add, now)} for add in held.values())
+    pending.actions.extend({"add": add} for add in staged)
+    if version is not None:
+        _of_batch(pending, spec, version, outcome)
+    committed = committer.try_commit(table.table_uri, pending)
+    if committed is None:
+        problem = "another writer committed while the refresh was written"
+        raise error("APPLY_CHANGES.CONCURRENT_WRITE", path=table.table_uri, problem=problem)
+    _checkpoint_when_due(table, committed)
 
 
 def _with_deletion_vectors(protocol: dict[str, Any]) -> dict[str, Any]:

@@ -82,23 +82,42 @@ class DeltaFormat:
         return state_table.rows_of(state, spec, keys, earliest, buckets)
 
     def stage(
-        self, spec: ApplySpec, found: Tables, resolution: Resolution
+        self,
+        spec: ApplySpec,
+        found: Tables,
+        resolution: Resolution,
+        schemas: tuple[pa.Schema, pa.Schema],
+        rebuilds: bool,
     ) -> tuple[Resolution, Staged]:
-        """A task's rows written where the commit will only name them (``staging``): the
-        target's new rows when the target takes direct commits, the state's when its
-        schema holds them, each on a local filesystem."""
+        """A task's rows written where the commit will only name them (``staging``), each
+        on a local filesystem: the target's new rows when the commit writes them by hand
+        (``direct_commits``: a new target's, a refresh's, or a target's that takes direct
+        commits), the state's when its schema holds them."""
         target, state = found.target, found.state
         rows, state_rows = resolution.rows, resolution.state
         to_target: tuple[dict[str, Any], ...] = ()
         to_state: tuple[dict[str, Any], ...] = ()
         new_rows = inserted(spec, resolution)
-        if target is not None and _commits_directly(target, new_rows):
-            schema = tables.table_schema(target)
-            aligned_rows = by_key(aligned(new_rows, schema), spec.keys)
-            to_target = direct_commits.staged_rows(target, aligned_rows, spec.keys)
-            rows = rows.slice(0, 0)
-        if state is not None and state_rows.num_rows and staging.stages(spec.state):
-            schema, layout = tables.table_schema(state), Layout.of(state)
+        if new_rows.num_rows and staging.stages(spec.target):
+            if target is None and _creates_directly(spec):
+                aligned_rows = by_key(aligned(new_rows, schemas[0]), spec.keys)
+                properties = direct_commits.stats_properties(dict(spec.table_properties))
+                partition_by = list(spec.partition_cols)
+                to_target = staging.staged_files(
+                    spec.target, aligned_rows, partition_by, properties, spec.keys
+                )
+            elif target is not None and _commits_directly(target, new_rows):
+                schema = tables.table_schema(target)
+                aligned_rows = by_key(aligned(new_rows, schema), spec.keys)
+                to_target = direct_commits.staged_rows(target, aligned_rows, spec.keys)
+            if to_target:
+                rows = rows.slice(0, 0)
+        if state_rows.num_rows and staging.stages(spec.state):
+            if state is None:
+                layout = Layout.new(schemas[1], spec.key_buckets)
+                schema = layout.schema(schemas[1])
+            else:
+                schema, layout = tables.table_schema(state), Layout.of(state)
             laid = layout.rows(state_rows)
             if set(laid.column_names) <= set(schema.names):
                 aligned_rows = by_key(aligned(laid, schema), spec.keys)
@@ -123,16 +142,29 @@ class DeltaFormat:
         version: int,
         rows: pa.Table,
         marker: str,
+        staged: Staged,
     ) -> None:
-        """Made with deletion vectors when its properties turn them on and this package
-        can commit them, else by delta-rs. Its properties go to delta-rs without
-        ``delta.enableDeletionVectors``: given it, delta-rs also declares the variant type,
-        which readers without variant support then refuse."""
+        """Made by this package's own commit when the tasks staged its files or its
+        properties turn deletion vectors on (and it can commit here), else by delta-rs.
+        Its properties go to delta-rs without ``delta.enableDeletionVectors``: given it,
+        delta-rs also declares the variant type, which readers without variant support
+        then refuse."""
         properties = {k: v for k, v in spec.table_properties if k != DELETION_VECTORS_PROPERTY}
-        if spec.deletion_vectors and committer.can_commit(spec.target):
-            direct_commits.create(spec, aligned(rows, schema), version, marker, properties)
-            return
         partition_by = list(spec.partition_cols)
+        dv = spec.deletion_vectors and committer.can_commit(spec.target)
+        if staged.target or dv:
+            direct_commits.create(
+                spec.target,
+                spec,
+                aligned(rows, schema),
+                version,
+                marker,
+                properties,
+                partition_by,
+                staged.target,
+                deletion_vectors=dv,
+            )
+            return
         tables.created(spec.target, schema, spec, version, rows, marker, properties, partition_by)
 
     def replace_target(
@@ -144,7 +176,14 @@ class DeltaFormat:
         marker: str,
         staged: Staged,
     ) -> None:
-        tables.overwrite_rows(target, spec, version, rows, marker)  # a refresh stages nothing
+        """By this package's own commit when the tasks staged the rows, else by delta-rs'
+        overwrite."""
+        if staged.target:
+            travelled = aligned(rows, tables.table_schema(target))
+            adds = (*staged.target, *direct_commits.staged_rows(target, travelled, spec.keys))
+            direct_commits.replace_all(target, spec, version, marker, adds)
+        else:
+            tables.overwrite_rows(target, spec, version, rows, marker)
         target.update_incremental()
 
     def change_target(
@@ -192,8 +231,16 @@ class DeltaFormat:
         version: int,
         rows: pa.Table,
         marker: str,
+        staged: Staged,
         memory: Any,
     ) -> None:
+        if staged.state:
+            layout = Layout.new(schema, spec.key_buckets)
+            laid = aligned(layout.rows(rows), layout.schema(schema))
+            direct_commits.create(
+                spec.state, spec, laid, version, marker, {}, layout.partition_by, staged.state
+            )
+            return
         state_table.create(spec, schema, version, rows, memory, marker)
 
     def replace_state(
@@ -203,8 +250,17 @@ class DeltaFormat:
         version: int | None,
         rows: pa.Table,
         marker: str | None,
+        staged: Staged,
         memory: Any,
     ) -> None:
+        if staged.state:
+            layout, schema = Layout.of(state), tables.table_schema(state)
+            laid = by_key(aligned(layout.rows(rows), schema), spec.keys)
+            adds = (*staged.state, *_staged_state(spec, laid, layout))
+            direct_commits.replace_all(state, spec, version, marker, adds)
+            if memory is not None:
+                memory.forget()
+            return
         state_table.overwrite(state, spec, version, rows, memory, marker)
 
     def append_state(
@@ -240,6 +296,35 @@ def _existing(spec: ApplySpec, path: str) -> Any | None:
     if not DeltaTable.is_deltatable(path, storage_options=options):
         return None
     return DeltaTable(path, storage_options=options)
+
+
+# Properties a table this package makes by its own commit takes (delta-rs gives the
+# metadata; nothing of them changes how a data file is written but its statistics).
+_DIRECT_PROPERTIES = frozenset(
+    {
+        DELETION_VECTORS_PROPERTY,
+        "delta.dataSkippingNumIndexCols",
+        "delta.dataSkippingStatsColumns",
+        "delta.checkpointInterval",
+        "delta.logRetentionDuration",
+        "delta.deletedFileRetentionDuration",
+        "delta.appendOnly",
+    }
+)
+
+
+def _creates_directly(spec: ApplySpec) -> bool:
+    """Whether a new target is made by this package's commit of the tasks' files: on a
+    local filesystem, of properties that ask nothing else of its files."""
+    return {k for k, _ in spec.table_properties} <= _DIRECT_PROPERTIES
+
+
+def _staged_state(spec: ApplySpec, laid: pa.Table, layout: Layout) -> tuple[dict[str, Any], ...]:
+    """State rows that reached the commit written as its staged files."""
+    if not laid.num_rows:
+        return ()
+    keyed = (*spec.keys, KEY_HASH, HASH)
+    return staging.staged_files(spec.state, laid, layout.partition_by, keys=keyed)
 
 
 def _commits_directly(target: Any, rows: pa.Table) -> bool:

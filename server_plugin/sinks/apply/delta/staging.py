@@ -139,12 +139,24 @@ def unheld(uri: str, adds: tuple[dict[str, Any], ...]) -> tuple[dict[str, Any], 
 
 
 def discard(uri: str, adds: tuple[dict[str, Any], ...] | list[dict[str, Any]]) -> None:
-    root = committer.local_root(uri)
-    if root is None:
+    """The staged files deleted, and the folders they leave empty up to the table's own
+    (a new table's: its tasks made it), so that a refused batch leaves no folder where
+    there was none."""
+    found = committer.local_root(uri)
+    if found is None:
         return
+    root = os.path.normpath(found)
     for add in adds:
+        path = os.path.normpath(os.path.join(root, unquote(add["path"])))
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(os.path.join(root, unquote(add["path"])))
+            os.unlink(path)
+        folder = os.path.dirname(path)
+        while folder.startswith(root):  # never above the table's folder
+            try:
+                os.rmdir(folder)  # only an empty one
+            except OSError:
+                break
+            folder = os.path.dirname(folder)
 
 
 def append_staged(

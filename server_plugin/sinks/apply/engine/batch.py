@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, NoReturn
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -73,11 +73,13 @@ def apply_batch(
 @dataclass(frozen=True)
 class Share:
     """A task's share of a batch (every change of its keys) resolved in the task: where
-    it read the state (``TableFormat.read_point``; None: no state yet), the batch's schema
-    as the client's plan gave it, its changes and what they change (``apply_shares``
-    commits them)."""
+    it read the state (``TableFormat.read_point``; None: no state yet), whether it
+    resolved it as a full refresh's first batch (against no state: the commit replaces
+    both tables), the batch's schema as the client's plan gave it, its changes and what
+    they change (``apply_shares`` commits them)."""
 
     state: tuple[str, int] | None
+    rebuilds: bool
     schema: pa.Schema
     changes: int
     resolution: Resolution
@@ -86,31 +88,40 @@ class Share:
 
 def resolve_share(tables_format: TableFormat, spec: ApplySpec, batch: pa.Table) -> Share | None:
     """``batch`` (every change of its keys) resolved against the state's rows of its keys,
-    read from the files that hold them (``TableFormat.share_rows``): a task's part of a
-    batch. The rows it writes are staged into the tables where they can be, for the commit
-    to name; nothing is committed. None: the batch rebuilds the state (a full refresh),
-    which its commit resolves whole."""
+    read from the files that hold them (``TableFormat.share_rows``), or against none for a
+    full refresh's first batch: a task's part of a batch. The rows it writes are staged
+    into the tables where they can be, for the commit to name; nothing is committed.
+    None: the commit resolves the batch whole (a refresh that finds one table marked by
+    its writer and not the other, which only the batch's number tells apart)."""
     given = batch.schema
     spec, batch = prepared(spec, batch)
     found = _tables(tables_format, spec, batch.schema)  # refused as the commit would refuse
     state = found.state
-    if binding.refreshing(spec) and (
-        state is None or tables_format.last_batch(state, spec.app_id) is None
-    ):
-        return None  # the commit rebuilds the state, or refuses it deleted by hand
-    if state is None:
-        old, read = state_schema(spec, batch.schema).empty_table(), None
+    rebuilds = False
+    if binding.refreshing(spec):
+        marked = [
+            tables_format.last_batch(t, spec.app_id) for t in (found.target, state) if t is not None
+        ]
+        if any(m is not None for m in marked):
+            if any(m is None for m in marked):
+                return None
+        else:
+            rebuilds = True  # as ``_opened`` finds it: ``binding.rebuilds`` of both
+    read = None if state is None else tables_format.read_point(state)
+    if state is None or rebuilds:
+        old = state_schema(spec, batch.schema).empty_table()
     else:
         first = batch.column(spec.sequence[0])
         earliest = pc.min(first) if supersedes(spec, first.type) else None
         buckets = tables_format.layout(state).buckets_of(batch)
         keys = batch.select(list(spec.keys))
         old = tables_format.share_rows(state, spec, keys, earliest, buckets)
-        read = tables_format.read_point(state)
     resolution = resolve(changes_of(spec, batch, old), spec, now())
     if found.target is not None:  # refused here: what is staged no longer travels
         check_not_null(tables_format.schema(found.target), spec, inserted(spec, resolution))
-    return Share(read, given, batch.num_rows, *tables_format.stage(spec, found, resolution))
+    schemas = (target_schema(spec, batch.schema), state_schema(spec, batch.schema))
+    staged = tables_format.stage(spec, found, resolution, schemas, rebuilds)
+    return Share(read, rebuilds, given, batch.num_rows, *staged)
 
 
 def apply_shares(
@@ -151,15 +162,21 @@ def joined(
     spec: ApplySpec, shares: list[Share], read: tuple[str, int] | None, rebuilds_state: bool
 ) -> tuple[Resolution, Staged]:
     """The tasks' shares as one resolution, and the files they staged: the tasks resolved
-    disjoint keys against the state as the commit finds it (``read``), else another writer
-    committed since and the batch is refused whole (as it is when the commit rebuilds the
-    state)."""
-    if rebuilds_state or any(s.state != read for s in shares):
-        raise error(
-            "APPLY_CHANGES.CONCURRENT_WRITE",
-            path=spec.state,
-            problem="another writer committed to the state while the batch was resolved",
-        )
+    disjoint keys against the state as the commit finds it (``read``), as a refresh's
+    first batch when the commit finds it one, else another writer committed since and the
+    batch is refused whole."""
+    whole = combined(spec, shares)
+    if whole.state != read or whole.rebuilds != rebuilds_state:
+        _refuse_moved_state(spec)
+    return whole.resolution, whole.staged
+
+
+def combined(spec: ApplySpec, shares: list[Share]) -> Share:
+    """Shares of disjoint keys (the tasks', or one task's parts) as one, resolved against
+    one state (else another writer committed to it meanwhile: refused whole)."""
+    first = shares[0]
+    if any(s.state != first.state or s.rebuilds != first.rebuilds for s in shares):
+        _refuse_moved_state(spec)
     parts = [s.resolution for s in shares]
     resolution = Resolution(
         replaced=pa.concat_tables([p.replaced for p in parts]),
@@ -169,7 +186,17 @@ def joined(
         kept=pa.concat_tables([p.kept for p in parts]),
         keys=sum(p.keys for p in parts),
     )
-    return resolution, Staged.joined([s.staged for s in shares])
+    staged = Staged.joined([s.staged for s in shares])
+    changes = sum(s.changes for s in shares)
+    return Share(first.state, first.rebuilds, first.schema, changes, resolution, staged)
+
+
+def _refuse_moved_state(spec: ApplySpec) -> NoReturn:
+    raise error(
+        "APPLY_CHANGES.CONCURRENT_WRITE",
+        path=spec.state,
+        problem="another writer committed to the state while the batch was resolved",
+    )
 
 
 @dataclass(frozen=True)
@@ -298,7 +325,8 @@ def _committed(
     target, state = found.target, found.state
     if target is None:
         rows = inserted(spec, resolution)
-        tables_format.create_target(spec, found, opened.target_schema, version, rows, marker)
+        schema = opened.target_schema
+        tables_format.create_target(spec, found, schema, version, rows, marker, staged)
     elif opened.rebuilds_target:  # one commit replacing every row: older versions stay
         rows = inserted(spec, resolution)
         check_not_null(tables_format.schema(target), spec, rows)
@@ -311,11 +339,12 @@ def _committed(
     # The state's commit names its target.
     marker = tables_format.identity(tables_format.target_after(spec, found)).within(marker)
     if state is None:
-        schema = opened.state_schema
-        tables_format.create_state(spec, found, schema, version, resolution.state, marker, memory)
+        schema, rows = opened.state_schema, resolution.state
+        tables_format.create_state(spec, found, schema, version, rows, marker, staged, memory)
         return outcome
     if resolution.truncated or opened.rebuilds_state:
-        tables_format.replace_state(spec, state, version, resolution.state, marker, memory)
+        rows = resolution.state
+        tables_format.replace_state(spec, state, version, rows, marker, staged, memory)
     else:
         rows = resolution.state
         tables_format.append_state(spec, state, version, rows, marker, staged, memory)
@@ -345,4 +374,4 @@ def _compact(
         return
     stored = tables_format.state_rows(state, spec, None, memory)
     compacted = compacted_state(spec, schema, stored)
-    tables_format.replace_state(spec, state, None, compacted, None, memory)
+    tables_format.replace_state(spec, state, None, compacted, None, NOTHING, memory)

@@ -112,10 +112,18 @@ class TableFormat(Protocol):
 
     # Files the tasks write before the commit names them.
     def stage(
-        self, spec: ApplySpec, tables: Tables, resolution: Resolution
+        self,
+        spec: ApplySpec,
+        tables: Tables,
+        resolution: Resolution,
+        schemas: tuple[pa.Schema, pa.Schema],
+        rebuilds: bool,
     ) -> tuple[Resolution, Staged]:
         """A task's rows written as files of the tables where they can be, for the
-        commit to add; what is staged is left out of the resolution returned."""
+        commit to add; what is staged is left out of the resolution returned.
+        ``schemas``: the target's and the state's for the batch, should the commit make
+        them; ``rebuilds``: the batch is a full refresh's first (the commit replaces
+        every row of both tables)."""
         ...
 
     def discard(self, spec: ApplySpec, staged: Staged, held: bool) -> None:
@@ -132,8 +140,10 @@ class TableFormat(Protocol):
         version: int,
         rows: pa.Table,
         marker: str,
+        staged: Staged,
     ) -> None:
-        """The target made by its first commit, holding ``rows``."""
+        """The target made by its first commit, holding ``rows`` and the ``staged``
+        files."""
         ...
 
     def replace_target(
@@ -175,10 +185,11 @@ class TableFormat(Protocol):
         version: int,
         rows: pa.Table,
         marker: str,
+        staged: Staged,
         memory: Any,
     ) -> None:
-        """The state made by its first commit, holding ``rows``, laid out by key bucket
-        when the client planned the batch (``buckets``)."""
+        """The state made by its first commit, holding ``rows`` and the ``staged``
+        files, laid out by key bucket when the client planned the batch (``buckets``)."""
         ...
 
     def replace_state(
@@ -188,9 +199,11 @@ class TableFormat(Protocol):
         version: int | None,
         rows: pa.Table,
         marker: str | None,
+        staged: Staged,
         memory: Any,
     ) -> None:
-        """The state's rows replaced by ``rows`` (a truncate, a refresh, a compaction)."""
+        """The state's rows replaced by ``rows`` and the ``staged`` files (a truncate, a
+        refresh, a compaction)."""
         ...
 
     def append_state(

@@ -86,11 +86,19 @@ class IcebergFormat:
         return state_table.rows_of(state, spec, keys, buckets, earliest)
 
     def stage(
-        self, spec: ApplySpec, found: Tables, resolution: Resolution
+        self,
+        spec: ApplySpec,
+        found: Tables,
+        resolution: Resolution,
+        schemas: tuple[pa.Schema, pa.Schema],
+        rebuilds: bool,
     ) -> tuple[Resolution, Staged]:
         """A task's rows written as data files of the tables (which exist: a table's first
         commit makes it): the target's new rows when they bring no new column (a schema
-        change is the commit's), the state's rows."""
+        change is the commit's), the state's rows. A refresh's rows travel: its commit
+        writes both tables whole."""
+        if rebuilds:
+            return resolution, Staged()
         target, state = found.target, found.state
         rows, state_rows = resolution.rows, resolution.state
         new_rows = inserted(spec, resolution)
@@ -122,6 +130,7 @@ class IcebergFormat:
         version: int,
         rows: pa.Table,
         marker: str,
+        staged: Staged,
     ) -> None:
         properties = dict(spec.table_properties)
         tables.created(
@@ -175,6 +184,7 @@ class IcebergFormat:
         version: int,
         rows: pa.Table,
         marker: str,
+        staged: Staged,
         memory: Any,
     ) -> None:
         state_table.create(found.catalog, spec, schema, version, rows, marker)
@@ -186,6 +196,7 @@ class IcebergFormat:
         version: int | None,
         rows: pa.Table,
         marker: str | None,
+        staged: Staged,
         memory: Any,
     ) -> None:
         state_table.overwrite(state, spec, version, rows, marker)

@@ -1,0 +1,99 @@
+"""Rows more than a Python worker should hold at once, split by a part number into files
+on Spark's local disk and read back one part at a time: how a source's task resolves a
+large commit (``changefeed.resolving_reader``) and how the apply sink's task resolves a
+large share of a batch (``sinks.apply.sink``), each holding one part at a time.
+
+Parts are uncompressed Arrow IPC read back through a memory map, without a copy: a 125 MB
+share of the 50-column benchmark commit spilled in two parts took 1.00 s to read and
+resolve, against 1.19 s with lz4 and 0.87 s unspilled.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+
+import numpy as np
+import pyarrow as pa
+from spark_cdc.server_plugin.arrow_types import from_numpy
+
+
+def spilled(
+    batches: Iterable[tuple[pa.RecordBatch, np.ndarray | None]], schema: pa.Schema, parts: int
+) -> Iterator[pa.Table]:
+    """The batches as one table, or, split into their ``parts`` written to local disk, as
+    one table per part (each batch comes with its rows' parts, ascending)."""
+    if parts <= 1:
+        collected = [batch for batch, _ in batches]
+        if collected:
+            yield pa.Table.from_batches(collected, schema=schema)
+        return
+    with tempfile.TemporaryDirectory(prefix="spark_cdc_", dir=_local_dir()) as folder:
+        paths = [os.path.join(folder, f"part-{i}.arrow") for i in range(parts)]
+        writers = [pa.ipc.new_file(path, schema) for path in paths]
+        try:
+            for batch, part in batches:
+                assert part is not None  # with parts > 1 every batch comes split
+                ends = np.searchsorted(part, np.arange(1, parts + 1))
+                for index, (start, end) in enumerate(zip([0, *ends[:-1]], ends, strict=True)):
+                    if end > start:
+                        writers[index].write_batch(batch.slice(start, end - start))
+        finally:
+            for writer in writers:
+                writer.close()
+        for path in paths:
+            with pa.memory_map(path) as source:
+                table = pa.ipc.open_file(source).read_all()
+            if table.num_rows:
+                yield table
+            del table
+            os.remove(path)
+
+
+def in_parts(
+    batches: Iterable[pa.RecordBatch],
+    part_of: Callable[[pa.RecordBatch], np.ndarray],
+    parts: int,
+    most_bytes: int,
+) -> Iterator[pa.Table]:
+    """The batches as one table while they hold at most ``most_bytes``; past that, every
+    batch split by ``part_of`` (a part in ``[0, parts)`` for each row) and spilled, one
+    table per part."""
+    held: deque[pa.RecordBatch] = deque()
+    size = 0
+    rest = iter(batches)
+    for batch in rest:
+        held.append(batch)
+        size += batch.nbytes
+        if size > most_bytes:
+            schema = held[0].schema
+            yield from spilled(_split(_drained(held, rest), part_of), schema, parts)
+            return
+    if held:
+        yield pa.Table.from_batches(held, schema=held[0].schema)
+
+
+def _drained(
+    held: deque[pa.RecordBatch], rest: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """The held batches, each let go once handed on, then the rest."""
+    while held:
+        yield held.popleft()
+    yield from rest
+
+
+def _split(
+    batches: Iterable[pa.RecordBatch], part_of: Callable[[pa.RecordBatch], np.ndarray]
+) -> Iterator[tuple[pa.RecordBatch, np.ndarray]]:
+    for batch in batches:
+        part = part_of(batch)
+        order = np.argsort(part, kind="stable")
+        yield batch.take(from_numpy(order)), part[order]
+
+
+def _local_dir() -> str | None:
+    """Spark's local directories (set for its Python workers), else the system's."""
+    found = os.environ.get("SPARK_LOCAL_DIRS", "").split(",")[0].strip()
+    return found if found and os.path.isdir(found) else None
