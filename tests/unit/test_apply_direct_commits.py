@@ -7,6 +7,7 @@ snapshot; and what this path cannot keep goes to delta-rs' MERGE. The model test
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import tempfile
 from pathlib import Path
@@ -25,7 +26,13 @@ from spark_cdc.server_plugin.sinks.apply.task import apply_batch
 
 from tests.support import duckdb_tables
 from tests.support.apply_model import Change
-from tests.support.apply_targets import prepared, read_table, sorted_rows, spec_for
+from tests.support.apply_targets import (
+    applied_in_tasks,
+    prepared,
+    read_table,
+    sorted_rows,
+    spec_for,
+)
 
 FIRST = [Change((k,), (1,), "upsert", {"a": k, "b": "x"}) for k in range(1, 5)]
 SCHEMA = pa.schema([("id", pa.int64()), ("a", pa.int64()), ("b", pa.string())])
@@ -314,3 +321,54 @@ def test_a_lost_race_to_make_a_target_with_deletion_vectors_is_a_concurrent_writ
         assert [next(iter(a)) for c in _commits(spec.target) for a in c if "txn" in a] == []
         assert DeltaTable(spec.target).version() == 0
     assert refused.value.condition == "APPLY_CHANGES.CONCURRENT_WRITE"
+
+
+@pytest.mark.parametrize("scd_type", [1, 2])
+@pytest.mark.parametrize(
+    ("properties", "partition_cols"), [({}, ()), ({}, ("b",)), (DELETION_VECTORS, ())]
+)
+def test_tables_the_tasks_write_open_in_every_reader(
+    scd_type: int, properties: dict[str, str], partition_cols: tuple[str, ...]
+) -> None:
+    """A first load resolved by two tasks makes each table by one commit of this package
+    naming the tasks' files (delta-rs' protocol and metadata: reader 1 / writer 2, or 3 / 7
+    with deletion vectors; the properties and partitions asked for); a full refresh by
+    the tasks is one commit per table removing every file and adding the new ones. Every
+    version opens in deltalake (without deletion vectors, which its reads refuse), polars
+    and DuckDB with the engine's rows."""
+    feed = [Change((k,), (1,), "upsert", {"a": k, "b": "xy"[k % 2]}) for k in range(1, 41)]
+    again = feed[5:30]
+    with tempfile.TemporaryDirectory() as folder:
+        spec = spec_for(
+            folder,
+            scd_type,
+            table_properties=properties,
+            partition_cols=partition_cols,
+            key_buckets=2,
+        )
+        applied_in_tasks(spec, feed, 0, 2, hashed=True)
+        for path in (spec.target, spec.state):
+            (commit,) = _commits(path)
+            assert commit[0]["commitInfo"]["engineInfo"] == committer.ENGINE_INFO
+            assert any("add" in a for a in commit)
+        table = DeltaTable(spec.target)
+        protocol = table.protocol()
+        expected = (3, 7) if properties else (1, 2)
+        assert (protocol.min_reader_version, protocol.min_writer_version) == expected
+        assert table.metadata().partition_columns == list(partition_cols)
+        assert table.metadata().configuration == properties
+        first_files = _files(spec.target)
+        refresh = dataclasses.replace(spec, full_refresh=True, app_id="refresh-writer")
+        applied_in_tasks(refresh, again, 0, 2, hashed=True)
+        commit = _commits(spec.target)[-1]
+        assert {a["remove"]["path"] for a in commit if "remove" in a} == first_files
+        assert len(_commits(spec.state)) == 2
+        ours = read_table(spec.target)
+        assert ours.num_rows == len(again)
+        for version, rows in ((0, len(feed)), (1, len(again))):
+            if not properties:  # deltalake's reads refuse the deletionVectors feature
+                assert DeltaTable(spec.target, version=version).to_pyarrow_table().num_rows == rows
+            assert polars.read_delta(spec.target, version=version).height == rows
+        assert len(DeltaTable(spec.target).history()) == 2
+        theirs = duckdb_tables.delta_rows(spec.target)
+        assert sorted_rows(theirs.cast(ours.schema).select(ours.column_names)) == sorted_rows(ours)
