@@ -337,6 +337,7 @@ RENDERERS: dict[str, Callable[[], str]] = {
     "bench-envelopes": lambda: _with_medians("envelopes", "seconds (median)"),
     "bench-envelopes-line": bench_envelopes_line,
     "bench-snapshot-medians": lambda: _with_medians("snapshot", "seconds (median)"),
+    "bench-first-load": lambda: bench_of("first_load"),
 }
 
 

@@ -111,7 +111,7 @@ class DeltaFormat:
                 aligned_rows = by_key(aligned(new_rows, schema), spec.keys)
                 to_target = direct_commits.staged_rows(target, aligned_rows, spec.keys)
             if to_target:
-                rows = rows.slice(0, 0)
+                rows = rows.schema.empty_table()  # a slice would hold the rows
         if state_rows.num_rows and staging.stages(spec.state):
             if state is None:
                 layout = Layout.new(schemas[1], spec.key_buckets)
@@ -125,7 +125,7 @@ class DeltaFormat:
                 to_state = staging.staged_files(
                     spec.state, aligned_rows, layout.partition_by, keys=keyed
                 )
-                state_rows = state_rows.slice(0, 0)
+                state_rows = state_rows.schema.empty_table()
         count = new_rows.num_rows if to_target else 0  # else the rows travel: the commit counts
         resolved = dataclasses.replace(resolution, rows=rows, state=state_rows)
         return resolved, Staged(to_target, to_state, count)

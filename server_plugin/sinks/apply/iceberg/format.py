@@ -109,12 +109,12 @@ class IcebergFormat:
         ):
             to_target = state_table.data_files(target, spec, new_rows)
             keys = pc.unique(new_rows.column(spec.keys[0]).combine_chunks())
-            rows = rows.slice(0, 0)
+            rows = rows.schema.empty_table()  # a slice would hold the rows
         to_state: tuple[Any, ...] = ()
         if state is not None and state_rows.num_rows:
             laid = state_table.layout(state).rows(state_rows)
             to_state = state_table.data_files(state, spec, laid)
-            state_rows = state_rows.slice(0, 0)
+            state_rows = state_rows.schema.empty_table()
         count = new_rows.num_rows if to_target else 0  # else the rows travel: the commit counts
         resolved = dataclasses.replace(resolution, rows=rows, state=state_rows)
         return resolved, Staged(to_target, to_state, count, keys)
