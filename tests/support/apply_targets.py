@@ -150,6 +150,7 @@ def applied_in_tasks(
     own), then the sink's commit of the messages."""
     import dataclasses
 
+    from spark_cdc.server_plugin.sinks.apply import messages as task_messages
     from spark_cdc.server_plugin.sinks.apply import sink
 
     def task(change: Change) -> int:
@@ -158,7 +159,7 @@ def applied_in_tasks(
     planned = dataclasses.replace(spec, partitioned_by_key=True)
     held = 0 if spilled else 1 << 30
     messages = [
-        sink._task_message(planned, iter(prepared(share, hashed).to_batches(2)), held)
+        task_messages.task_message(planned, iter(prepared(share, hashed).to_batches(2)), held)
         for share in ([c for c in changes if task(c) == t] for t in range(tasks))
     ]
     sink._applied(planned, messages, version, None)

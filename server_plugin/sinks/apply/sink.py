@@ -32,7 +32,6 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import (
@@ -48,12 +47,16 @@ from spark_cdc.server_plugin.cdc_options import option
 from spark_cdc.server_plugin.dependencies import DELTALAKE, PYICEBERG, require
 from spark_cdc.server_plugin.errors import error
 from spark_cdc.server_plugin.sinks.apply.engine.spec import ICEBERG, ApplySpec
+from spark_cdc.server_plugin.sinks.apply.messages import (
+    ResolvedChanges,
+    rows_of,
+    shares,
+    task_message,
+    unstaged,
+)
 
 if TYPE_CHECKING:  # the engine loads where a batch is written or committed (module docstring)
-    import numpy as np
     import pyarrow as pa
-    from spark_cdc.server_plugin.sinks.apply.engine.batch import Share
-    from spark_cdc.server_plugin.sinks.apply.engine.staged import Staged
 
 SINK_NAME = "spark_cdc_apply"
 SPEC_OPTION = "spec"
@@ -104,73 +107,6 @@ def spec_from_options(options: Mapping[str, str]) -> ApplySpec:
             )
         )
     return ApplySpec(**described)
-
-
-@dataclass
-class StagedChanges(WriterCommitMessage):
-    """One task's partition of the prepared feed, as a compressed Arrow IPC stream."""
-
-    data: bytes
-    rows: int
-
-
-@dataclass
-class ResolvedChanges(WriterCommitMessage):
-    """One task's ``batch.Share``: its tables as compressed Arrow IPC streams, and the
-    files it staged into the tables."""
-
-    state: tuple[str, int] | None
-    rebuilds: bool
-    schema: bytes
-    changes: int
-    keys: int
-    tables: tuple[bytes, bytes, bytes, bytes]  # replaced, rows, state, kept
-    staged: Staged
-
-
-def _message(share: Share) -> ResolvedChanges:
-    """A task's ``Share`` as its commit message."""
-    parts = share.resolution
-    return ResolvedChanges(
-        share.state,
-        share.rebuilds,
-        share.schema.serialize().to_pybytes(),
-        share.changes,
-        parts.keys,
-        (_ipc(parts.replaced), _ipc(parts.rows), _ipc(parts.state), _ipc(parts.kept)),
-        share.staged,
-    )
-
-
-def _shares(messages: list[Any]) -> list[Share]:
-    import pyarrow as pa
-    from spark_cdc.server_plugin.sinks.apply.engine.batch import Share
-    from spark_cdc.server_plugin.sinks.apply.engine.history import Resolution
-
-    shares = []
-    for m in messages:
-        if isinstance(m, ResolvedChanges):
-            replaced, rows, state, kept = (_table(data) for data in m.tables)
-            resolution = Resolution(replaced, rows, state, False, kept, m.keys)
-            schema = pa.ipc.read_schema(pa.py_buffer(m.schema))
-            shares.append(Share(m.state, m.rebuilds, schema, m.changes, resolution, m.staged))
-    return shares
-
-
-def _ipc(table: pa.Table) -> bytes:
-    import pyarrow as pa
-
-    sink = pa.BufferOutputStream()
-    options = pa.ipc.IpcWriteOptions(compression="zstd")
-    with pa.ipc.new_stream(sink, table.schema, options=options) as stream:
-        stream.write_table(table)
-    return sink.getvalue().to_pybytes()
-
-
-def _table(data: bytes) -> pa.Table:
-    import pyarrow as pa
-
-    return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
 
 
 class ApplyChangesSink(DataSource):
@@ -226,79 +162,22 @@ def _required_spec(options: Mapping[str, str]) -> ApplySpec:
     return spec
 
 
-# A task holds its share of a batch whole up to this many bytes of rows (its resolving
-# takes about ten times as much); past it, the share is spilled to local disk in
-# ``_PARTS`` parts by key and each part resolved on its own (``spill``): 16 parts keep a
-# 2 GB share (50M rows of four columns) under 2 GB of memory.
-_HELD_BYTES = 128 << 20
-_PART_BITS = 4
-_PARTS = 1 << _PART_BITS
-
-
-def _task_message(
-    spec: ApplySpec, batches: Iterator[pa.RecordBatch], held_bytes: int = _HELD_BYTES
-) -> WriterCommitMessage:
-    """A task's message: its share resolved when the plan partitioned the feed by key
-    (part by part past ``held_bytes``), else its rows, for the commit to resolve (a feed
-    with truncates: each needs every key; a refresh that found one table marked by its
-    writer and not the other)."""
-    from spark_cdc.server_plugin.sinks.apply.engine.batch import combined
-    from spark_cdc.server_plugin.sinks.apply.task import resolved
-    from spark_cdc.server_plugin.spill import in_parts
-
-    if not spec.partitioned_by_key:
-        return _rows_message(list(batches))
-    parts = in_parts(batches, _part_of, _PARTS, held_bytes)
-    shares = []
-    for rows in parts:
-        share = resolved(spec, rows)
-        if share is None:  # the commit resolves the batch whole: every row travels
-            return _rows_message([b for t in (rows, *parts) for b in t.to_batches()])
-        shares.append(share)
-    if not shares:
-        return StagedChanges(b"", 0)
-    return _message(combined(spec, shares) if len(shares) > 1 else shares[0])
-
-
-def _rows_message(batches: list[pa.RecordBatch]) -> StagedChanges:
-    import pyarrow as pa
-
-    if not sum(b.num_rows for b in batches):
-        return StagedChanges(b"", 0)
-    rows = pa.Table.from_batches(batches)
-    return StagedChanges(_ipc(rows), rows.num_rows)
-
-
-def _part_of(batch: pa.RecordBatch) -> np.ndarray:
-    """Each row's part of a spilled share, from its key's hash (the task's share is the
-    hash modulo the tasks: the part mixes all its bits, Fibonacci hashing); one part for
-    a batch without key hashes."""
-    import numpy as np
-    from spark_cdc.server_plugin.arrow_types import to_numpy
-    from spark_cdc.server_plugin.sinks.apply.engine.spec import KEY_HASH
-
-    if KEY_HASH not in batch.schema.names:
-        return np.zeros(batch.num_rows, np.uint64)
-    hashes = to_numpy(batch.column(KEY_HASH)).astype(np.uint32).astype(np.uint64)
-    return ((hashes * 2654435769) & 0xFFFFFFFF) >> (32 - _PART_BITS)
-
-
 def _applied(spec: ApplySpec, messages: list[Any], version: int, memory: Any) -> None:
     """The batch applied once every task succeeded: the tasks' shares committed, or their
     rows resolved and committed here."""
     from spark_cdc.server_plugin.sinks.apply.task import applied
 
-    shares = _shares(messages)
-    table = _unstaged(messages)
-    if shares and table is not None:  # tasks that found the tables in two states
+    found = shares(messages)
+    table = unstaged(messages)
+    if found and table is not None:  # tasks that found the tables in two states
         _discarded(spec, messages)
         raise error(
             "APPLY_CHANGES.CONCURRENT_WRITE",
             path=spec.state,
             problem="another writer changed the tables while the batch's tasks read them",
         )
-    if shares:
-        applied(spec, version, shares=shares)
+    if found:
+        applied(spec, version, shares=found)
         return
     if table is not None:
         applied(spec, version, table=table, memory=memory)
@@ -314,25 +193,6 @@ def _discarded(spec: ApplySpec, messages: list[Any]) -> None:
             table_format(spec).discard(spec, message.staged, held=False)
 
 
-def _rows_of(messages: list[Any]) -> list[Any]:
-    """The messages of tasks that had rows (their own or resolved)."""
-    return [
-        m
-        for m in messages
-        if isinstance(m, ResolvedChanges) or (isinstance(m, StagedChanges) and m.rows)
-    ]
-
-
-def _unstaged(messages: list[Any]) -> pa.Table | None:
-    """The batch's rows from every task's message (None: no rows)."""
-    import pyarrow as pa
-
-    tables = [_table(m.data) for m in messages if isinstance(m, StagedChanges) and m.rows]
-    if not tables:
-        return None
-    return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
-
-
 class BatchApplier(DataSourceArrowWriter):
     """A batch DataFrame applied once, as this writer's batch 0 (a snapshot's: its
     version)."""
@@ -342,10 +202,10 @@ class BatchApplier(DataSourceArrowWriter):
         self.schema = schema
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-        return _task_message(self.spec, iterator)
+        return task_message(self.spec, iterator)
 
     def commit(self, messages: list[Any]) -> None:
-        if self.spec.snapshot_version is not None and not _rows_of(messages):
+        if self.spec.snapshot_version is not None and not rows_of(messages):
             # A snapshot that changes nothing is applied all the same: its version is
             # recorded, so that the next one is compared with it.
             from spark_cdc.server_plugin.arrow_types import arrow_schema
@@ -385,7 +245,7 @@ class StreamApplier(DataSourceStreamWriter, DataSourceArrowWriter):
         self.spec = spec
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-        return _task_message(self.spec, iterator)
+        return task_message(self.spec, iterator)
 
     # A stream writer's commit and abort take the batch id (DataSourceStreamWriter's).
     def commit(self, messages: list[Any], batchId: int) -> None:  # type: ignore[override]
