@@ -121,7 +121,7 @@ def task_message(
         shares.append(share)
     if not shares:
         return StagedChanges(b"", 0)
-    return _message(combined(spec, shares) if len(shares) > 1 else shares[0])
+    return _message(combined(spec, shares))
 
 
 def _rows_message(batches: list[pa.RecordBatch]) -> StagedChanges:

@@ -120,11 +120,7 @@ class DeltaFormat:
                 schema, layout = tables.table_schema(state), Layout.of(state)
             laid = layout.rows(state_rows)
             if set(laid.column_names) <= set(schema.names):
-                aligned_rows = by_key(aligned(laid, schema), spec.keys)
-                keyed = (*spec.keys, KEY_HASH, HASH)  # a value per key or row: no dictionary
-                to_state = staging.staged_files(
-                    spec.state, aligned_rows, layout.partition_by, keys=keyed
-                )
+                to_state = _staged_state(spec, laid, layout, schema)
                 state_rows = state_rows.schema.empty_table()
         count = new_rows.num_rows if to_target else 0  # else the rows travel: the commit counts
         resolved = dataclasses.replace(resolution, rows=rows, state=state_rows)
@@ -255,8 +251,7 @@ class DeltaFormat:
     ) -> None:
         if staged.state:
             layout, schema = Layout.of(state), tables.table_schema(state)
-            laid = by_key(aligned(layout.rows(rows), schema), spec.keys)
-            adds = (*staged.state, *_staged_state(spec, laid, layout))
+            adds = (*staged.state, *_staged_state(spec, layout.rows(rows), layout, schema))
             direct_commits.replace_all(state, spec, version, marker, adds)
             if memory is not None:
                 memory.forget()
@@ -314,17 +309,22 @@ _DIRECT_PROPERTIES = frozenset(
 
 
 def _creates_directly(spec: ApplySpec) -> bool:
-    """Whether a new target is made by this package's commit of the tasks' files: on a
-    local filesystem, of properties that ask nothing else of its files."""
+    """Whether a new target can be made by this package's commit of the tasks' files:
+    its properties ask nothing else of its files (the tasks stage only on a local
+    filesystem, ``staging.stages``)."""
     return {k for k, _ in spec.table_properties} <= _DIRECT_PROPERTIES
 
 
-def _staged_state(spec: ApplySpec, laid: pa.Table, layout: Layout) -> tuple[dict[str, Any], ...]:
-    """State rows that reached the commit written as its staged files."""
+def _staged_state(
+    spec: ApplySpec, laid: pa.Table, layout: Layout, schema: pa.Schema
+) -> tuple[dict[str, Any], ...]:
+    """State rows, as ``layout`` lays them out, written as staged files of a state of
+    ``schema``, ordered by key."""
     if not laid.num_rows:
         return ()
-    keyed = (*spec.keys, KEY_HASH, HASH)
-    return staging.staged_files(spec.state, laid, layout.partition_by, keys=keyed)
+    rows = by_key(aligned(laid, schema), spec.keys)
+    keyed = (*spec.keys, KEY_HASH, HASH)  # a value per key or row: no dictionary
+    return staging.staged_files(spec.state, rows, layout.partition_by, keys=keyed)
 
 
 def _commits_directly(target: Any, rows: pa.Table) -> bool:
