@@ -28,8 +28,9 @@ from spark_cdc.apply import (
     planned,
     tables_spec,
 )
-from spark_cdc.rewrite.apply_plan import _quoted, column_names, plan_apply
+from spark_cdc.rewrite.apply_plan import column_names, plan_apply
 from spark_cdc.rewrite.errors import cdc_error
+from spark_cdc.rewrite.names import quoted
 from spark_cdc.rewrite.server_code import make_available, server_parallelism
 from spark_cdc.rewrite.snapshot_diff import snapshot_changes
 from spark_cdc.server_plugin.sinks.apply.engine.binding import REFRESH
@@ -161,7 +162,7 @@ def apply_changes_from_snapshot(
         after = snapshot
         _check_columns(snapshot, keys, column_list, except_column_list)
         if column_list:
-            after = after.select(*[F.col(_quoted(c)) for c in column_list])
+            after = after.select(*[F.col(quoted(c)) for c in column_list])
         elif except_column_list:
             after = after.drop(*except_column_list)
         changes = snapshot_changes(

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from spark_cdc.rewrite.errors import cdc_error
+from spark_cdc.rewrite.names import quoted
 from spark_cdc.server_plugin.sinks.apply.engine.spec import (
     DELETE,
     DELETION_VECTORS_PROPERTY,
@@ -97,7 +98,7 @@ def plan_apply(
     if changelog:
         feed = feed.filter(F.col(CHANGE_TYPE) != "update_preimage")
     prepared = feed.select(
-        *[F.col(_quoted(c)) for c in columns],
+        *[F.col(quoted(c)) for c in columns],
         *[part.alias(sequence_column(i)) for i, part in enumerate(sequence)],
         op.cast("tinyint").alias(OP),
         F.hash(*_hashed(schema, keys)).alias(KEY_HASH),
@@ -255,7 +256,7 @@ def _sequence(sequence_by: Any, names: list[str]) -> tuple[list[Any], list[str]]
         sequence_by = [sequence_by]
     if isinstance(sequence_by, (list, tuple)):
         parts = column_names("sequence_by", sequence_by, names, required=True)
-        return [F.col(_quoted(p)) for p in parts], parts
+        return [F.col(quoted(p)) for p in parts], parts
     if hasattr(sequence_by, "alias"):  # a Column
         return [sequence_by], ["sequence"]
     raise cdc_error(
@@ -282,12 +283,8 @@ def _hashed(schema: StructType, keys: list[str]) -> list[Column]:
 
     columns = []
     for key in keys:
-        column = F.col(_quoted(key))
+        column = F.col(quoted(key))
         if isinstance(schema[key].dataType, StringType):
             column = column.cast("binary")
         columns.append(column)
     return columns
-
-
-def _quoted(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"

@@ -70,3 +70,8 @@ HELPERS = (
 def row_id_helper(index: int) -> str:
     """The streaming key column for the row id's ``index``-th part (Spark's name)."""
     return f"{HELPER_PREFIX}rowid_{index}"
+
+
+def quoted(name: str) -> str:
+    """A column's name as ``F.col`` takes it whole (a dot or a backtick in it kept)."""
+    return "`" + name.replace("`", "``") + "`"

@@ -5,13 +5,15 @@ changes from one snapshot to the next; compared by key, two snapshots give its c
 Spark's changelog shape, which ``post_process``, ``apply_changes`` and any consumer of
 ``changes()`` read.
 
-The plan is one shuffle: both snapshots, each row as one struct, tagged with its side and
-unioned by name, then a window per key ordered by side. A key's group holds its before row,
-its after row, or both, and each row compares itself with its partner (``lead``/``lag``), so
-no row is duplicated and no join is needed. A key with more than one row on a side, or a
+The plan is the cheapest exact one: a full outer join of the two snapshots on the key (one
+shuffle and sort of each side), each side's rows counted per key by a window over that same
+partitioning and order (so the counts cost no shuffle of their own). Each joined pair is
+compared whole, NULL-safely; only the keys that changed become rows again (``inline``), so
+nothing of an unchanged key outlives the join. A key with more than one row on a side, or a
 NULL key, raises a named error in the query. The plan reads no schema: building it makes no
 round trip, and the columns are those of ``after`` (widened by name with ``before``'s, as
-``unionByName`` does).
+``unionByName`` does: both sides are taken from that union). An outer join leaves either
+side's row absent, so the output's columns are nullable.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from spark_cdc.rewrite.names import (
     INSERT,
     UPDATE_POSTIMAGE,
     UPDATE_PREIMAGE,
+    quoted,
 )
 from spark_cdc.rewrite.options import OptionValue, parse_options
 from spark_cdc.rewrite.plan_tree import reads_a_stream
@@ -39,11 +42,12 @@ from spark_cdc.rewrite.raised import raise_in_query
 from spark_cdc.server_plugin.vocabulary import RANGE_OPTIONS
 
 # The helper columns of the plan (none survives it).
-ROW = HELPER_PREFIX + "row"  # a snapshot's row, whole, as one struct
+ROW = HELPER_PREFIX + "row"  # a change's row, whole, as one struct
 SIDE = HELPER_PREFIX + "side"  # 0: before, 1: after
-PARTNER = HELPER_PREFIX + "partner"  # the key's row on the other side, if any
-ROWS = HELPER_PREFIX + "rows"  # the key's rows, both sides
-AFTER_ROWS = HELPER_PREFIX + "after_rows"  # the key's rows in after
+# Per side (before's, after's): its row of the key, whole, and its rows of the key.
+SIDE_ROW = (HELPER_PREFIX + "before_row", HELPER_PREFIX + "after_row")
+SIDE_ROWS = (HELPER_PREFIX + "before_rows", HELPER_PREFIX + "after_rows")
+KIND = HELPER_PREFIX + "kind"  # a change's _change_type
 
 
 def snapshot_changes(
@@ -132,52 +136,49 @@ def snapshot_changes(
             fix="pass True or False",
         )
 
-    rows = (
-        after.withColumn(SIDE, F.lit(1))
-        .unionByName(before.withColumn(SIDE, F.lit(0)), allowMissingColumns=allow_missing_columns)
-        .select(F.struct(F.col("*")).dropFields(SIDE).alias(ROW), F.col(SIDE))
+    rows = after.withColumn(SIDE, F.lit(1)).unionByName(
+        before.withColumn(SIDE, F.lit(0)), allowMissingColumns=allow_missing_columns
     )
-    row = F.col(ROW)
-    by_key = Window.partitionBy(*[row.getField(k) for k in keys]).orderBy(SIDE)
-    whole = by_key.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
-    side = F.col(SIDE)
-    paired = rows.select(
-        row,
-        side,
-        F.count(F.lit(1)).over(whole).alias(ROWS),
-        F.sum(side).over(whole).alias(AFTER_ROWS),
-        F.when(side == 0, F.lead(row).over(by_key))
-        .otherwise(F.lag(row).over(by_key))
-        .alias(PARTNER),
-    )
-    count, after_count = F.col(ROWS), F.col(AFTER_ROWS)
-    alone = count == 1
-    changed = alone | ~compared(row).eqNullSafe(compared(F.col(PARTNER)))
-    kept = paired.filter(_checked(keys, count, after_count, changed))
+    by_key = Window.partitionBy(*[F.col(quoted(k)) for k in keys])
+
+    def side(number: int) -> DataFrame:
+        """One side of the union (the optimizer drops the other branch), its row whole."""
+        one = rows.filter(F.col(SIDE) == number).drop(SIDE)
+        return one.select(
+            *[F.col(quoted(k)) for k in keys],
+            F.struct(F.col("*")).alias(SIDE_ROW[number]),
+            F.count(F.lit(1)).over(by_key).alias(SIDE_ROWS[number]),
+        )
+
+    joined = side(0).join(side(1), on=keys, how="full_outer")
+    old, new = F.col(SIDE_ROW[0]), F.col(SIDE_ROW[1])
+    changed = old.isNull() | new.isNull() | ~compared(old).eqNullSafe(compared(new))
+    kept = joined.filter(_checked(keys, changed))
     pre, post = (UPDATE_PREIMAGE, UPDATE_POSTIMAGE) if compute_updates else (DELETE, INSERT)
-    change_type = (
-        F.when(alone & (side == 1), F.lit(INSERT))
-        .when(alone, F.lit(DELETE))
-        .when(side == 0, F.lit(pre))
-        .otherwise(F.lit(post))
+    images = F.array(
+        F.struct(
+            old.alias(ROW), F.when(new.isNull(), F.lit(DELETE)).otherwise(F.lit(pre)).alias(KIND)
+        ),
+        F.struct(
+            new.alias(ROW), F.when(old.isNull(), F.lit(INSERT)).otherwise(F.lit(post)).alias(KIND)
+        ),
     )
-    metadata = [change_type.alias(CHANGE_TYPE), version_value.alias(version_column)]
+    present = F.filter(images, lambda image: image.getField(ROW).isNotNull())
+    metadata = [F.col(KIND).alias(CHANGE_TYPE), version_value.alias(version_column)]
     if timestamp is not None:
         metadata.append(timestamp.alias(COMMIT_TIMESTAMP))
-    return kept.select(F.col(f"{ROW}.*"), *metadata)
+    return kept.select(F.inline(present)).select(F.col(f"{ROW}.*"), *metadata)
 
 
-def _checked(keys: list[str], count: Column, after_count: Column, changed: Column) -> Column:
-    """``changed``, or the query's refusal of a NULL key or of a key twice on one side."""
-    row = F.col(ROW)
-    key = F.to_json(
-        F.struct(*[row.getField(k).alias(k) for k in keys]), {"ignoreNullFields": "false"}
-    )
-    side = F.when(F.col(SIDE) == 1, F.lit("after")).otherwise(F.lit("before"))
-    before_count = count - after_count
+def _checked(keys: list[str], changed: Column) -> Column:
+    """``changed``, or the query's refusal of a NULL key or of a key twice on one side
+    (a joined row: its key columns are either side's, a NULL key's row is alone)."""
+    key = F.to_json(F.struct(*[F.col(quoted(k)) for k in keys]), {"ignoreNullFields": "false"})
+    side = F.when(F.col(SIDE_ROW[1]).isNotNull(), F.lit("after")).otherwise(F.lit("before"))
+    before_count, after_count = (F.coalesce(F.col(c), F.lit(0)) for c in SIDE_ROWS)
     refusals = [
         (
-            row.getField(name).isNull(),
+            F.col(quoted(name)).isNull(),
             raise_in_query("SNAPSHOT_CHANGES.NULL_KEY", side=side, column=F.lit(name), key=key),
         )
         for name in keys
@@ -215,8 +216,10 @@ def _compared(only: Sequence[str] | None, other_than: Sequence[str] | None) -> A
         names = _names("compare_except_column_list", other_than)
         # ``dropFields`` drops nothing of a name that is no column: the ``getField``s fail
         # the analysis then, so a misspelt name is refused instead of comparing everything.
-        named = F.struct(*[F.col(ROW).getField(n).alias(n) for n in names])
-        return lambda row: F.when(named.isNotNull(), row.dropFields(*names))
+        return lambda row: F.when(
+            F.struct(*[row.getField(n).alias(n) for n in names]).isNotNull(),
+            row.dropFields(*names),
+        )
     return lambda row: row
 
 
