@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -52,7 +53,7 @@ from spark_cdc.server_plugin.sinks.apply.sink import (
 from spark_cdc.server_plugin.vocabulary import COMMIT_VERSION
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame, Row, SparkSession
 
 # What a source function is: given the last version applied (None: none yet), the next
 # snapshot and its version, or None when there is none.
@@ -198,17 +199,20 @@ def apply_changes_from_snapshot(
 
     done: list[AppliedSnapshot] = []
     while True:
-        exists, target_batch, state_batch, writer = _status(session, tables)
-        tables = dataclasses.replace(tables, app_id=writer)
+        found = _status(session, tables)
+        state_batch = found.state_batch
+        tables = dataclasses.replace(tables, app_id=found.writer)
         got = next_snapshot(state_batch)
         if got is None:
             return done
-        snapshot, number = _checked(got, state_batch, target_batch, tables.target)
+        snapshot, number = _checked(got, state_batch, found.target_batch, tables.target)
         if state_batch is not None and number == state_batch:
             done.append(AppliedSnapshot(number, 0, 0, 0, skipped=True))
             return done
-        compared = exists and not tables.full_refresh  # a refresh's first: with nothing
-        before = _target_rows(session, tables, scd_type) if compared else None
+        compared = (
+            found.target_exists and not tables.full_refresh
+        )  # a refresh's first: with nothing
+        before = _target_rows(session, tables, scd_type, found) if compared else None
         outcome = applied(snapshot, before, number, -1 if state_batch is None else state_batch)
         tables = dataclasses.replace(tables, full_refresh=False)  # the generation goes on
         done.append(AppliedSnapshot(number, outcome.changes, outcome.keys, outcome.rows))
@@ -222,23 +226,30 @@ def writer_id(target: str) -> str:
     return f"{SNAPSHOT_WRITER_PREFIX}{digest}"
 
 
-def _status(spark: SparkSession, tables: ApplySpec) -> tuple[bool, int | None, int | None, str]:
-    """Whether the target exists, the writer's last snapshot in it and in its state, and
-    the writer (the last full refresh's generation, once there was one)."""
+def _status(spark: SparkSession, tables: ApplySpec) -> Row:
+    """Where the writer stands (``snapshot_reads.status``), and where Spark's Parquet
+    reader reads the target's rows, their schema and files (``plain_read``)."""
     options = spec_options(tables)
     row = spark.read.format(SINK_NAME).options(**options).option(READ_OPTION, STATUS)
-    found = row.load().collect()[0]
-    return bool(found[0]), found[1], found[2], str(found[3])
+    return row.load().collect()[0]
 
 
-def _target_rows(spark: SparkSession, tables: ApplySpec, scd_type: int) -> DataFrame:
+def _target_rows(spark: SparkSession, tables: ApplySpec, scd_type: int, found: Row) -> DataFrame:
     """The target's rows the next snapshot is compared with: type 2's open versions,
-    without their two columns. A target of the other type is refused by name."""
+    without their two columns; read by Spark's Parquet reader where the status gave their
+    files, else by the sink. A target of the other type is refused by name."""
     from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
 
-    reader = spark.read.format(SINK_NAME).options(**spec_options(tables))
-    rows = reader.option(READ_OPTION, TARGET).load()
-    history = END_AT in rows.columns
+    if found.target_files:
+        schema = StructType.fromJson(json.loads(found.target_schema))
+        rows = spark.read.schema(schema).parquet(*found.target_files)
+        columns = schema.names
+    else:
+        reader = spark.read.format(SINK_NAME).options(**spec_options(tables))
+        rows = reader.option(READ_OPTION, TARGET).load()
+        columns = rows.columns
+    history = END_AT in columns
     if history != (scd_type == 2):
         stored = 2 if history else 1
         raise cdc_error(

@@ -89,6 +89,12 @@ VALUES = {
     ),
 }
 Rows = dict[tuple[Any, ...], dict[str, Any]]
+# A Delta target's layouts: its rows in plain files, or read by the sink.
+LAYOUTS: dict[str, dict[str, Any]] = {
+    "plain": {},
+    "deletion vectors": {"table_properties": {"delta.enableDeletionVectors": "true"}},
+    "partitioned": {"partition_cols": ["region"]},
+}
 
 
 @st.composite
@@ -170,6 +176,7 @@ def read_target(folder: str, iceberg: bool) -> pa.Table:
     scd_type=st.sampled_from([1, 2]),
     iceberg=st.booleans(),
     tracked=st.sampled_from([list(VALUES), ["name"]]),
+    layout=st.sampled_from(list(LAYOUTS)),
 )
 def test_snapshot_sequences_equal_the_model(
     spark: SparkSession,
@@ -178,7 +185,10 @@ def test_snapshot_sequences_equal_the_model(
     scd_type: int,
     iceberg: bool,
     tracked: list[str],
+    layout: str,
 ) -> None:
+    """Whatever reads a Delta target's rows to compare: Spark's Parquet reader (plain
+    files), or the sink where they are not (deletion vectors, partition values)."""
     pending = list(sequence)
     asked: list[int | None] = []
 
@@ -201,6 +211,7 @@ def test_snapshot_sequences_equal_the_model(
         spark=spark,
         **target_of(folder, iceberg),
         **lists,
+        **({} if iceberg else LAYOUTS[layout]),
     )
     assert [d.version for d in done] == [v for v, _ in sequence]
     assert asked == [None, *[v for v, _ in sequence]]
@@ -238,6 +249,33 @@ def test_a_table_source_and_its_counts(spark: SparkSession, tmp_path: Path) -> N
         AppliedSnapshot(3, 0, 0, 0)
     ]
     assert len(list((tmp_path / "mirror" / "_delta_log").glob("*.json"))) == before
+
+
+@pytest.mark.parametrize(("layout", "by_parquet"), [("plain", True), ("partitioned", False)])
+def test_the_targets_rows_are_read_by_sparks_parquet_reader_where_its_files_hold_them(
+    spark: SparkSession, tmp_path: Path, layout: str, by_parquet: bool
+) -> None:
+    """The rows the next snapshot is compared with: the target's files read by Spark's
+    Parquet reader (their paths from the writer's status), or by the sink where partition
+    values live in the log; the same rows either way."""
+    from deltalake import DeltaTable
+    from spark_cdc.apply import tables_spec
+    from spark_cdc.apply_snapshots import _status, _target_rows, writer_id
+
+    target = str(tmp_path / "mirror")
+    first = spark.createDataFrame(
+        [(1, "eu", "a"), (2, "us", None)], "id int, region string, v string"
+    )
+    apply_changes_from_snapshot(target, first, ["id"], spark=spark, **LAYOUTS[layout])
+    tables = tables_spec(spark, target, 1, "delta", None, None, None, app_id=writer_id(target))
+    rows = _target_rows(spark, tables, 1, _status(spark, tables))
+    read = sorted(Path(f).name for f in rows.inputFiles())
+    files = sorted(Path(f).name for f in DeltaTable(target).file_uris())
+    assert read == (files if by_parquet else [])
+    assert sorted(map(tuple, rows.select("id", "region", "v").collect())) == [
+        (1, "eu", "a"),
+        (2, "us", None),
+    ]
 
 
 def _snapshots(spark: SparkSession, *given: tuple[int, list[tuple[Any, ...]]]) -> Any:

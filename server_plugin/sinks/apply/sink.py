@@ -72,7 +72,10 @@ OUTCOME_SCHEMA = "batch long, changes long, keys long, rows long"
 # (``status``) or the target's rows (``target``): ``snapshot_reads``.
 READ_OPTION = "read"
 STATUS, TARGET = "status", "target"
-STATUS_SCHEMA = "target_exists boolean, target_batch long, state_batch long, writer string"
+STATUS_SCHEMA = (
+    "target_exists boolean, target_batch long, state_batch long, writer string, "
+    "target_schema string, target_files array<string>"
+)
 # How far back the outcome of a batch is looked for in the target's history.
 _OUTCOME_SEARCH = 50
 
@@ -291,16 +294,19 @@ def _outcomes(spec: ApplySpec) -> Iterator[str]:
 
 class StatusReader(DataSourceReader):
     """One row: whether the spec's target exists, its writer's last batch in the target
-    and in the state, and the writer (``snapshot_reads.status``)."""
+    and in the state, and the writer (``snapshot_reads.status``); then, where Spark's
+    Parquet reader reads the target's rows to compare with, their schema and files
+    (``snapshot_reads.plain_read``; NULL: the sink reads them, ``TARGET``)."""
 
     def __init__(self, spec: ApplySpec) -> None:
         self.spec = spec
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[bool, int | None, int | None, str]]:
-        from spark_cdc.server_plugin.sinks.apply.snapshot_reads import status
+    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+        from spark_cdc.server_plugin.sinks.apply.snapshot_reads import plain_read, status
 
         found = status(self.spec)
-        yield found.target_exists, found.target_batch, found.state_batch, found.writer
+        plain = plain_read(self.spec, found) or (None, None)
+        yield found.target_exists, found.target_batch, found.state_batch, found.writer, *plain
 
 
 class TargetRowsReader(DataSourceReader):

@@ -7,6 +7,9 @@ commits (the target's, then the state's: ``engine.batch``). The snapshot is then
 again, and must give the same changes as the first time, or the state would record other
 changes than the target's. So the rows read are the target as the state last described
 it (the version its newest outcome names, ``binding.Bound``): what the first run compared.
+
+Where the target's files hold those rows as they are (``plain_read``), the client reads them
+with Spark's own Parquet reader instead of the sink's, given their paths and schema.
 """
 
 from __future__ import annotations
@@ -90,11 +93,25 @@ def _check_refresh_finished(tables_format: TableFormat, spec: ApplySpec, target:
             return
 
 
-def _version_read(spec: ApplySpec) -> tuple[bool, int | None]:
+def plain_read(spec: ApplySpec, found: Status) -> tuple[str, list[str]] | None:
+    """The schema (as JSON) and the files of the target's rows to compare with, when
+    Spark's Parquet reader reads them exactly (``delta.rows.plain_files``); None when the
+    sink must read them, or there are none."""
+    if spec.target_format == ICEBERG or spec.full_refresh:
+        return None
+    exists, version = _version_read(spec, found)
+    if not exists:
+        return None
+    rows = _rows_module(spec)
+    files = rows.plain_files(spec, version)
+    return None if files is None else (rows.schema(spec, version).json(), files)
+
+
+def _version_read(spec: ApplySpec, found: Status | None = None) -> tuple[bool, int | None]:
     """Whether the target has rows to compare with, and at which version of it (None:
-    its current one; module docstring)."""
+    its current one; module docstring). ``found``: the writer's status, read already."""
     tables_format = table_format(spec)
-    found = status(spec)
+    found = status(spec) if found is None else found
     if not found.target_exists:
         return False, None
     done = -1 if found.state_batch is None else found.state_batch

@@ -1,9 +1,14 @@
 """A Delta target's rows at one version, read as the ``delta_changelog`` source reads a
 stream's initial snapshot (deletion vectors and column mapping applied): what
-``apply_changes_from_snapshot`` compares the next snapshot with (``snapshot_reads``)."""
+``apply_changes_from_snapshot`` compares the next snapshot with (``snapshot_reads``).
+
+Where the version's files hold its rows as they are (``plain_files``), Spark's own Parquet
+reader reads them instead, at the speed of a scan: the rows never cross into Python.
+"""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -12,7 +17,8 @@ import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 from pyspark.sql.types import StringType, StructField, StructType
 from spark_cdc.server_plugin.arrow_types import arrow_schema
-from spark_cdc.server_plugin.delta.column_mapping import ColumnMapping
+from spark_cdc.server_plugin.delta.column_mapping import ColumnMapping, mapping_mode
+from spark_cdc.server_plugin.delta.committer import local_root
 from spark_cdc.server_plugin.delta.file_reader import read_task
 from spark_cdc.server_plugin.delta.file_tasks import FileTask, snapshot_tasks
 from spark_cdc.server_plugin.delta.log import DeltaLog
@@ -62,3 +68,47 @@ def read(spec: ApplySpec, partition: FilesToRead, declared: StructType) -> Itera
     for task in partition.tasks:
         for batch in read_task(log, target, task, True, mapping):
             yield batch.drop_columns([CHANGE_TYPE])
+
+
+# Reader features that leave a table's files holding its rows as they are: a file's
+# deletion vector is checked per file, column mapping's mode must be none, and a variant
+# column is read by the sink (delta-rs declares the feature on tables that have none).
+_PLAIN_FEATURES = frozenset(
+    {
+        "timestampNtz",
+        "v2Checkpoint",
+        "vacuumProtocolCheck",
+        "deletionVectors",
+        "columnMapping",
+        "variantType",
+        "variantType-preview",
+    }
+)
+_VARIANT = re.compile(r'"(?:type|elementType|keyType|valueType)":\s*"variant"')
+# A path Spark would read as a pattern (Hadoop's globs) is not read as a path.
+_GLOB = frozenset("*?[]{}\\")
+
+
+def plain_files(spec: ApplySpec, version: int | None) -> list[str] | None:
+    """The version's files, when Spark's Parquet reader given the table's schema reads
+    exactly its rows: a local table with no partition columns (their values are in the
+    log, not the files), no column mapping, no deletion vector, no type widening or other
+    reader feature that changes what a file's values mean, and no path Spark would take for
+    a pattern. None otherwise, or when the table has no file."""
+    if local_root(spec.target) is None or spec.storage_options:
+        return None
+    _, table = _table(spec, version)
+    metadata = table.metadata()
+    features = set(table.protocol().reader_features or ())
+    if (
+        features - _PLAIN_FEATURES
+        or mapping_mode(metadata.configuration) != "none"
+        or metadata.partition_columns
+        or _VARIANT.search(table.schema().to_json())
+        or any(task.without is not None for task in snapshot_tasks(table, table.version(), 0))
+    ):
+        return None
+    paths = [str(uri) for uri in table.file_uris()]
+    if not paths or any(_GLOB.intersection(path) for path in paths):
+        return None
+    return paths
