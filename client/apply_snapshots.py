@@ -2,8 +2,9 @@
 historised (type 2) from its snapshots, each compared with the target and its changes
 applied exactly once, with Databricks' AUTO CDC FROM SNAPSHOT parameters.
 
-Each snapshot is diffed against the target's rows (``snapshot_changes``, the target read by
-the server's installed sink: ``server_plugin.sinks.apply.snapshot_reads``) and the changes
+Each snapshot is diffed against the target's rows (``snapshot_changes``; the target's files
+read by Spark's Parquet reader where they hold its rows as they are, else by the server's
+installed sink: ``server_plugin.sinks.apply.snapshot_reads``) and the changes
 go through ``apply_changes``' engine as the writer's batch numbered by the snapshot's
 version, its sequence that version too (type 2's ``__START_AT``/``__END_AT``). The writer's
 name follows the target, so every run into one target is one writer: its last batch is
@@ -43,6 +44,7 @@ from spark_cdc.server_plugin.sinks.apply.engine.spec import (
     ApplySpec,
 )
 from spark_cdc.server_plugin.sinks.apply.sink import (
+    FILES,
     READ_OPTION,
     SINK_NAME,
     STATUS,
@@ -239,15 +241,11 @@ def _target_rows(spark: SparkSession, tables: ApplySpec, scd_type: int, found: R
     without their two columns; read by Spark's Parquet reader where the status gave their
     files, else by the sink. A target of the other type is refused by name."""
     from pyspark.sql import functions as F
-    from pyspark.sql.types import StructType
 
-    if found.target_files:
-        schema = StructType.fromJson(json.loads(found.target_schema))
-        rows = spark.read.schema(schema).parquet(*found.target_files)
-        columns = schema.names
+    rows = _rows(spark, tables, found)
+    if found.target_files:  # the schema given: no round trip for its columns
+        columns = [field["name"] for field in json.loads(found.target_schema)["fields"]]
     else:
-        reader = spark.read.format(SINK_NAME).options(**spec_options(tables))
-        rows = reader.option(READ_OPTION, TARGET).load()
         columns = rows.columns
     history = END_AT in columns
     if history != (scd_type == 2):
@@ -379,7 +377,20 @@ def _read_table(
     as_target = dataclasses.replace(
         tables, target=source, state=source.rstrip("/") + "__no_state", target_format=DELTA
     )
-    reader = spark.read.format(SINK_NAME).options(**spec_options(as_target))
+    files = spark.read.format(SINK_NAME).options(**spec_options(as_target))
+    return _rows(spark, as_target, files.option(READ_OPTION, FILES).load().collect()[0])
+
+
+def _rows(spark: SparkSession, tables: ApplySpec, found: Row) -> DataFrame:
+    """The rows of ``tables``' target: its files read by Spark's Parquet reader with its
+    schema, where the sink gave them (``snapshot_reads.plain_read``), else the sink's read
+    (deletion vectors, column mapping and partition values applied)."""
+    if found.target_files:
+        from pyspark.sql.types import StructType
+
+        schema = StructType.fromJson(json.loads(found.target_schema))
+        return spark.read.schema(schema).parquet(*found.target_files)
+    reader = spark.read.format(SINK_NAME).options(**spec_options(tables))
     return reader.option(READ_OPTION, TARGET).load()
 
 

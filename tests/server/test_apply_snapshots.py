@@ -257,10 +257,11 @@ def test_the_targets_rows_are_read_by_sparks_parquet_reader_where_its_files_hold
 ) -> None:
     """The rows the next snapshot is compared with: the target's files read by Spark's
     Parquet reader (their paths from the writer's status), or by the sink where partition
-    values live in the log; the same rows either way."""
-    from deltalake import DeltaTable
+    values live in the log; the same rows either way. A Delta table as the snapshot source
+    likewise."""
+    from deltalake import DeltaTable, write_deltalake
     from spark_cdc.apply import tables_spec
-    from spark_cdc.apply_snapshots import _status, _target_rows, writer_id
+    from spark_cdc.apply_snapshots import _read_table, _status, _target_rows, writer_id
 
     target = str(tmp_path / "mirror")
     first = spark.createDataFrame(
@@ -276,6 +277,14 @@ def test_the_targets_rows_are_read_by_sparks_parquet_reader_where_its_files_hold
         (1, "eu", "a"),
         (2, "us", None),
     ]
+    source = str(tmp_path / "dump")
+    dump = pa.table({"id": [3], "region": ["eu"], "v": ["c"]})
+    write_deltalake(source, dump, partition_by=LAYOUTS[layout].get("partition_cols"))
+    rows = _read_table(spark, source, tables, None, None)
+    read = sorted(Path(f).name for f in rows.inputFiles())
+    files = sorted(Path(f).name for f in DeltaTable(source).file_uris())
+    assert read == (files if by_parquet else [])
+    assert [tuple(r) for r in rows.select("id", "region", "v").collect()] == [(3, "eu", "c")]
 
 
 def _snapshots(spark: SparkSession, *given: tuple[int, list[tuple[Any, ...]]]) -> Any:

@@ -58,12 +58,14 @@ def test_plain_files_are_the_rows_the_sink_reads_on_every_conformance_table() ->
             expected = _sink_rows(spec)
         except Exception:  # a table the sink refuses by name: nothing to compare with
             continue
-        files = rows.plain_files(spec, None)
+        plain = rows.plain_files(spec, None)
         table = DeltaTable(str(path))
-        if files is None:
+        if plain is None:
             kept.append(path.name)
             continue
         offered.append(path.name)
+        schema, files = plain
+        assert schema == rows.schema(spec, None), path
         assert not table.metadata().partition_columns, path
         assert table.metadata().configuration.get("delta.columnMapping.mode", "none") == "none"
         assert sorted(files) == sorted(table.file_uris()), path
@@ -88,10 +90,10 @@ def test_a_table_written_here_is_offered_unless_its_values_are_elsewhere(
     path = tmp_path / "target"
     data = pa.table({"id": [1, 2, 3], "region": ["eu", "us", "eu"]})
     write_deltalake(str(path), data, **made)
-    files = rows.plain_files(_spec(path), None)
-    assert (files is not None) == offered
-    if files is not None:
-        assert _bag(_plain_rows(_spec(path), files)) == _bag(data)
+    plain = rows.plain_files(_spec(path), None)
+    assert (plain is not None) == offered
+    if plain is not None:
+        assert _bag(_plain_rows(_spec(path), plain[1])) == _bag(data)
 
 
 def test_a_path_spark_would_read_as_a_pattern_is_not_offered(tmp_path: Path) -> None:

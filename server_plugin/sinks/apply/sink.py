@@ -71,10 +71,10 @@ OUTCOME_SCHEMA = "batch long, changes long, keys long, rows long"
 # A read with this option reads, instead of a writer's outcomes, where its snapshots stand
 # (``status``) or the target's rows (``target``): ``snapshot_reads``.
 READ_OPTION = "read"
-STATUS, TARGET = "status", "target"
+STATUS, TARGET, FILES = "status", "target", "files"
+FILES_SCHEMA = "target_schema string, target_files array<string>"
 STATUS_SCHEMA = (
-    "target_exists boolean, target_batch long, state_batch long, writer string, "
-    "target_schema string, target_files array<string>"
+    f"target_exists boolean, target_batch long, state_batch long, writer string, {FILES_SCHEMA}"
 )
 # How far back the outcome of a batch is looked for in the target's history.
 _OUTCOME_SEARCH = 50
@@ -121,6 +121,8 @@ class ApplyChangesSink(DataSource):
         read = option(self.options, READ_OPTION)
         if read == STATUS:
             return STATUS_SCHEMA
+        if read == FILES:
+            return FILES_SCHEMA
         if read == TARGET:
             from spark_cdc.server_plugin.sinks.apply.snapshot_reads import target_schema
 
@@ -136,8 +138,8 @@ class ApplyChangesSink(DataSource):
     def reader(self, schema: StructType) -> DataSourceReader:
         spec = _required_spec(self.options)
         read = option(self.options, READ_OPTION)
-        if read == STATUS:
-            return StatusReader(spec)
+        if read in (STATUS, FILES):
+            return StatusReader(spec, files_only=read == FILES)
         if read == TARGET:
             return TargetRowsReader(spec, schema)
         if option(self.options, SET_ASIDE_OPTION) == "true":
@@ -296,14 +298,19 @@ class StatusReader(DataSourceReader):
     """One row: whether the spec's target exists, its writer's last batch in the target
     and in the state, and the writer (``snapshot_reads.status``); then, where Spark's
     Parquet reader reads the target's rows to compare with, their schema and files
-    (``snapshot_reads.plain_read``; NULL: the sink reads them, ``TARGET``)."""
+    (``snapshot_reads.plain_read``; NULL: the sink reads them, ``TARGET``). With
+    ``files_only``, those two of the spec's target as a snapshot source reads it."""
 
-    def __init__(self, spec: ApplySpec) -> None:
+    def __init__(self, spec: ApplySpec, files_only: bool = False) -> None:
         self.spec = spec
+        self.files_only = files_only
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         from spark_cdc.server_plugin.sinks.apply.snapshot_reads import plain_read, status
 
+        if self.files_only:
+            yield plain_read(self.spec, None) or (None, None)
+            return
         found = status(self.spec)
         plain = plain_read(self.spec, found) or (None, None)
         yield found.target_exists, found.target_batch, found.state_batch, found.writer, *plain

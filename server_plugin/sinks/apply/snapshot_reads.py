@@ -93,18 +93,16 @@ def _check_refresh_finished(tables_format: TableFormat, spec: ApplySpec, target:
             return
 
 
-def plain_read(spec: ApplySpec, found: Status) -> tuple[str, list[str]] | None:
+def plain_read(spec: ApplySpec, found: Status | None) -> tuple[str, list[str]] | None:
     """The schema (as JSON) and the files of the target's rows to compare with, when
     Spark's Parquet reader reads them exactly (``delta.rows.plain_files``); None when the
-    sink must read them, or there are none."""
+    sink must read them, or there are none. ``found`` None: the spec's target is a Delta
+    table read as a snapshot source, at its current version."""
     if spec.target_format == ICEBERG or spec.full_refresh:
         return None
-    exists, version = _version_read(spec, found)
-    if not exists:
-        return None
-    rows = _rows_module(spec)
-    files = rows.plain_files(spec, version)
-    return None if files is None else (rows.schema(spec, version).json(), files)
+    exists, version = (True, None) if found is None else _version_read(spec, found)
+    plain = _rows_module(spec).plain_files(spec, version) if exists else None
+    return None if plain is None else (plain[0].json(), plain[1])
 
 
 def _version_read(spec: ApplySpec, found: Status | None = None) -> tuple[bool, int | None]:

@@ -89,8 +89,8 @@ _VARIANT = re.compile(r'"(?:type|elementType|keyType|valueType)":\s*"variant"')
 _GLOB = frozenset("*?[]{}\\")
 
 
-def plain_files(spec: ApplySpec, version: int | None) -> list[str] | None:
-    """The version's files, when Spark's Parquet reader given the table's schema reads
+def plain_files(spec: ApplySpec, version: int | None) -> tuple[StructType, list[str]] | None:
+    """The version's schema and files, when Spark's Parquet reader given that schema reads
     exactly its rows: a local table with no partition columns (their values are in the
     log, not the files), no column mapping, no deletion vector, no type widening or other
     reader feature that changes what a file's values mean, and no path Spark would take for
@@ -111,4 +111,4 @@ def plain_files(spec: ApplySpec, version: int | None) -> list[str] | None:
     paths = [str(uri) for uri in table.file_uris()]
     if not paths or any(_GLOB.intersection(path) for path in paths):
         return None
-    return paths
+    return table_schema(table.schema().to_json()), paths
