@@ -19,7 +19,7 @@ from spark_cdc.server_plugin.sinks.apply.engine.spec import ApplySpec
 if TYPE_CHECKING:
     import numpy as np
     import pyarrow as pa
-    from spark_cdc.server_plugin.sinks.apply.engine.batch import Share
+    from spark_cdc.server_plugin.sinks.apply.engine.batch import Share, ShareTables
     from spark_cdc.server_plugin.sinks.apply.engine.staged import Staged
 
 
@@ -114,8 +114,9 @@ def task_message(
         return _rows_message(list(batches))
     parts = in_parts(batches, _part_of, _PARTS, held_bytes)
     shares = []
+    opened: list[ShareTables | None] = []  # the tables, opened by the first part for all
     for rows in parts:
-        share = resolved(spec, rows)
+        share = resolved(spec, rows, opened)
         if share is None:  # the commit resolves the batch whole: every row travels
             return _rows_message([b for t in (rows, *parts) for b in t.to_batches()])
         shares.append(share)

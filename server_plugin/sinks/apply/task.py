@@ -12,7 +12,7 @@ from typing import Any
 import pyarrow as pa
 from spark_cdc.server_plugin.errors import ChangelogSourceError, error
 from spark_cdc.server_plugin.sinks.apply.engine import batch as engine
-from spark_cdc.server_plugin.sinks.apply.engine.batch import Share
+from spark_cdc.server_plugin.sinks.apply.engine.batch import Share, ShareTables
 from spark_cdc.server_plugin.sinks.apply.engine.changes import Outcome
 from spark_cdc.server_plugin.sinks.apply.engine.formats import TableFormat
 from spark_cdc.server_plugin.sinks.apply.engine.spec import ICEBERG, ApplySpec
@@ -38,9 +38,11 @@ def apply_shares(spec: ApplySpec, shares: list[Share], version: int) -> Outcome:
     return engine.apply_shares(table_format(spec), spec, shares, version)
 
 
-def resolve_share(spec: ApplySpec, rows: pa.Table) -> Share | None:
+def resolve_share(
+    spec: ApplySpec, rows: pa.Table, opened: list[ShareTables | None] | None = None
+) -> Share | None:
     """``engine.batch.resolve_share`` against the spec's format."""
-    return engine.resolve_share(table_format(spec), spec, rows)
+    return engine.resolve_share(table_format(spec), spec, rows, opened)
 
 
 def applied(
@@ -60,11 +62,13 @@ def applied(
         return apply_batch(spec, table, version, memory)
 
 
-def resolved(spec: ApplySpec, rows: pa.Table) -> Share | None:
+def resolved(
+    spec: ApplySpec, rows: pa.Table, opened: list[ShareTables | None] | None = None
+) -> Share | None:
     """A task's share of the batch resolved, its errors named (``resolve_share``; None:
     the commit resolves the batch whole)."""
     with named_errors(spec):
-        return resolve_share(spec, rows)
+        return resolve_share(spec, rows, opened)
 
 
 @contextmanager

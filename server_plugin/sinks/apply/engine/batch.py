@@ -86,29 +86,64 @@ class Share:
     staged: Staged = NOTHING
 
 
-def resolve_share(tables_format: TableFormat, spec: ApplySpec, batch: pa.Table) -> Share | None:
-    """``batch`` (every change of its keys) resolved against the state's rows of its keys,
-    read from the files that hold them (``TableFormat.share_rows``), or against none for a
-    full refresh's first batch: a task's part of a batch. The rows it writes are staged
-    into the tables where they can be, for the commit to name; nothing is committed.
-    None: the commit resolves the batch whole (a refresh that finds one table marked by
-    its writer and not the other, which only the batch's number tells apart)."""
-    given = batch.schema
-    spec, batch = prepared(spec, batch)
-    found = _tables(tables_format, spec, batch.schema)  # refused as the commit would refuse
-    state = found.state
+@dataclass(frozen=True)
+class ShareTables:
+    """The tables a task resolves its share against, opened and checked once for all the
+    share's parts (``resolve_share``): one read point of the state for every part, and
+    whether the share rebuilds both tables (a full refresh's first batch)."""
+
+    found: Tables
+    read: Any
+    rebuilds: bool
+
+
+def share_tables(
+    tables_format: TableFormat, spec: ApplySpec, schema: pa.Schema
+) -> ShareTables | None:
+    """The tables for a share of a prepared batch of ``schema``, refused as the commit
+    would refuse them. None: the commit resolves the batch whole (a refresh that finds one
+    table marked by its writer and not the other, which only the batch's number tells
+    apart)."""
+    found = _tables(tables_format, spec, schema)
     rebuilds = False
     if binding.refreshing(spec):
         marked = [
-            tables_format.last_batch(t, spec.app_id) for t in (found.target, state) if t is not None
+            tables_format.last_batch(t, spec.app_id)
+            for t in (found.target, found.state)
+            if t is not None
         ]
         if any(m is not None for m in marked):
             if any(m is None for m in marked):
                 return None
         else:
             rebuilds = True  # as ``_opened`` finds it: ``binding.rebuilds`` of both
-    read = None if state is None else tables_format.read_point(state)
-    if state is None or rebuilds:
+    read = None if found.state is None else tables_format.read_point(found.state)
+    return ShareTables(found, read, rebuilds)
+
+
+def resolve_share(
+    tables_format: TableFormat,
+    spec: ApplySpec,
+    batch: pa.Table,
+    opened: list[ShareTables | None] | None = None,
+) -> Share | None:
+    """``batch`` (every change of its keys) resolved against the state's rows of its keys,
+    read from the files that hold them (``TableFormat.share_rows``), or against none for a
+    full refresh's first batch: a task's part of a batch. The rows it writes are staged
+    into the tables where they can be, for the commit to name; nothing is committed.
+    None: the commit resolves the batch whole (``share_tables``). ``opened``: the tables
+    of the task's earlier parts (a spilled share's), kept there by the first."""
+    given = batch.schema
+    spec, batch = prepared(spec, batch)
+    if opened is None:
+        opened = []
+    if not opened:
+        opened.append(share_tables(tables_format, spec, batch.schema))
+    tables = opened[0]
+    if tables is None:
+        return None
+    found, state = tables.found, tables.found.state
+    if state is None or tables.rebuilds:
         old = state_schema(spec, batch.schema).empty_table()
     else:
         first = batch.column(spec.sequence[0])
@@ -120,8 +155,8 @@ def resolve_share(tables_format: TableFormat, spec: ApplySpec, batch: pa.Table) 
     if found.target is not None:  # refused here: what is staged no longer travels
         check_not_null(tables_format.schema(found.target), spec, inserted(spec, resolution))
     schemas = (target_schema(spec, batch.schema), state_schema(spec, batch.schema))
-    staged = tables_format.stage(spec, found, resolution, schemas, rebuilds)
-    return Share(read, rebuilds, given, batch.num_rows, *staged)
+    staged = tables_format.stage(spec, found, resolution, schemas, tables.rebuilds)
+    return Share(tables.read, tables.rebuilds, given, batch.num_rows, *staged)
 
 
 def apply_shares(
