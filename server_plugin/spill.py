@@ -21,10 +21,15 @@ from spark_cdc.server_plugin.arrow_types import from_numpy
 
 
 def spilled(
-    batches: Iterable[tuple[pa.RecordBatch, np.ndarray | None]], schema: pa.Schema, parts: int
+    batches: Iterable[tuple[pa.RecordBatch, np.ndarray | None]],
+    schema: pa.Schema,
+    parts: int,
+    most_bytes: int | None = None,
 ) -> Iterator[pa.Table]:
     """The batches as one table, or, split into their ``parts`` written to local disk, as
-    one table per part (each batch comes with its rows' parts, ascending)."""
+    one table per part (each batch comes with its rows' parts, ascending). With
+    ``most_bytes``, neighbouring parts are read back together while their files hold at
+    most that many bytes: few tables where the rows are few, a bound where they are many."""
     if parts <= 1:
         collected = [batch for batch, _ in batches]
         if collected:
@@ -43,13 +48,34 @@ def spilled(
         finally:
             for writer in writers:
                 writer.close()
-        for path in paths:
-            with pa.memory_map(path) as source:
-                table = pa.ipc.open_file(source).read_all()
+        sizes = [os.path.getsize(path) for path in paths]
+        for group in _groups(sizes, most_bytes):
+            tables = []
+            for index in group:
+                with pa.memory_map(paths[index]) as source:
+                    tables.append(pa.ipc.open_file(source).read_all())
+            table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+            del tables
             if table.num_rows:
                 yield table
             del table
-            os.remove(path)
+            for index in group:
+                os.remove(paths[index])
+
+
+def _groups(sizes: list[int], most_bytes: int | None) -> Iterator[list[int]]:
+    """Neighbouring indices whose sizes add up to at most ``most_bytes`` (one alone may
+    hold more; None: each alone)."""
+    group: list[int] = []
+    held = 0
+    for index, size in enumerate(sizes):
+        if group and (most_bytes is None or held + size > most_bytes):
+            yield group
+            group, held = [], 0
+        group.append(index)
+        held += size
+    if group:
+        yield group
 
 
 def in_parts(
@@ -57,10 +83,12 @@ def in_parts(
     part_of: Callable[[pa.RecordBatch], np.ndarray],
     parts: int,
     most_bytes: int,
+    group_bytes: int | None = None,
 ) -> Iterator[pa.Table]:
     """The batches as one table while they hold at most ``most_bytes``; past that, every
-    batch split by ``part_of`` (a part in ``[0, parts)`` for each row) and spilled, one
-    table per part."""
+    batch split by ``part_of`` (a part in ``[0, parts)`` for each row) and spilled, then
+    read back one table per part, or with ``group_bytes`` as tables of whole parts of at
+    most that many bytes each unless one part alone holds more."""
     held: deque[pa.RecordBatch] = deque()
     size = 0
     rest = iter(batches)
@@ -69,7 +97,8 @@ def in_parts(
         size += batch.nbytes
         if size > most_bytes:
             schema = held[0].schema
-            yield from spilled(_split(_drained(held, rest), part_of), schema, parts)
+            split = _split(_drained(held, rest), part_of)
+            yield from spilled(split, schema, parts, group_bytes)
             return
     if held:
         yield pa.Table.from_batches(held, schema=held[0].schema)

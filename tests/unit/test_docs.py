@@ -186,7 +186,9 @@ CODE_FIGURES: dict[str, Callable[[], bool]] = {
     "1280 MiB": lambda: _apply("engine.state_rows").STATE_ROWS_BYTES == 1280 << 20,
     "512 MiB": lambda: _apply("engine.state_rows").STATE_KEYS_BYTES == 512 << 20,
     "128 MiB": lambda: _apply("messages")._HELD_BYTES == 128 << 20,
-    "32 MiB": lambda: _apply("engine.columns").SMALL_FILE_BYTES == 32 << 20,
+    "32 MiB": lambda: (
+        _apply("engine.columns").SMALL_FILE_BYTES == _apply("messages")._GROUP_BYTES == 32 << 20
+    ),
     "1.5 s": lambda: round(sum(_iceberg_table().SETTLING_WAITS), 3) == 1.5,
     "30 s": lambda: importlib.import_module("spark_cdc.connection").SERVER_GONE_AFTER_S == 30,
 }

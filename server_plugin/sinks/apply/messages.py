@@ -92,10 +92,13 @@ def _table(data: bytes) -> pa.Table:
 
 # A task holds its share of a batch whole up to this many bytes of rows (its resolving
 # takes about ten times as much); past it, the share is spilled to local disk in
-# ``_PARTS`` parts by key and each part resolved on its own (``spill``): 16 parts keep a
-# 2 GB share (50M rows of four columns) under 2 GB of memory.
+# ``_PARTS`` parts by key, read back and resolved in groups of whole parts of up to
+# ``_GROUP_BYTES`` (``spill``): a few groups, so a few files staged, where the share is
+# not much larger; one part at a time, each about a 64th of the share, where it is (a
+# 12 GB share, some 300M rows of four columns, stays under 2 GB of memory).
 _HELD_BYTES = 128 << 20
-_PART_BITS = 4
+_GROUP_BYTES = 32 << 20
+_PART_BITS = 6
 _PARTS = 1 << _PART_BITS
 
 
@@ -112,7 +115,7 @@ def task_message(
 
     if not spec.partitioned_by_key:
         return _rows_message(list(batches))
-    parts = in_parts(batches, _part_of, _PARTS, held_bytes)
+    parts = in_parts(batches, _part_of, _PARTS, held_bytes, min(held_bytes, _GROUP_BYTES))
     shares = []
     opened: list[ShareTables | None] = []  # the tables, opened by the first part for all
     for rows in parts:
