@@ -1,7 +1,8 @@
 """Rows more than a Python worker should hold at once, split by a part number into files
 on Spark's local disk and read back one part at a time: how a source's task resolves a
 large commit (``changefeed.resolving_reader``) and how the apply sink's task resolves a
-large share of a batch (``sinks.apply.sink``), each holding one part at a time.
+large share of a batch (``sinks.apply.sink``), each holding one part (or a group of
+neighbouring parts, ``in_groups``: the reader groups whole commits by it too) at a time.
 
 Parts are uncompressed Arrow IPC read back through a memory map, without a copy: a 125 MB
 share of the 50-column benchmark commit spilled in two parts took 1.00 s to read and
@@ -14,10 +15,13 @@ import os
 import tempfile
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from typing import TypeVar
 
 import numpy as np
 import pyarrow as pa
 from spark_cdc.server_plugin.arrow_types import from_numpy
+
+T = TypeVar("T")
 
 
 def spilled(
@@ -48,8 +52,7 @@ def spilled(
         finally:
             for writer in writers:
                 writer.close()
-        sizes = [os.path.getsize(path) for path in paths]
-        for group in _groups(sizes, most_bytes):
+        for group in in_groups(range(parts), lambda i: os.path.getsize(paths[i]), most_bytes):
             tables = []
             for index in group:
                 with pa.memory_map(paths[index]) as source:
@@ -63,17 +66,18 @@ def spilled(
                 os.remove(paths[index])
 
 
-def _groups(sizes: list[int], most_bytes: int | None) -> Iterator[list[int]]:
-    """Neighbouring indices whose sizes add up to at most ``most_bytes`` (one alone may
-    hold more; None: each alone)."""
-    group: list[int] = []
+def in_groups(items: Iterable[T], size: Callable[[T], int], most: int | None) -> Iterator[list[T]]:
+    """Neighbouring items whose sizes add up to at most ``most`` (one alone may hold
+    more; None: each alone)."""
+    group: list[T] = []
     held = 0
-    for index, size in enumerate(sizes):
-        if group and (most_bytes is None or held + size > most_bytes):
+    for item in items:
+        cost = size(item)
+        if group and (most is None or held + cost > most):
             yield group
             group, held = [], 0
-        group.append(index)
-        held += size
+        group.append(item)
+        held += cost
     if group:
         yield group
 

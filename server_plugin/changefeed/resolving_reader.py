@@ -32,7 +32,7 @@ from spark_cdc.server_plugin.row_level.rules import (
     labels,
     resolve,
 )
-from spark_cdc.server_plugin.spill import spilled
+from spark_cdc.server_plugin.spill import in_groups, spilled
 from spark_cdc.server_plugin.vocabulary import (
     CHANGE_TYPE,
     COMMIT_TIMESTAMP,
@@ -82,17 +82,8 @@ def _resolved_together(group: FileGroup) -> Iterator[list[list[FileTask]]]:
     if group.buckets * group.spill > 1 or group.check_only:
         yield from ([commit] for commit in commits)
         return
-    together: list[list[FileTask]] = []
-    size, most = 0, min(group.resolve_bytes, GATHER_BYTES)
-    for commit in commits:
-        cost = sum(task.size for task in commit)
-        if together and size + cost > most:
-            yield together
-            together, size = [], 0
-        together.append(commit)
-        size += cost
-    if together:
-        yield together
+    most = min(group.resolve_bytes, GATHER_BYTES)
+    yield from in_groups(commits, lambda commit: sum(task.size for task in commit), most)
 
 
 def _parts(
