@@ -211,9 +211,8 @@ def apply_changes_from_snapshot(
         if state_batch is not None and number == state_batch:
             done.append(AppliedSnapshot(number, 0, 0, 0, skipped=True))
             return done
-        compared = (
-            found.target_exists and not tables.full_refresh
-        )  # a refresh's first: with nothing
+        # A refresh's first snapshot is compared with nothing.
+        compared = found.target_exists and not tables.full_refresh
         before = _target_rows(session, tables, scd_type, found) if compared else None
         outcome = applied(snapshot, before, number, -1 if state_batch is None else state_batch)
         tables = dataclasses.replace(tables, full_refresh=False)  # the generation goes on

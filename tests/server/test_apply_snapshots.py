@@ -5,6 +5,7 @@ name with nothing written; a stop between a snapshot's two commits run again."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import uuid
 from datetime import date, datetime, timezone
@@ -280,10 +281,12 @@ def test_the_targets_rows_are_read_by_sparks_parquet_reader_where_its_files_hold
     source = str(tmp_path / "dump")
     dump = pa.table({"id": [3], "region": ["eu"], "v": ["c"]})
     write_deltalake(source, dump, partition_by=LAYOUTS[layout].get("partition_cols"))
-    rows = _read_table(spark, source, tables, None, None)
-    read = sorted(Path(f).name for f in rows.inputFiles())
     files = sorted(Path(f).name for f in DeltaTable(source).file_uris())
-    assert read == (files if by_parquet else [])
+    for refreshing in (False, True):  # a full refresh reads its source alike
+        given = dataclasses.replace(tables, full_refresh=refreshing)
+        rows = _read_table(spark, source, given, None, None)
+        read = sorted(Path(f).name for f in rows.inputFiles())
+        assert read == (files if by_parquet else [])
     assert [tuple(r) for r in rows.select("id", "region", "v").collect()] == [(3, "eu", "c")]
 
 

@@ -69,7 +69,8 @@ CATALOG_PREFIX = "catalog."
 _APART = {"storage_options": STORAGE_PREFIX, "catalog": CATALOG_PREFIX}
 OUTCOME_SCHEMA = "batch long, changes long, keys long, rows long"
 # A read with this option reads, instead of a writer's outcomes, where its snapshots stand
-# (``status``) or the target's rows (``target``): ``snapshot_reads``.
+# (``status``), the target's rows (``target``), or the files Spark's Parquet reader reads
+# them from (``files``, of a Delta table read as a snapshot source): ``snapshot_reads``.
 READ_OPTION = "read"
 STATUS, TARGET, FILES = "status", "target", "files"
 FILES_SCHEMA = "target_schema string, target_files array<string>"

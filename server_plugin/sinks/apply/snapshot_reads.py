@@ -98,8 +98,8 @@ def plain_read(spec: ApplySpec, found: Status | None) -> tuple[str, list[str]] |
     Spark's Parquet reader reads them exactly (``delta.rows.plain_files``); None when the
     sink must read them, or there are none. ``found`` None: the spec's target is a Delta
     table read as a snapshot source, at its current version."""
-    if spec.target_format == ICEBERG or spec.full_refresh:
-        return None
+    if spec.target_format == ICEBERG or (found is not None and spec.full_refresh):
+        return None  # a refresh's first snapshot compares with nothing
     exists, version = (True, None) if found is None else _version_read(spec, found)
     plain = _rows_module(spec).plain_files(spec, version) if exists else None
     return None if plain is None else (plain[0].json(), plain[1])
