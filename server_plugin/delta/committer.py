@@ -17,7 +17,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from spark_cdc.server_plugin.delta.log import LOG_DIR, _local_path, commit_file
+from spark_cdc.server_plugin.delta.log import LOG_DIR, commit_file
+from spark_cdc.server_plugin.local_paths import local_root
 
 ENGINE_INFO = "spark-cdc-connect"
 
@@ -54,11 +55,6 @@ class PendingCommit:
         lines = [json.dumps({"commitInfo": info}, separators=(",", ":"))]
         lines += [json.dumps(a, separators=(",", ":")) for a in self.actions]
         return ("\n".join(lines) + "\n").encode()
-
-
-def local_root(uri: str) -> str | None:
-    """The table's folder when it is on a local filesystem (None: an object store)."""
-    return _local_path(uri)
 
 
 def can_commit(uri: str) -> bool:

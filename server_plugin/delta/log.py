@@ -9,7 +9,6 @@ file. Both go through one Arrow filesystem, so a table path or any URI delta-rs 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +17,7 @@ from urllib.parse import unquote, urlparse
 import pyarrow.fs as pafs
 from spark_cdc.server_plugin.delta.deletion_vectors import DeletionVector
 from spark_cdc.server_plugin.errors import error
+from spark_cdc.server_plugin.local_paths import local_root
 
 LOG_DIR = "_delta_log"
 
@@ -91,7 +91,7 @@ class DeltaLog:
     @property
     def fs(self) -> pafs.FileSystem:
         if self._fs is None:
-            local = _local_path(self.uri)
+            local = local_root(self.uri)
             if local is not None:
                 self._fs, self._root = pafs.LocalFileSystem(), local.rstrip("/")
             else:
@@ -254,15 +254,6 @@ def _what_is_wrong(error: Exception) -> str:
 def _first_line(error: Exception) -> str:
     """delta-rs errors may carry a multi-line native backtrace; its first line says it."""
     return (str(error).strip().splitlines() or [type(error).__name__])[0]
-
-
-def _local_path(uri: str) -> str | None:
-    parsed = urlparse(uri)
-    if parsed.scheme == "file":
-        return unquote(parsed.path)
-    if not parsed.scheme or (len(parsed.scheme) == 1 and os.name == "nt"):
-        return os.path.abspath(uri)
-    return None
 
 
 def check_readable_protocol(protocol: dict[str, Any] | None, metadata: dict[str, Any]) -> None:

@@ -13,7 +13,7 @@ import tomllib
 from deltalake import write_deltalake
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
-from spark_cdc import ChangelogReader
+from spark_cdc import ChangelogReader, apply_changes
 from spark_cdc.server_plugin.dependencies import DELTALAKE, PYICEBERG
 from spark_cdc.testing.local_server import start_local_server
 
@@ -93,4 +93,37 @@ def test_a_server_without_deltalake_names_it(
     assert error.getCondition() == "DELTA_CHANGELOG.MISSING_DEPENDENCY", str(error)
     assert error.getMessageParameters()["package"] == "deltalake"
     assert "pip install 'deltalake>=1.4.2'" in str(error)
+    assert "Traceback" not in str(error)
+
+
+@pytest.mark.local_process
+@pytest.mark.parametrize("streaming", [False, True], ids=["batch", "stream"])
+def test_apply_changes_on_a_server_without_deltalake_names_it(
+    no_deltalake_server: str, tmp_path: Path, streaming: bool
+) -> None:
+    """The process that makes a stream's writer only looks for delta-rs (``sink``); here it
+    is found and cannot be imported, so the tasks that load it name it, as the writer does
+    where it is not installed at all."""
+    source = tmp_path / "changes"
+    write_deltalake(str(source), rows(range(3)))
+    spark = SparkSession.builder.remote(no_deltalake_server).create()
+    try:
+        feed = (spark.readStream if streaming else spark.read).format("parquet")
+        feed = feed.schema("id long, name string").load(str(source))
+        with pytest.raises(PySparkException) as caught:
+            done = apply_changes(
+                feed,
+                str(tmp_path / "target"),
+                keys=["id"],
+                sequence_by="id",
+                **({"checkpoint_location": str(tmp_path / "cp")} if streaming else {}),
+                **({"trigger": {"availableNow": True}} if streaming else {}),
+            )
+            if streaming:
+                done.awaitTermination()
+    finally:
+        spark.stop()
+    error = caught.value
+    assert error.getCondition() == "DELTA_CHANGELOG.MISSING_DEPENDENCY", str(error)
+    assert error.getMessageParameters()["package"] == "deltalake"
     assert "Traceback" not in str(error)

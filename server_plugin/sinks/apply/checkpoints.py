@@ -18,8 +18,8 @@ from __future__ import annotations
 import os
 import time
 
-from spark_cdc.server_plugin.delta.committer import local_root
 from spark_cdc.server_plugin.errors import error
+from spark_cdc.server_plugin.local_paths import local_root
 
 ASIDE = ".before-full-refresh-"
 WRITER_FILE = "_spark_cdc_writer"

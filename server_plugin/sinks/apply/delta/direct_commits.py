@@ -11,10 +11,9 @@ any Delta writer without deletion vectors does), so the table keeps a protocol e
 reader opens (deltalake's ``to_pandas`` refuses the ``deletionVectors`` reader feature).
 
 The new rows' files are staged into the target (``staging``: by the tasks that resolved
-them, or here); the deletion vectors, rewritten files and the commit are written here
-(``delta.committer``). A target takes this path when nothing in it asks what this path
-cannot do (``refusal`` names it); the others take the MERGE.
-"""
+them, or here); deletion vectors, rewritten files and the commit are written here
+(``delta.committer``). A target takes this path when nothing in it asks what it cannot do
+(``refusal`` names it); the others take the MERGE."""
 
 from __future__ import annotations
 
@@ -39,6 +38,7 @@ from spark_cdc.server_plugin.delta.deletion_vectors import (
 )
 from spark_cdc.server_plugin.delta.log import DeltaLog
 from spark_cdc.server_plugin.errors import error
+from spark_cdc.server_plugin.local_paths import local_root
 from spark_cdc.server_plugin.sinks.apply.delta import staging, tables
 from spark_cdc.server_plugin.sinks.apply.delta.tables import OUTCOME_KEY
 from spark_cdc.server_plugin.sinks.apply.engine.columns import by_key
@@ -117,7 +117,7 @@ def replace_rows(
     files the tasks ``staged`` appended. A commit lost to another writer is made again on
     the new snapshot (the rows to write do not depend on it)."""
     log = DeltaLog(table.table_uri, dict(spec.storage_options) or None)
-    root = committer.local_root(table.table_uri)
+    root = local_root(table.table_uri)
     assert root is not None
     staged = (*staged, *staged_rows(table, rows, spec.keys))
     wanted = BatchKeys.of(replaced, replaced.column_names, len(spec.keys))
@@ -238,7 +238,7 @@ def _rewrite(
     properties = stats_properties(table.metadata().configuration)
     ours = data_files.writes(schema, properties)  # else delta-rs writes them
     values = {} if ours else _partition_values(table, partitions, set(marks))
-    root = committer.local_root(table.table_uri)
+    root = local_root(table.table_uri)
     assert root is not None
     taken = {path: _taken_out(log, adds[path], hits) for path, hits in marks.items()}
     pieces = []

@@ -18,11 +18,11 @@ from pyspark.sql.datasource import InputPartition
 from pyspark.sql.types import StringType, StructField, StructType
 from spark_cdc.server_plugin.arrow_types import arrow_schema
 from spark_cdc.server_plugin.delta.column_mapping import ColumnMapping, mapping_mode
-from spark_cdc.server_plugin.delta.committer import local_root
 from spark_cdc.server_plugin.delta.file_reader import read_task
 from spark_cdc.server_plugin.delta.file_tasks import FileTask, snapshot_tasks
 from spark_cdc.server_plugin.delta.log import DeltaLog
 from spark_cdc.server_plugin.delta.table_schema import table_schema
+from spark_cdc.server_plugin.local_paths import local_root
 from spark_cdc.server_plugin.sinks.apply.delta.tables import storage
 from spark_cdc.server_plugin.sinks.apply.engine.spec import ApplySpec
 from spark_cdc.server_plugin.vocabulary import CHANGE_TYPE

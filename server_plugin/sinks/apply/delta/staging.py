@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from spark_cdc.server_plugin.delta import committer, data_files
 from spark_cdc.server_plugin.delta.log import LOG_DIR
+from spark_cdc.server_plugin.local_paths import local_root
 from spark_cdc.server_plugin.sinks.apply.delta.tables import (
     add_actions,
     commit_properties,
@@ -71,7 +72,7 @@ def staged_files(
     """``rows`` staged into the table at ``uri`` (local): the add actions of their files,
     written by ``data_files`` where it writes their columns and partitions (``keys``:
     the table's key columns, which get no dictionary), else by delta-rs."""
-    root = committer.local_root(uri)
+    root = local_root(uri)
     assert root is not None
     partition_by = partition_by or []
     data = pa.schema([f for f in rows.schema if f.name not in partition_by])
@@ -142,7 +143,7 @@ def discard(uri: str, adds: tuple[dict[str, Any], ...] | list[dict[str, Any]]) -
     """The staged files deleted, and the folders they leave empty up to the table's own
     (a new table's: its tasks made it), so that a refused batch leaves no folder where
     there was none."""
-    found = committer.local_root(uri)
+    found = local_root(uri)
     if found is None:
         return
     root = os.path.normpath(found)

@@ -18,8 +18,8 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from spark_cdc.server_plugin.delta.committer import local_root
 from spark_cdc.server_plugin.errors import error
+from spark_cdc.server_plugin.local_paths import local_root
 from spark_cdc.server_plugin.sinks.apply.engine.columns import (
     SMALL_FILE_BYTES,
     aligned,
