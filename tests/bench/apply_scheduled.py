@@ -33,9 +33,14 @@ from tests.bench import apply
 from tests.bench.common import Bench, Figure, interleaved, medians, paired_spread, stream_seconds
 
 BENCHMARK = "apply_scheduled"
-# (target rows, changes a micro-batch, micro-batches): a small hourly job, a medium one, and
-# a backlog of five large micro-batches.
-CASES = ((1_000_000, 10_000, 1), (10_000_000, 100_000, 3), (10_000_000, 1_000_000, 5))
+# (target rows, changes a micro-batch, micro-batches): a small hourly job, issue 75's job,
+# a medium one, and a backlog of five large micro-batches.
+CASES = (
+    (1_000_000, 10_000, 1),
+    (2_000_000, 200_000, 3),
+    (10_000_000, 100_000, 3),
+    (10_000_000, 1_000_000, 5),
+)
 QUICK_CASES = ((100_000, 1_000, 1), (100_000, 10_000, 3))
 
 
