@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -38,24 +37,17 @@ from spark_cdc.rewrite.snapshot_diff import snapshot_changes
 from spark_cdc.server_plugin.sinks.apply.engine.binding import REFRESH
 from spark_cdc.server_plugin.sinks.apply.engine.spec import (
     DELTA,
-    END_AT,
     SNAPSHOT_WRITER_PREFIX,
-    START_AT,
     ApplySpec,
 )
 from spark_cdc.server_plugin.sinks.apply.sink import (
-    FILES,
-    READ_OPTION,
-    SINK_NAME,
-    STATUS,
-    TARGET,
     ApplyChangesSink,
-    spec_options,
 )
 from spark_cdc.server_plugin.vocabulary import COMMIT_VERSION
+from spark_cdc.snapshot_reads import check_given_again, status, table_rows, target_rows
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, Row, SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 # What a source function is: given the last version applied (None: none yet), the next
 # snapshot and its version, or None when there is none.
@@ -156,18 +148,13 @@ def apply_changes_from_snapshot(
     make_available(session, ApplyChangesSink, "apply_changes")
 
     def applied(
-        snapshot: DataFrame, before: DataFrame | None, number: int, base: int
+        after: DataFrame, before: DataFrame | None, number: int, base: int
     ) -> AppliedChanges:
-        """The snapshot's changes from ``before`` (None: an empty target) applied as the
-        writer's batch ``number``, computed against its batch ``base`` (-1: none)."""
+        """The changes of snapshot ``after`` (its columns chosen) from ``before`` (None: an
+        empty target) applied as the writer's batch ``number``, computed against its batch
+        ``base`` (-1: none)."""
         from pyspark.sql import functions as F
 
-        after = snapshot
-        _check_columns(snapshot, keys, column_list, except_column_list)
-        if column_list:
-            after = after.select(*[F.col(quoted(c)) for c in column_list])
-        elif except_column_list:
-            after = after.drop(*except_column_list)
         changes = snapshot_changes(
             after.limit(0) if before is None else before,
             after,
@@ -201,7 +188,7 @@ def apply_changes_from_snapshot(
 
     done: list[AppliedSnapshot] = []
     while True:
-        found = _status(session, tables)
+        found = status(session, tables)
         state_batch = found.state_batch
         tables = dataclasses.replace(tables, app_id=found.writer)
         got = next_snapshot(state_batch)
@@ -211,10 +198,14 @@ def apply_changes_from_snapshot(
         if state_batch is not None and number == state_batch:
             done.append(AppliedSnapshot(number, 0, 0, 0, skipped=True))
             return done
+        after = _chosen(snapshot, keys, column_list, except_column_list)
+        base = -1 if state_batch is None else state_batch
+        if found.target_batch is not None and found.target_batch > base:
+            check_given_again(session, tables, scd_type, after, keys, number, schema_evolution)
         # A refresh's first snapshot is compared with nothing.
         compared = found.target_exists and not tables.full_refresh
-        before = _target_rows(session, tables, scd_type, found) if compared else None
-        outcome = applied(snapshot, before, number, -1 if state_batch is None else state_batch)
+        before = target_rows(session, tables, scd_type, found) if compared else None
+        outcome = applied(after, before, number, base)
         tables = dataclasses.replace(tables, full_refresh=False)  # the generation goes on
         done.append(AppliedSnapshot(number, outcome.changes, outcome.keys, outcome.rows))
         if next_snapshot is not source:  # one snapshot: a DataFrame or a table's content
@@ -225,40 +216,6 @@ def writer_id(target: str) -> str:
     """Every run into one target is one writer (module docstring)."""
     digest = hashlib.sha256(target.encode()).hexdigest()[:32]
     return f"{SNAPSHOT_WRITER_PREFIX}{digest}"
-
-
-def _status(spark: SparkSession, tables: ApplySpec) -> Row:
-    """Where the writer stands (``snapshot_reads.status``), and where Spark's Parquet
-    reader reads the target's rows, their schema and files (``plain_read``)."""
-    options = spec_options(tables)
-    row = spark.read.format(SINK_NAME).options(**options).option(READ_OPTION, STATUS)
-    return row.load().collect()[0]
-
-
-def _target_rows(spark: SparkSession, tables: ApplySpec, scd_type: int, found: Row) -> DataFrame:
-    """The target's rows the next snapshot is compared with: type 2's open versions,
-    without their two columns; read by Spark's Parquet reader where the status gave their
-    files, else by the sink. A target of the other type is refused by name."""
-    from pyspark.sql import functions as F
-
-    rows = _rows(spark, tables, found)
-    if found.target_files:  # the schema given: no round trip for its columns
-        columns = [field["name"] for field in json.loads(found.target_schema)["fields"]]
-    else:
-        columns = rows.columns
-    history = END_AT in columns
-    if history != (scd_type == 2):
-        stored = 2 if history else 1
-        raise cdc_error(
-            "APPLY_CHANGES.SCD_TYPE_MISMATCH",
-            path=tables.target,
-            stored=stored,
-            evidence=f"it {'has' if history else 'has no'} a {END_AT} column",
-            asked=scd_type,
-        )
-    if history:
-        rows = rows.filter(F.col(END_AT).isNull()).drop(START_AT, END_AT)
-    return rows
 
 
 def _checked(
@@ -353,44 +310,24 @@ def _next_snapshot(
         number = version if version is not None else (1 if applied is None else applied + 1)
         if isinstance(source, DataFrame):
             return source, number
-        return _read_table(spark, source, tables, source_format, source_options), number
+        return table_rows(spark, source, tables, source_format, source_options), number
 
     return current
 
 
-def _read_table(
-    spark: SparkSession,
-    source: str,
-    tables: ApplySpec,
-    source_format: str | None,
-    source_options: Mapping[str, str] | None,
+def _chosen(
+    snapshot: DataFrame,
+    keys: Sequence[str],
+    column_list: Sequence[str] | None,
+    except_column_list: Sequence[str] | None,
 ) -> DataFrame:
-    """A table's current rows: with ``source_format`` (other than Delta), read by Spark in
-    that format; else a path as a Delta table, read by the server's sink as it reads a
-    target (deletion vectors and column mapping applied), a name through the session's
-    catalog."""
-    if source_format is not None and source_format.lower() != DELTA:
-        return spark.read.format(source_format).options(**(source_options or {})).load(source)
-    if "/" not in source:
-        return spark.read.options(**(source_options or {})).table(source)
-    as_target = dataclasses.replace(
-        tables, target=source, state=source.rstrip("/") + "__no_state", target_format=DELTA
-    )
-    files = spark.read.format(SINK_NAME).options(**spec_options(as_target))
-    return _rows(spark, as_target, files.option(READ_OPTION, FILES).load().collect()[0])
+    """The snapshot's columns the target keeps, once the ones named are its own."""
+    from pyspark.sql import functions as F
 
-
-def _rows(spark: SparkSession, tables: ApplySpec, found: Row) -> DataFrame:
-    """The rows of ``tables``' target: its files read by Spark's Parquet reader with its
-    schema, where the sink gave them (``snapshot_reads.plain_read``), else the sink's read
-    (deletion vectors, column mapping and partition values applied)."""
-    if found.target_files:
-        from pyspark.sql.types import StructType
-
-        schema = StructType.fromJson(json.loads(found.target_schema))
-        return spark.read.schema(schema).parquet(*found.target_files)
-    reader = spark.read.format(SINK_NAME).options(**spec_options(tables))
-    return reader.option(READ_OPTION, TARGET).load()
+    _check_columns(snapshot, keys, column_list, except_column_list)
+    if column_list:
+        return snapshot.select(*[F.col(quoted(c)) for c in column_list])
+    return snapshot.drop(*except_column_list) if except_column_list else snapshot
 
 
 def _check_columns(

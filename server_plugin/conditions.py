@@ -128,6 +128,13 @@ CONDITIONS: dict[str, Condition] = {
         "as type <asked>: pass stored_as_scd_type=<stored> to go on with it, or apply type "
         "<asked> to a new target (with its own state_location)."
     ),
+    "APPLY_CHANGES.SNAPSHOT_GIVEN_AGAIN_DIFFERS": Condition(
+        "Snapshot <version> is applied to '<path>' again, since the target holds it and its "
+        "state does not (the apply stopped between its two commits, or the state was "
+        "deleted), but <count> of its keys differ from what the target received; nothing was "
+        "written: give snapshot <version> as it was, or apply the snapshots again with "
+        "full_refresh=True (spark-cdc apply-snapshot --full-refresh) to make both anew."
+    ),
     "APPLY_CHANGES.SNAPSHOT_INTERRUPTED": Condition(
         "Snapshot <applied> reached '<path>' and its apply stopped before the state's "
         "commit, and snapshot <version> is asked for now: apply snapshot <applied> again "

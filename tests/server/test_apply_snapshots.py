@@ -262,7 +262,8 @@ def test_the_targets_rows_are_read_by_sparks_parquet_reader_where_its_files_hold
     likewise."""
     from deltalake import DeltaTable, write_deltalake
     from spark_cdc.apply import tables_spec
-    from spark_cdc.apply_snapshots import _read_table, _status, _target_rows, writer_id
+    from spark_cdc.apply_snapshots import writer_id
+    from spark_cdc.snapshot_reads import status, table_rows, target_rows
 
     target = str(tmp_path / "mirror")
     first = spark.createDataFrame(
@@ -270,7 +271,7 @@ def test_the_targets_rows_are_read_by_sparks_parquet_reader_where_its_files_hold
     )
     apply_changes_from_snapshot(target, first, ["id"], spark=spark, **LAYOUTS[layout])
     tables = tables_spec(spark, target, 1, "delta", None, None, None, app_id=writer_id(target))
-    rows = _target_rows(spark, tables, 1, _status(spark, tables))
+    rows = target_rows(spark, tables, 1, status(spark, tables))
     read = sorted(Path(f).name for f in rows.inputFiles())
     files = sorted(Path(f).name for f in DeltaTable(target).file_uris())
     assert read == (files if by_parquet else [])
@@ -284,7 +285,7 @@ def test_the_targets_rows_are_read_by_sparks_parquet_reader_where_its_files_hold
     files = sorted(Path(f).name for f in DeltaTable(source).file_uris())
     for refreshing in (False, True):  # a full refresh reads its source alike
         given = dataclasses.replace(tables, full_refresh=refreshing)
-        rows = _read_table(spark, source, given, None, None)
+        rows = table_rows(spark, source, given, None, None)
         read = sorted(Path(f).name for f in rows.inputFiles())
         assert read == (files if by_parquet else [])
     assert [tuple(r) for r in rows.select("id", "region", "v").collect()] == [(3, "eu", "c")]
@@ -398,6 +399,51 @@ def test_a_stop_between_the_two_commits_is_run_again_exactly(
         (2, "b", 1, 2),
         (3, "c", 2, 3),
     }
+
+
+@pytest.mark.parametrize(("lost", "scd_type"), [("stopped", 2), ("deleted", 1)])
+def test_a_snapshot_given_again_must_be_the_one_the_target_received(
+    spark: SparkSession, tmp_path: Path, scd_type: int, lost: str
+) -> None:
+    """The target holds a snapshot its state does not: the apply stopped between its two
+    commits, or the state was deleted after the first snapshot, which looks the same. The
+    snapshot is applied again and its changes go to the state, so other rows than the
+    target received are refused by name, with nothing written; the same rows go on exactly
+    as a run that lost nothing."""
+    import shutil
+
+    def run(into: str, *snapshots: tuple[int, list[tuple[Any, ...]]]) -> list[AppliedSnapshot]:
+        return apply_changes_from_snapshot(
+            into, _snapshots(spark, *snapshots), ["id"], stored_as_scd_type=scd_type, spark=spark
+        )
+
+    target = str(tmp_path / "target")
+    state = target + "__apply_changes_state"
+    given = [(1, [(1, "a"), (2, "b")]), (2, [(1, "A"), (3, "c")])]
+    if lost == "deleted":
+        given = given[:1]
+    run(target, *given)
+    if lost == "deleted":
+        shutil.rmtree(state)
+    else:
+        sorted((Path(state) / "_delta_log").glob("*.json"))[-1].unlink()
+
+    def logs() -> list[list[str]]:
+        return [sorted(p.name for p in Path(t).glob("_delta_log/*")) for t in (target, state)]
+
+    before = logs()
+    again, rows = given[-1]
+    with pytest.raises(PySparkException) as caught:
+        run(target, (again, [*rows[:-1], (rows[-1][0], "other")]))
+    assert caught.value.getCondition() == "APPLY_CHANGES.SNAPSHOT_GIVEN_AGAIN_DIFFERS"
+    assert caught.value.getMessageParameters()["count"] == "1"
+    assert "full_refresh=True" in str(caught.value)
+    assert logs() == before
+    later = [(3, [(1, "A"), (4, "d")]), (4, [(4, "D")])]
+    assert [d.version for d in run(target, (again, rows), *later)] == [again, 3, 4]
+    fresh = str(tmp_path / "fresh")
+    run(fresh, *given, *later)
+    assert sorted_rows(read_table(target)) == sorted_rows(read_table(fresh))
 
 
 def test_a_column_added_or_dropped_with_schema_evolution(

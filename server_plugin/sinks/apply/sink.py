@@ -71,10 +71,11 @@ CATALOG_PREFIX = "catalog."
 _APART = {"storage_options": STORAGE_PREFIX, "catalog": CATALOG_PREFIX}
 OUTCOME_SCHEMA = "batch long, changes long, keys long, rows long"
 # A read with this option reads, instead of a writer's outcomes, where its snapshots stand
-# (``status``), the target's rows (``target``), or the files Spark's Parquet reader reads
-# them from (``files``, of a Delta table read as a snapshot source): ``snapshot_reads``.
+# (``status``), the target's rows to compare with (``target``) or its current ones
+# (``current``), or the files Spark's Parquet reader reads the current ones from
+# (``files``, also of a Delta table read as a snapshot source): ``snapshot_reads``.
 READ_OPTION = "read"
-STATUS, TARGET, FILES = "status", "target", "files"
+STATUS, TARGET, CURRENT, FILES = "status", "target", "current", "files"
 FILES_SCHEMA = "target_schema string, target_files array<string>"
 STATUS_SCHEMA = (
     f"target_exists boolean, target_batch long, state_batch long, writer string, {FILES_SCHEMA}"
@@ -126,10 +127,10 @@ class ApplyChangesSink(DataSource):
             return STATUS_SCHEMA
         if read == FILES:
             return FILES_SCHEMA
-        if read == TARGET:
+        if read in (TARGET, CURRENT):
             from spark_cdc.server_plugin.sinks.apply.snapshot_reads import target_schema
 
-            return target_schema(_required_spec(self.options))
+            return target_schema(_required_spec(self.options), current=read == CURRENT)
         return OUTCOME_SCHEMA
 
     # Spark makes the writer in a process that writes nothing (module docstring): the
@@ -145,8 +146,8 @@ class ApplyChangesSink(DataSource):
         read = option(self.options, READ_OPTION)
         if read in (STATUS, FILES):
             return StatusReader(spec, files_only=read == FILES)
-        if read == TARGET:
-            return TargetRowsReader(spec, schema)
+        if read in (TARGET, CURRENT):
+            return TargetRowsReader(spec, schema, current=read == CURRENT)
         if option(self.options, SET_ASIDE_OPTION) == "true":
             return OutcomeReader(spec, set_aside=True)
         return OutcomeReader(_as_named_writer(spec))
@@ -333,18 +334,19 @@ class StatusReader(DataSourceReader):
 
 
 class TargetRowsReader(DataSourceReader):
-    """The target's rows a snapshot is compared with (``snapshot_reads``), in partitions
-    of its files."""
+    """The target's rows a snapshot is compared with (``snapshot_reads``), or with
+    ``current`` its current ones, in partitions of its files."""
 
-    def __init__(self, spec: ApplySpec, schema: StructType) -> None:
+    def __init__(self, spec: ApplySpec, schema: StructType, current: bool = False) -> None:
         self.spec = spec
         self.declared = schema
+        self.current = current
 
     def partitions(self) -> list[InputPartition]:
         from spark_cdc.server_plugin.changefeed.partitions import default_parallelism
         from spark_cdc.server_plugin.sinks.apply.snapshot_reads import target_partitions
 
-        return target_partitions(self.spec, default_parallelism())
+        return target_partitions(self.spec, default_parallelism(), self.current)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         from spark_cdc.server_plugin.sinks.apply.snapshot_reads import target_rows

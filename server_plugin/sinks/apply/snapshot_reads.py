@@ -7,6 +7,8 @@ commits (the target's, then the state's: ``engine.batch``). The snapshot is then
 again, and must give the same changes as the first time, or the state would record other
 changes than the target's. So the rows read are the target as the state last described
 it (the version its newest outcome names, ``binding.Bound``): what the first run compared.
+The client then also reads the target's current rows (``current``), to check that the
+snapshot given again is the one the target received.
 
 Where the target's files hold those rows as they are (``plain_read``), the client reads them
 with Spark's own Parquet reader instead of the sink's, given their paths and schema.
@@ -137,13 +139,14 @@ class NoRows(InputPartition):
     """The partition of a target with nothing to compare with."""
 
 
-def target_schema(spec: ApplySpec) -> StructType:
-    """The target's columns, at the version its rows are read at."""
-    return _rows_module(spec).schema(spec, _version_read(spec)[1])
+def target_schema(spec: ApplySpec, current: bool = False) -> StructType:
+    """The target's columns, at the version its rows are read at (``current``: its
+    current one)."""
+    return _rows_module(spec).schema(spec, None if current else _version_read(spec)[1])
 
 
-def target_partitions(spec: ApplySpec, count: int) -> list[InputPartition]:
-    exists, version = _version_read(spec)
+def target_partitions(spec: ApplySpec, count: int, current: bool = False) -> list[InputPartition]:
+    exists, version = (True, None) if current else _version_read(spec)
     if not exists:
         return [NoRows(None)]
     return list(_rows_module(spec).partitions(spec, version, count))
