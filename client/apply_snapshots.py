@@ -35,14 +35,8 @@ from spark_cdc.rewrite.names import quoted
 from spark_cdc.rewrite.server_code import make_available, server_parallelism
 from spark_cdc.rewrite.snapshot_diff import snapshot_changes
 from spark_cdc.server_plugin.sinks.apply.engine.binding import REFRESH
-from spark_cdc.server_plugin.sinks.apply.engine.spec import (
-    DELTA,
-    SNAPSHOT_WRITER_PREFIX,
-    ApplySpec,
-)
-from spark_cdc.server_plugin.sinks.apply.sink import (
-    ApplyChangesSink,
-)
+from spark_cdc.server_plugin.sinks.apply.engine.spec import DELTA, SNAPSHOT_WRITER_PREFIX, ApplySpec
+from spark_cdc.server_plugin.sinks.apply.sink import ApplyChangesSink
 from spark_cdc.server_plugin.vocabulary import COMMIT_VERSION
 from spark_cdc.snapshot_reads import check_given_again, status, table_rows, target_rows
 
