@@ -46,8 +46,8 @@ def test_the_apply_sink_and_its_writers_are_made_without_loading_the_engine(
     that start at a stream's first micro-batch and never write a row (``sink``'s
     docstring): unpickling the sink there, its schema, making a batch or stream writer and
     pickling it load no Arrow, numpy, delta-rs, pyiceberg or pandas beyond what PySpark's
-    data source classes load (4.0's load numpy; about 0.25 s of the stream's first
-    micro-batch, measured on a stock 4.3 server)."""
+    data source classes load (4.0's load numpy; ours would add about 0.1 s to the stream's
+    first micro-batch, measured on a stock 4.3 server)."""
     check = (
         "import sys, pickle, pyspark.sql.datasource\n"
         "from pyspark import cloudpickle\n"
