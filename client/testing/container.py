@@ -22,7 +22,6 @@ from __future__ import annotations
 import io
 import os
 import secrets
-import socket
 import sys
 import tarfile
 import time
@@ -32,6 +31,7 @@ from typing import Any
 
 import pyspark
 from spark_cdc.server_plugin.conditions import ConditionError
+from spark_cdc.testing import owners
 from testcontainers.core.config import testcontainers_config
 from testcontainers.core.container import DockerContainer
 
@@ -40,7 +40,6 @@ CONTAINER_PORT = 15002
 DEFAULT_BASE_IMAGE = "debian:bookworm-slim"
 # Where the Dockerfile takes extra CA certificates from, inside the build context.
 CA_CERTS_IN_CONTEXT = "compose/ca-certs"
-_OWNER_LABEL = "org.spark-cdc-connect.owner"
 
 
 class SparkConnectContainerError(ConditionError, RuntimeError):
@@ -111,7 +110,7 @@ class SparkConnectContainer(DockerContainer):
             self.with_command(args)
         self._kwargs = {
             "user": f"{os.getuid()}:{os.getgid()}",
-            "labels": {_OWNER_LABEL: f"{socket.gethostname()}:{os.getpid()}"},
+            "labels": {owners.LABEL: owners.owner_label()},
         }
 
     def __repr__(self) -> str:  # never the token
@@ -264,14 +263,12 @@ def _use_ryuk_only_if_present(client: Any) -> None:
 
 
 def _remove_orphans(client: Any) -> None:
-    """Remove our containers whose owning process (on this host) is gone: a test run killed
+    """Remove our containers whose owning process is gone (``owners``): a test run killed
     before its teardown must not leave a server running."""
     import docker.errors
 
-    host = socket.gethostname()
-    for container in client.containers.list(all=True, filters={"label": _OWNER_LABEL}):
-        owner_host, _, pid = container.labels.get(_OWNER_LABEL, "").partition(":")
-        if owner_host == host and pid.isdigit() and not _alive(int(pid)):
+    for container in client.containers.list(all=True, filters={"label": owners.LABEL}):
+        if owners.owner_gone(container.labels.get(owners.LABEL, "")):
             try:
                 container.remove(force=True)
             except docker.errors.APIError as error:
@@ -279,13 +276,3 @@ def _remove_orphans(client: Any) -> None:
                 # is gone (404) or being removed (409), which is what this wanted.
                 if error.status_code not in (404, 409):
                     raise
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -201,13 +201,15 @@ def test_starts_at_once_remove_the_same_orphans_without_failing(spark_cdc_server
     them on that 409 once. The running server, whose owner lives, is kept."""
     import threading
 
-    from spark_cdc.testing.container import _OWNER_LABEL, _remove_orphans
+    from spark_cdc.testing.container import _remove_orphans
+    from spark_cdc.testing.owners import LABEL, owner_label
 
     client = spark_cdc_server.get_docker_client().client
     server = spark_cdc_server.get_wrapped_container()
-    ended = subprocess.Popen(["true"])
+    ended = subprocess.Popen(["sleep", "60"])
+    label = {LABEL: owner_label(ended.pid)}
+    ended.kill()
     ended.wait()
-    label = {_OWNER_LABEL: f"{socket.gethostname()}:{ended.pid}"}
     orphans = [
         client.containers.create(server.image.id, labels=label, command=["true"]) for _ in range(4)
     ]
@@ -227,7 +229,7 @@ def test_starts_at_once_remove_the_same_orphans_without_failing(spark_cdc_server
     for thread in threads:
         thread.join()
     assert failures == []
-    left = {c.id for c in client.containers.list(all=True, filters={"label": _OWNER_LABEL})}
+    left = {c.id for c in client.containers.list(all=True, filters={"label": LABEL})}
     assert left.isdisjoint(o.id for o in orphans) and server.id in left
 
 
