@@ -194,6 +194,26 @@ def test_the_daemon_reaper_runs_beside_the_server(spark_cdc_server: Any) -> None
     assert reaper[0] == first and reaper[1][-2:] == ["1", f"{DEFAULT_IDLE_SECONDS:g}"]
 
 
+def test_python_workers_load_pysparks_bytecode_from_its_zip(
+    spark_cdc_session: SparkSession,
+) -> None:
+    """The image's pyspark.zip, first on every Python worker's path, holds bytecode
+    (compose/precompile_zips.py): a worker imports PySpark from it without compiling."""
+    from collections.abc import Iterable
+
+    import pyarrow as pa
+
+    def where(batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
+        import pyspark as worker_pyspark
+
+        for _ in batches:
+            pass
+        yield pa.RecordBatch.from_pydict({"file": [worker_pyspark.__file__]})
+
+    (row,) = spark_cdc_session.range(1).mapInArrow(where, "file string").collect()
+    assert row.file == "/opt/spark/python/lib/pyspark.zip/pyspark/__init__.pyc"
+
+
 def test_starts_at_once_remove_the_same_orphans_without_failing(spark_cdc_server: Any) -> None:
     """Two test workers starting together each remove the containers a killed run left
     (their owner process gone): the one that comes second finds them gone or being removed
