@@ -142,11 +142,11 @@ def apply_changes_from_snapshot(
     make_available(session, ApplyChangesSink, "apply_changes")
 
     def applied(
-        after: DataFrame, before: DataFrame | None, number: int, base: int
+        after: DataFrame, before: DataFrame | None, number: int, base: int, unique: bool
     ) -> AppliedChanges:
         """The changes of snapshot ``after`` (its columns chosen) from ``before`` (None: an
-        empty target) applied as the writer's batch ``number``, computed against its batch
-        ``base`` (-1: none)."""
+        empty target; ``unique``: it holds each key once for certain) applied as the
+        writer's batch ``number``, computed against its batch ``base`` (-1: none)."""
         from pyspark.sql import functions as F
 
         changes = snapshot_changes(
@@ -157,6 +157,7 @@ def apply_changes_from_snapshot(
             commit_timestamp=F.current_timestamp(),
             allow_missing_columns=schema_evolution,
             options={"computeUpdates": True},
+            _unique_before=unique,
         )
         tasks = server_parallelism(session)
         plan = plan_apply(
@@ -199,7 +200,10 @@ def apply_changes_from_snapshot(
         # A refresh's first snapshot is compared with nothing.
         compared = found.target_exists and not tables.full_refresh
         before = target_rows(session, tables, scd_type, found) if compared else None
-        outcome = applied(after, before, number, base)
+        # The sink vouches only for rows its Parquet files hold (``plain_read``); a server
+        # of an earlier version does not say.
+        unique = bool(found.asDict().get("target_keys_unique"))
+        outcome = applied(after, before, number, base, unique)
         tables = dataclasses.replace(tables, full_refresh=False)  # the generation goes on
         done.append(AppliedSnapshot(number, outcome.changes, outcome.keys, outcome.rows))
         if next_snapshot is not source:  # one snapshot: a DataFrame or a table's content

@@ -62,6 +62,7 @@ def snapshot_changes(
     compare_except_column_list: Sequence[str] | None = None,
     allow_missing_columns: bool = False,
     options: Mapping[str, OptionValue] | None = None,
+    _unique_before: bool = False,
 ) -> DataFrame:
     """The changes that turn snapshot ``before`` into snapshot ``after``, rows identified by
     ``keys``: a key only in ``after`` is an ``insert``, a key only in ``before`` a
@@ -144,10 +145,14 @@ def snapshot_changes(
     def side(number: int) -> DataFrame:
         """One side of the union (the optimizer drops the other branch), its row whole."""
         one = rows.filter(F.col(SIDE) == number).drop(SIDE)
+        # ``_unique_before``: the caller vouches that ``before`` holds each key once (a
+        # target version apply_changes_from_snapshot wrote or counted already), sparing
+        # the window, the plan's costliest step beside the join.
+        counted = F.lit(1) if number == 0 and _unique_before else F.count(F.lit(1)).over(by_key)
         return one.select(
             *[F.col(quoted(k)) for k in keys],
             F.struct(F.col("*")).alias(SIDE_ROW[number]),
-            F.count(F.lit(1)).over(by_key).alias(SIDE_ROWS[number]),
+            counted.alias(SIDE_ROWS[number]),
         )
 
     joined = side(0).join(side(1), on=keys, how="full_outer")

@@ -319,6 +319,51 @@ def test_a_version_again_is_skipped_and_an_older_one_refused(
     assert sorted_rows(read_table(target)) == [{"id": 1, "v": "a"}]
 
 
+def test_the_targets_keys_are_counted_unless_the_writer_vouches_for_the_version_read(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """The target's rows are counted per key, a key twice refused by name, unless the
+    version read is the one the state's newest commit binds: written by the writer, or
+    compared whole and left as it was. A row a person appended makes the version another
+    writer's: counted, and the key twice refused, nothing written. Once the person
+    removes it, the next snapshot counts the rows and goes on, and the version it left
+    is vouched for again."""
+    from deltalake import DeltaTable, write_deltalake
+    from spark_cdc.apply import tables_spec
+    from spark_cdc.apply_snapshots import writer_id
+    from spark_cdc.snapshot_reads import status
+
+    target = str(tmp_path / "mirror")
+    tables = tables_spec(spark, target, 1, "delta", None, None, None, app_id=writer_id(target))
+
+    def vouched() -> bool:
+        return bool(status(spark, tables).target_keys_unique)
+
+    rows = [(1, "a"), (2, "b")]
+    apply_changes_from_snapshot(target, _snapshots(spark, (1, rows)), ["id"], spark=spark)
+    assert vouched()
+    appended = pa.table({"id": pa.array([1], pa.int32()), "v": ["x"]})
+    write_deltalake(target, appended, mode="append")
+    assert not vouched()
+    log = sorted(Path(target, "_delta_log").glob("*.json"))
+    with pytest.raises(PySparkException) as caught:
+        apply_changes_from_snapshot(target, _snapshots(spark, (2, rows)), ["id"], spark=spark)
+    assert caught.value.getCondition() == "SNAPSHOT_CHANGES.DUPLICATE_KEY"
+    assert caught.value.getMessageParameters()["side"] == "before"
+    assert sorted(Path(target, "_delta_log").glob("*.json")) == log
+    DeltaTable(target).delete("v = 'x'")
+    assert not vouched()
+    applied = apply_changes_from_snapshot(target, _snapshots(spark, (2, rows)), ["id"], spark=spark)
+    assert applied == [AppliedSnapshot(2, 0, 0, 0)]
+    assert vouched()  # the version the person left, counted by snapshot 2
+    later = _snapshots(spark, (3, [(1, "c")]))
+    assert [a.version for a in apply_changes_from_snapshot(target, later, ["id"], spark=spark)] == [
+        3
+    ]
+    assert vouched()
+    assert sorted_rows(read_table(target)) == [{"id": 1, "v": "c"}]
+
+
 def test_a_bad_snapshot_writes_nothing(spark: SparkSession, tmp_path: Path) -> None:
     target = str(tmp_path / "mirror")
     apply_changes_from_snapshot(target, _snapshots(spark, (1, [(1, "a")])), ["id"], spark=spark)

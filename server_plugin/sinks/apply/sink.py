@@ -78,7 +78,8 @@ READ_OPTION = "read"
 STATUS, TARGET, CURRENT, FILES = "status", "target", "current", "files"
 FILES_SCHEMA = "target_schema string, target_files array<string>"
 STATUS_SCHEMA = (
-    f"target_exists boolean, target_batch long, state_batch long, writer string, {FILES_SCHEMA}"
+    f"target_exists boolean, target_batch long, state_batch long, writer string, {FILES_SCHEMA}, "
+    "target_keys_unique boolean"
 )
 # How far back the outcome of a batch is looked for in the target's history.
 _OUTCOME_SEARCH = 50
@@ -314,8 +315,9 @@ def _outcomes(spec: ApplySpec) -> Iterator[str]:
 class StatusReader(DataSourceReader):
     """One row: whether the spec's target exists, its writer's last batch in the target
     and in the state, and the writer (``snapshot_reads.status``); then, where Spark's
-    Parquet reader reads the target's rows to compare with, their schema and files
-    (``snapshot_reads.plain_read``; NULL: the sink reads them, ``TARGET``). With
+    Parquet reader reads the target's rows to compare with, their schema and files, and
+    whether they hold each key once for certain (``snapshot_reads.plain_read``; NULL: the
+    sink reads them, ``TARGET``). With
     ``files_only``, those two of the spec's target as a snapshot source reads it."""
 
     def __init__(self, spec: ApplySpec, files_only: bool = False) -> None:
@@ -326,10 +328,10 @@ class StatusReader(DataSourceReader):
         from spark_cdc.server_plugin.sinks.apply.snapshot_reads import plain_read, status
 
         if self.files_only:
-            yield plain_read(self.spec, None) or (None, None)
+            yield (plain_read(self.spec, None) or (None, None))[:2]
             return
         found = status(self.spec)
-        plain = plain_read(self.spec, found) or (None, None)
+        plain = plain_read(self.spec, found) or (None, None, False)
         yield found.target_exists, found.target_batch, found.state_batch, found.writer, *plain
 
 

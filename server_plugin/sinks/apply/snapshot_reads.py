@@ -43,6 +43,7 @@ class Status:
     target_batch: int | None
     state_batch: int | None
     writer: str
+    unique_at: int | None = None  # the target's current version, when ``_unique_at`` vouches
 
 
 def status(spec: ApplySpec) -> Status:
@@ -63,7 +64,23 @@ def status(spec: ApplySpec) -> Status:
         None if t is None else tables_format.last_batch(t, spec.app_id) for t in (target, state)
     ]
     check_binding(tables_format, spec, target, state, -1 if last[0] is None else last[0])
-    return Status(target is not None, last[0], last[1], spec.app_id)
+    unique_at = _unique_at(tables_format, spec, target, state)
+    return Status(target is not None, last[0], last[1], spec.app_id, unique_at)
+
+
+def _unique_at(tables_format: TableFormat, spec: ApplySpec, target: Any, state: Any) -> int | None:
+    """The target's version, when its rows (type 2: its open versions) hold each key once
+    for certain: it is the version the state's newest commit binds (``binding.Bound``).
+    That batch wrote it, or compared its snapshot with it and left it as it was, and then
+    the comparison counted its rows (a key twice is refused) unless they were this very
+    version's, vouched for by the batch before: so the next comparison need not count them
+    again (``snapshot_changes``' costliest step). Another writer's commit since (a hand
+    edit, a compaction) gives None: the rows are counted."""
+    if target is None or state is None:
+        return None
+    outcomes = tables_format.outcomes(state, spec, BOUND_SEARCH)
+    bound = next((b for b in map(Bound.of, outcomes) if b is not None), None)
+    return bound.version if bound == tables_format.identity(target) else None
 
 
 def _writer(tables_format: TableFormat, spec: ApplySpec, state: Any) -> str:
@@ -95,16 +112,20 @@ def _check_refresh_finished(tables_format: TableFormat, spec: ApplySpec, target:
             return
 
 
-def plain_read(spec: ApplySpec, found: Status | None) -> tuple[str, list[str]] | None:
+def plain_read(spec: ApplySpec, found: Status | None) -> tuple[str, list[str], bool] | None:
     """The schema (as JSON) and the files of the target's rows to compare with, when
-    Spark's Parquet reader reads them exactly (``delta.rows.plain_files``); None when the
-    sink must read them, or there are none. ``found`` None: the spec's target is a Delta
-    table read as a snapshot source, at its current version."""
+    Spark's Parquet reader reads them exactly (``delta.rows.plain_files``), and whether
+    they hold each key once for certain (``_unique_at``: the files are then that
+    version's); None when the sink must read them, or there are none. ``found`` None: the
+    spec's target is a Delta table read as a snapshot source, at its current version."""
     if spec.target_format == ICEBERG or (found is not None and spec.full_refresh):
         return None  # a refresh's first snapshot compares with nothing
     exists, version = (True, None) if found is None else _version_read(spec, found)
+    unique = found is not None and found.unique_at is not None and version is None
+    if unique and found is not None:
+        version = found.unique_at
     plain = _rows_module(spec).plain_files(spec, version) if exists else None
-    return None if plain is None else (plain[0].json(), plain[1])
+    return None if plain is None else (plain[0].json(), plain[1], unique)
 
 
 def _version_read(spec: ApplySpec, found: Status | None = None) -> tuple[bool, int | None]:
