@@ -78,8 +78,7 @@ def _unique_at(tables_format: TableFormat, spec: ApplySpec, target: Any, state: 
     edit, a compaction) gives None: the rows are counted."""
     if target is None or state is None:
         return None
-    outcomes = tables_format.outcomes(state, spec, BOUND_SEARCH)
-    bound = next((b for b in map(Bound.of, outcomes) if b is not None), None)
+    bound = Bound.newest(tables_format.outcomes(state, spec, BOUND_SEARCH))
     return bound.version if bound == tables_format.identity(target) else None
 
 
@@ -121,11 +120,11 @@ def plain_read(spec: ApplySpec, found: Status | None) -> tuple[str, list[str], b
     if spec.target_format == ICEBERG or (found is not None and spec.full_refresh):
         return None  # a refresh's first snapshot compares with nothing
     exists, version = (True, None) if found is None else _version_read(spec, found)
-    unique = found is not None and found.unique_at is not None and version is None
-    if unique and found is not None:
-        version = found.unique_at
+    unique_at = found.unique_at if found is not None and version is None else None
+    if unique_at is not None:  # the files of the version vouched for
+        version = unique_at
     plain = _rows_module(spec).plain_files(spec, version) if exists else None
-    return None if plain is None else (plain[0].json(), plain[1], unique)
+    return None if plain is None else (plain[0].json(), plain[1], unique_at is not None)
 
 
 def _version_read(spec: ApplySpec, found: Status | None = None) -> tuple[bool, int | None]:
@@ -141,11 +140,8 @@ def _version_read(spec: ApplySpec, found: Status | None = None) -> tuple[bool, i
     state = tables_format.existing_state(spec)
     if state is None:  # the target was made by the stopped snapshot: it compared nothing
         return False, None
-    for outcome in tables_format.outcomes(state, spec, BOUND_SEARCH):
-        bound = Bound.of(outcome)
-        if bound is not None:
-            return True, bound.version
-    return True, None
+    bound = Bound.newest(tables_format.outcomes(state, spec, BOUND_SEARCH))
+    return True, None if bound is None else bound.version
 
 
 def _rows_module(spec: ApplySpec) -> Any:

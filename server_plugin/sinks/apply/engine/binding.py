@@ -103,6 +103,12 @@ class Bound:
         named = json.loads(outcome).get(TARGET_FIELD)
         return None if named is None else cls(str(named[0]), int(named[1]))
 
+    @classmethod
+    def newest(cls, outcomes: Iterable[str]) -> Bound | None:
+        """The target the newest of a state's ``outcomes`` (the newest first) that names
+        one names (None: none does)."""
+        return next((b for b in map(cls.of, outcomes) if b is not None), None)
+
 
 def check(
     spec: ApplySpec,
@@ -141,7 +147,7 @@ def check(
                     evidence=evidence,
                 )
         return
-    bound = next((b for b in map(Bound.of, state_outcomes) if b is not None), None)
+    bound = Bound.newest(state_outcomes)
     if bound is None:
         return
     problem = None
