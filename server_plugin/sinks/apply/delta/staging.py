@@ -99,9 +99,11 @@ def _written(
     if partition_by:
         name = partition_by[0]
         column = rows.column(name)
+        found = pc.unique(column).to_pylist()
+        whole = len(found) == 1 and not column.null_count  # a task's state: its own bucket
         parts = [
-            (f"{name}={value}", {name: str(value)}, rows.filter(pc.equal(column, value)))
-            for value in pc.unique(column).to_pylist()
+            (f"{name}={v}", {name: str(v)}, rows if whole else rows.filter(pc.equal(column, v)))
+            for v in found
         ]
     else:
         parts = [("", {}, rows)]
