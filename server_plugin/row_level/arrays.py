@@ -80,3 +80,13 @@ def integer_width(data_type: pa.DataType) -> int | None:
     ) and not pa.types.is_interval(data_type):
         return 1 if pa.types.is_boolean(data_type) else data_type.bit_width // 8
     return None
+
+
+def ordered_integers(column: pa.ChunkedArray | pa.Array) -> np.ndarray | None:
+    """A column's values as int64 that order as the column does: signed integers, dates
+    and timestamps without NULLs (None for any other column)."""
+    data = array(column)
+    width = None if data.null_count else integer_width(data.type)
+    if width is None or pa.types.is_unsigned_integer(data.type) or pa.types.is_boolean(data.type):
+        return None
+    return fixed_values(data, width)

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from spark_cdc.server_plugin.errors import error
+from spark_cdc.server_plugin.row_level.arrays import ordered_integers
 from spark_cdc.server_plugin.sinks.apply.engine.spec import END_AT, START_AT, ApplySpec
 
 # A file smaller than this is a micro-batch's append, which the state's compaction merges
@@ -88,6 +90,9 @@ def by_key(rows: pa.Table, keys: tuple[str, ...]) -> pa.Table:
     tenth faster, measured)."""
     if rows.num_rows < 2 or not all(k in rows.column_names for k in keys):
         return rows
+    values = ordered_integers(rows.column(keys[0])) if len(keys) == 1 else None
+    if values is not None and bool(np.all(values[1:] >= values[:-1])):
+        return rows  # in key order already (``history._key_groups``)
     try:
         order = pc.sort_indices(rows, sort_keys=[(k, "ascending") for k in keys])
     except pa.ArrowNotImplementedError:  # a key of a type Arrow does not sort
