@@ -32,7 +32,7 @@ _PIECE_BYTES = 4 << 20
 
 
 def spilled(
-    batches: Iterable[tuple[pa.RecordBatch | pa.Table, np.ndarray | None]],
+    batches: Iterable[tuple[pa.RecordBatch, np.ndarray | None]],
     schema: pa.Schema,
     parts: int,
     most_bytes: int | None = None,
@@ -55,7 +55,7 @@ def spilled(
                 ends = np.searchsorted(part, np.arange(1, parts + 1))
                 for index, (start, end) in enumerate(zip([0, *ends[:-1]], ends, strict=True)):
                     if end > start:
-                        writers[index].write(batch.slice(start, end - start))
+                        writers[index].write_batch(batch.slice(start, end - start))
         finally:
             for writer in writers:
                 writer.close()
