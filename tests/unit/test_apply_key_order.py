@@ -2,7 +2,9 @@
 tight key ranges in each file's statistics, one pass for the key index). One integer key is
 grouped by a sort numbered in its order (``history._key_groups``), so the rows a batch
 resolves come out in key order and are not sorted a second time
-(``row_level.arrays.ordered_integers`` says which keys)."""
+(``row_level.arrays.ordered_integers`` says which keys). The changes of a key are then
+ordered by a sort that need not be stable (``history._slot_order``), in the order a stable
+one gives."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from spark_cdc.server_plugin.row_level.arrays import ordered_integers
-from spark_cdc.server_plugin.sinks.apply.engine.history import _key_groups
+from spark_cdc.server_plugin.sinks.apply.engine.history import _key_groups, _slot_order
 
 from tests.support.apply_feeds import expected
 from tests.support.apply_model import Change
@@ -107,3 +109,29 @@ def test_a_batch_in_any_order_is_written_in_key_order(scd_type: int) -> None:
                 keys = pq.read_table(file, columns=["id"]).column("id").to_pylist()
                 assert keys == sorted(keys), file
         assert sorted_rows(read_table(spec.target)) == expected(feed, spec)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    changes=st.lists(
+        st.tuples(st.integers(0, 5), st.integers(0, 3), st.integers(0, 2), st.integers(0, 2)),
+        min_size=1,
+        max_size=40,
+    ),
+    new=st.data(),
+)
+def test_changes_are_ordered_by_key_sequence_kind_identity_origin_then_row(
+    changes: list[tuple[int, int, int, int]], new: st.DataObject
+) -> None:
+    """Whatever sort finds the slots, the order is (key, sequence, kind, identity, origin)
+    with ties in row order, and each slot's first change is marked."""
+    group, ranks, op, identity = (np.array(c, np.int64) for c in zip(*changes, strict=True))
+    fresh = np.array(
+        new.draw(st.lists(st.booleans(), min_size=len(changes), max_size=len(changes)))
+    )
+    rows = np.arange(len(changes))
+    order, slot_start = _slot_order(group, ranks, op.astype(np.int8), identity, fresh)
+    expected = np.lexsort((rows, fresh, identity, op, ranks, group))
+    assert order.tolist() == expected.tolist()
+    slots = list(zip(group[order], ranks[order], strict=True))
+    assert slot_start.tolist() == [i == 0 or slots[i] != slots[i - 1] for i in range(len(slots))]

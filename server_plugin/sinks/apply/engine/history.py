@@ -313,9 +313,11 @@ def _slot_order(
     """The order by key, sequence, kind, identity and origin, and where each (key,
     sequence) slot starts in it. One sort of a combined integer (ranks are dense, so key
     and sequence fit in 63 bits), then the few slots holding several changes sorted by the
-    rest: a five-key ``lexsort`` costs several times that."""
+    rest: a five-key ``lexsort`` costs several times that. The sort need not be stable
+    (5M changes: 0.29 s, against 0.79 s stably): a slot's changes are ordered by their
+    rows last, as a stable sort leaves them."""
     slot_key = group.astype(np.int64) * (int(ranks.max()) + 1) + ranks
-    order = np.argsort(slot_key, kind="stable")
+    order = np.argsort(slot_key)
     slot_key = slot_key[order]
     slot_start = np.ones(len(order), bool)
     slot_start[1:] = slot_key[1:] != slot_key[:-1]
@@ -324,7 +326,8 @@ def _slot_order(
     if shared.any():
         within = order[shared]
         slot = np.cumsum(slot_start)[shared]
-        order[shared] = within[np.lexsort((new[within], identity[within], op[within], slot))]
+        by = (within, new[within], identity[within], op[within], slot)
+        order[shared] = within[np.lexsort(by)]
     return order, slot_start
 
 
