@@ -2,9 +2,9 @@
 tight key ranges in each file's statistics, one pass for the key index). One integer key is
 grouped by a sort numbered in its order (``history._key_groups``), so the rows a batch
 resolves come out in key order and are not sorted a second time
-(``row_level.arrays.ordered_integers`` says which keys). The changes of a key are then
-ordered by a sort that need not be stable (``history._slot_order``), in the order a stable
-one gives."""
+(``row_level.arrays.ordered_integers`` says which keys; an integer sequence is ranked the
+same way, ``history.dense_ranks``). The changes of a key are then ordered by a sort that
+need not be stable (``history._slot_order``), in the order a stable one gives."""
 
 from __future__ import annotations
 
@@ -20,7 +20,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from spark_cdc.server_plugin.row_level.arrays import ordered_integers
-from spark_cdc.server_plugin.sinks.apply.engine.history import _key_groups, _slot_order
+from spark_cdc.server_plugin.sinks.apply.engine.history import (
+    _key_groups,
+    _slot_order,
+    sequence_ranks,
+)
 
 from tests.support.apply_feeds import expected
 from tests.support.apply_model import Change
@@ -135,3 +139,15 @@ def test_changes_are_ordered_by_key_sequence_kind_identity_origin_then_row(
     assert order.tolist() == expected.tolist()
     slots = list(zip(group[order], ranks[order], strict=True))
     assert slot_start.tolist() == [i == 0 or slots[i] != slots[i - 1] for i in range(len(slots))]
+
+
+@settings(max_examples=60, deadline=None)
+@given(values=st.lists(st.integers(-5, 5), min_size=1, max_size=30))
+def test_sequences_rank_densely_by_either_path(values: list[int]) -> None:
+    """An integer sequence (ranked by ``dense_ranks``) and a two-part one whose first part
+    is constant (ranked by Arrow's sort) give each value its place among the distinct
+    values."""
+    expected = [sorted(set(values)).index(v) for v in values]
+    table = pa.table({"seq": pa.array(values, pa.int64()), "zero": pa.array([0] * len(values))})
+    assert sequence_ranks(table, ("seq",)).tolist() == expected
+    assert sequence_ranks(table, ("zero", "seq")).tolist() == expected

@@ -78,14 +78,33 @@ def sequence_ranks(table: pa.Table, names: tuple[str, ...]) -> np.ndarray:
     count = table.num_rows
     if count == 0:
         return np.zeros(0, np.int64)
+    values = ordered_integers(table.column(names[0])) if len(names) == 1 else None
+    if values is not None:
+        return dense_ranks(values)
     order = pc.sort_indices(table.select(list(names)), [(n, "ascending") for n in names])
     same = np.ones(count - 1, bool)
     for name in names:
         part = array(table.column(name)).take(order)
         same &= to_numpy(pc.equal(part[1:], part[:-1]).fill_null(False))
-    dense = np.concatenate([np.zeros(1, np.int64), np.cumsum(~same)])
-    ranks = np.empty(count, np.int64)
-    ranks[to_numpy(order)] = dense
+    return _ranked(to_numpy(order), np.concatenate([[True], ~same]))
+
+
+def dense_ranks(values: np.ndarray) -> np.ndarray:
+    """Each value's dense rank: equal values alike, ranks in the values' order. numpy's
+    sort need not be stable for that (5M values: 0.23 s, against 0.56 s for Arrow's hash
+    table and 0.75 s for its stable sort)."""
+    order = np.argsort(values)
+    ordered = values[order]
+    starts = np.ones(len(order), bool)
+    starts[1:] = ordered[1:] != ordered[:-1]
+    return _ranked(order, starts)
+
+
+def _ranked(order: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Dense ranks of the rows ``order`` sorts, a new rank where ``starts`` (in that
+    order) says a new value begins."""
+    ranks = np.empty(len(order), np.int64)
+    ranks[order] = np.cumsum(starts) - 1
     return ranks
 
 
@@ -223,19 +242,13 @@ def compacted(
 def _key_groups(changes: pa.Table, spec: ApplySpec) -> np.ndarray:
     """Each change's key as a group id (changes of one key alike), found once per batch
     and shared by every pass over its changes. One integer key (``ordered_integers``) is
-    grouped by a sort and numbered in its order: cheaper than a hash table (5M keys, 0.23 s
-    against 0.56 s), and the rows the batch writes come out in key order, which
-    ``columns.by_key`` then finds instead of sorting them again."""
+    grouped by its ``dense_ranks``, numbered in its order: cheaper than a hash table, and
+    the rows the batch writes come out in key order, which ``columns.by_key`` then finds
+    instead of sorting them again."""
     values = ordered_integers(changes.column(spec.keys[0])) if len(spec.keys) == 1 else None
     if values is None:
         return group_rows([array(changes.column(k)) for k in spec.keys], "key").ids
-    order = np.argsort(values)
-    ordered = values[order]
-    starts = np.ones(len(order), bool)
-    starts[1:] = ordered[1:] != ordered[:-1]
-    ids = np.empty(len(order), np.int64)
-    ids[order] = np.cumsum(starts) - 1
-    return ids
+    return dense_ranks(values)
 
 
 def _runs(
