@@ -31,12 +31,15 @@ if [[ "${SPARK_CDC_SHARED_PYTHON_WORKERS:-false}" == true ]]; then
 else
   server=(--class org.apache.spark.sql.connect.service.SparkConnectServer spark-internal)
 fi
+# Filters reach Python data sources (Spark 4.1+; a name 4.0 ignores): the change feeds use
+# them (spark_cdc.server_plugin.changefeed.pushdown, docs/reading-changes.md).
 exec "$SPARK_HOME/bin/spark-submit" \
   --driver-memory "${SPARK_DRIVER_MEMORY:-4g}" \
   --driver-java-options "-Dlog4j2.configurationFile=file:/opt/spark-cdc/log4j2.properties" \
   --conf "spark.connect.grpc.binding.address=0.0.0.0" \
   --conf "spark.connect.grpc.binding.port=${SPARK_CONNECT_PORT}" \
   --conf "spark.ui.enabled=false" \
+  --conf "spark.sql.python.filterPushdown.enabled=true" \
   --name spark-cdc-connect \
   "$@" \
   "${server[@]}"

@@ -278,6 +278,7 @@ def start_local_server(
 
 
 _PORT_ATTEMPTS = 3
+PUSHDOWN = "spark.sql.python.filterPushdown.enabled"
 
 
 def _port_taken(error: ServerStartError) -> bool:
@@ -313,6 +314,9 @@ def _start(
         # Two per core, not Spark's 200: each is a state-store task in every micro-batch of a
         # stateful stream (``spark_cdc.state_partitions``), on a server that runs local[*].
         SHUFFLE_PARTITIONS: str(PER_TASK_SLOT * len(os.sched_getaffinity(0))),
+        # Filters reach Python data sources (4.1+; 4.0 ignores the name): the change feeds
+        # use them (``server_plugin.changefeed.pushdown``).
+        PUSHDOWN: "true",
         **(conf or {}),
     }
     if shared_python_workers:

@@ -9,7 +9,7 @@ A format's reader subclasses ``ChangelogFileReader`` and gives how one task's fi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar, TypeVar
 
 from pyspark.sql.datasource import InputPartition
@@ -24,6 +24,7 @@ from spark_cdc.server_plugin.changefeed.partitions import (
     default_parallelism,
     plan_partitions,
 )
+from spark_cdc.server_plugin.changefeed.pushdown import Check, kept_rows, kept_tasks, translated
 from spark_cdc.server_plugin.changefeed.resolving_reader import read_resolved
 from spark_cdc.server_plugin.changefeed.source_options import SourceOptions
 from spark_cdc.server_plugin.errors import ChangelogSourceError, internal_errors
@@ -65,7 +66,7 @@ class ChangelogFileReader:
     """Plans file tasks into partitions and reads a partition; pickled to executors."""
 
     FAMILY: ClassVar[str] = DELTA  # the source's condition family
-    SHIPPED: ClassVar[tuple[str, ...]] = ("options", "schema", "strict_schema", "rules")
+    SHIPPED: ClassVar[tuple[str, ...]] = ("options", "schema", "strict_schema", "rules", "pushed")
 
     def __init__(self, options: SourceOptions, schema: StructType) -> None:
         self.options = options
@@ -74,6 +75,7 @@ class ChangelogFileReader:
         self.table_schema = StructType(schema.fields[:-3])
         self.rules: RowLevelRules | None = None
         self.parallelism = options.parallelism or default_parallelism()
+        self.pushed: list[Check] = []  # the filters Spark pushed that Arrow evaluates
 
     def uri(self) -> str:
         """The table, as errors name it."""
@@ -88,6 +90,7 @@ class ChangelogFileReader:
         return internal_errors(self.uri(), version, file, family=self.FAMILY)
 
     def _partitions(self, tasks: Sequence[FileTask]) -> list[FileGroup]:
+        tasks = kept_tasks(self.pushed, tasks, relabels=self.rules is not None)
         budget = self.options.resolve_task_bytes or RESOLVE_BYTES
         keys = self.rules.key_names if self.rules else set()
         key_share = max(1, len(keys)) / max(1, len(self.table_schema.fields))
@@ -109,8 +112,21 @@ class ChangelogFileReader:
             f"'{files[0]}'" if len(files) == 1 else f"one of {len(files)}",
         ):
             if partition.resolve and self.rules is not None:
-                yield from read_resolved(
+                batches = read_resolved(
                     self.read_task, self.schema, partition, self.rules, self.strict_schema
                 )
-                return
-            yield from read_group(self.read_task, self.schema, partition)
+            else:
+                batches = read_group(self.read_task, self.schema, partition)
+            yield from kept_rows(self.pushed, batches)
+
+
+class PushedFilters:
+    """What a batch reader adds where the read's planner pushes filters (``pushdown``): it
+    keeps the ones Arrow evaluates and hands every one back, for Spark to apply again."""
+
+    schema: StructType
+    pushed: list[Check]
+
+    def pushFilters(self, filters: list[Any]) -> Iterable[Any]:
+        self.pushed = translated(filters, self.schema)
+        return filters

@@ -27,9 +27,11 @@ from spark_cdc.server_plugin.changefeed.changelog_schema import (
     row_id_paths,
 )
 from spark_cdc.server_plugin.changefeed.offsets import Offset
+from spark_cdc.server_plugin.changefeed.pushdown import planner_pushes
 from spark_cdc.server_plugin.changefeed.reader import (
     END_BOUNDS,
     ChangelogFileReader,
+    PushedFilters,
     declared,
     options_for_schema,
 )
@@ -76,7 +78,10 @@ class DeltaChangelogSource(DataSource):
     def reader(self, schema: StructType) -> DataSourceReader:
         require(DELTALAKE, SOURCE_NAME)
         options = parse_delta_options(self.options)
+        pushing = planner_pushes()
         with internal_errors(options.path):
+            if pushing:
+                return DeltaChangelogPushingReader(options, schema)
             return DeltaChangelogReader(options, schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
@@ -157,6 +162,10 @@ class DeltaChangelogReader(_DeltaReader, DataSourceReader):
                     raise problem
                 tasks += commit_tasks(timed.commit, timed.timestamp_ms)
             return list(self._partitions(tasks))
+
+
+class DeltaChangelogPushingReader(PushedFilters, DeltaChangelogReader):
+    """The batch reader where the read's planner pushes filters (``changefeed.pushdown``)."""
 
 
 class DeltaChangelogStreamReader(_DeltaReader, TimelineStreamReader):

@@ -26,9 +26,11 @@ from spark_cdc.server_plugin.changefeed.bounds import first_version, last_versio
 from spark_cdc.server_plugin.changefeed.changelog_schema import changelog_schema, row_id_paths
 from spark_cdc.server_plugin.changefeed.commit_timestamps import next_timestamp
 from spark_cdc.server_plugin.changefeed.offsets import ICEBERG, Offset
+from spark_cdc.server_plugin.changefeed.pushdown import planner_pushes
 from spark_cdc.server_plugin.changefeed.reader import (
     END_BOUNDS,
     ChangelogFileReader,
+    PushedFilters,
     declared,
     options_for_schema,
 )
@@ -77,7 +79,10 @@ class IcebergChangelogSource(DataSource):
     def reader(self, schema: StructType) -> DataSourceReader:
         require(PYICEBERG, SOURCE_NAME)
         options = parse_iceberg_options(self.options)
+        pushing = planner_pushes()
         with internal_errors(options.common.path, family=ICEBERG):
+            if pushing:
+                return IcebergChangelogPushingReader(options, schema)
             return IcebergChangelogReader(options, schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
@@ -249,6 +254,10 @@ class IcebergChangelogReader(_IcebergReader, DataSourceReader):
                 if first <= timed.version <= last:
                     tasks += self.table.tasks(timed)
             return list(self._partitions(tasks))
+
+
+class IcebergChangelogPushingReader(PushedFilters, IcebergChangelogReader):
+    """The batch reader where the read's planner pushes filters (``changefeed.pushdown``)."""
 
 
 class IcebergChangelogStreamReader(_IcebergReader, TimelineStreamReader):
