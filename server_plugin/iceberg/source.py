@@ -44,7 +44,7 @@ from spark_cdc.server_plugin.iceberg.changes import (
     table_tasks,
 )
 from spark_cdc.server_plugin.iceberg.file_reader import LINEAGE_FIELDS, ReadContext, read_task
-from spark_cdc.server_plugin.iceberg.manifests import snapshot_files
+from spark_cdc.server_plugin.iceberg.manifests import ManifestCache, snapshot_files
 from spark_cdc.server_plugin.iceberg.options import (
     ENDING_SNAPSHOT,
     SOURCE,
@@ -105,6 +105,7 @@ class _Table:
         self.metadata = self.table.metadata
         self.timeline: Timeline = timeline(self.metadata, options.branch, self.path)
         self.layout = TableLayout.of(self.metadata)
+        self.manifests: ManifestCache = {}  # what snapshot_files read (never shipped)
 
     @property
     def snapshots(self) -> tuple[TimedSnapshot, ...]:
@@ -138,7 +139,8 @@ class _Table:
         return next((t.version for t in self.snapshots if t.timestamp_ms >= timestamp_ms), None)
 
     def tasks(self, timed: TimedSnapshot) -> list[IcebergTask]:
-        return snapshot_tasks(timed, snapshot_files(timed.snapshot, self.table.io), self.layout)
+        files = snapshot_files(timed.snapshot, self.table.io, self.manifests)
+        return snapshot_tasks(timed, files, self.layout)
 
     @property
     def versions(self) -> list[int]:
