@@ -33,7 +33,10 @@ from deltalake import DeltaTable, write_deltalake
 from tests.bench.common import Bench, Figure, at_least, interleaved, medians, noop_seconds
 
 BENCHMARK = "delta_source"
-THROUGHPUT_TARGET = 0.5
+THROUGHPUT_TARGET = 0.9  # issue 76's
+# A filter of about 1% of the rows that Spark pushes to a Python source (4.1+) and that no
+# row group's statistics exclude (names end in every digit pair throughout the table).
+SELECTIVE = "name LIKE '%99'"
 MARKER = "_bench_complete.json"  # written last: a folder without it is rebuilt
 CHECKPOINT_INTERVAL = 100  # delta-rs's default
 
@@ -51,41 +54,55 @@ QUICK = Sizes(rows=4_000, commits=4, log_commits=200)
 
 def run(bench: Bench) -> list[Figure]:
     sizes = QUICK if bench.quick else FULL
-    return [throughput(bench, sizes), *first_batch_latency(bench, sizes)]
+    return [*throughput(bench, sizes), *first_batch_latency(bench, sizes)]
 
 
 # -- (a) batch throughput -----------------------------------------------------------------
 
 
-def throughput(bench: Bench, sizes: Sizes) -> Figure:
+def throughput(bench: Bench, sizes: Sizes) -> list[Figure]:
+    """The whole feed, and a query of 2 of the 5 columns with a filter Spark pushes
+    (``SELECTIVE``), each against the same query of ``spark.read.parquet``."""
     path = str(append_only_table(bench.folder("delta_source") / "throughput", sizes))
     spark = bench.spark
-    runs: dict[str, Callable[[], Any]] = {
-        "delta_changelog": lambda: spark.read.format("delta_changelog").load(path),
-        "parquet": lambda: spark.read.parquet(path),
-    }
-    counts = {name: make().count() for name, make in runs.items()}  # also warms both up
-    if len(set(counts.values())) != 1:
-        raise AssertionError(f"the two readers disagree on the row count: {counts}")
-    timed = interleaved({name: noop_seconds(make) for name, make in runs.items()}, bench.reps)
-    ratios = [p / d for d, p in zip(timed["delta_changelog"], timed["parquet"], strict=True)]
-    ratio = statistics.median(ratios)
-    rows = sizes.rows
     files = _data_files(path)
-    return Figure(
-        benchmark=BENCHMARK,
-        case=(
-            f"{rows:,} rows, {sizes.commits} commits, {files} files; "
-            "long, string, double, timestamp + string partition column"
-        ),
-        ratio_label="delta_changelog rows/s ÷ parquet rows/s (median of paired runs)",
-        ratio=ratio,
-        target=f"≥ {THROUGHPUT_TARGET}",
-        met=at_least(ratio, THROUGHPUT_TARGET),
-        medians={f"{name} rows/s": rows / s for name, s in medians(timed).items()},
-        samples={f"{name} seconds": values for name, values in timed.items()},
-        notes="both into the noop sink; spark.read.parquet on the table folder",
+    table = (
+        f"{sizes.rows:,} rows, {sizes.commits} commits, {files} files; "
+        "long, string, double, timestamp + string partition column"
     )
+    queries: dict[str, Callable[[Any], Any]] = {
+        table: lambda df: df,
+        f"{table}; select(id, amount).where({SELECTIVE!r})": lambda df: df.select(
+            "id", "amount"
+        ).where(SELECTIVE),
+    }
+    figures = []
+    for case, query in queries.items():
+        runs: dict[str, Callable[[], Any]] = {
+            "delta_changelog": lambda q=query: q(spark.read.format("delta_changelog").load(path)),
+            "parquet": lambda q=query: q(spark.read.parquet(path)),
+        }
+        counts = {name: make().count() for name, make in runs.items()}  # also warms both up
+        if len(set(counts.values())) != 1:
+            raise AssertionError(f"the two readers disagree on the row count: {counts}")
+        timed = interleaved({name: noop_seconds(make) for name, make in runs.items()}, bench.reps)
+        ratios = [p / d for d, p in zip(timed["delta_changelog"], timed["parquet"], strict=True)]
+        ratio = statistics.median(ratios)
+        rows = counts["parquet"]
+        figures.append(
+            Figure(
+                benchmark=BENCHMARK,
+                case=case,
+                ratio_label="delta_changelog rows/s ÷ parquet rows/s (median of paired runs)",
+                ratio=ratio,
+                target=f"≥ {THROUGHPUT_TARGET}",
+                met=at_least(ratio, THROUGHPUT_TARGET),
+                medians={f"{name} rows/s": rows / s for name, s in medians(timed).items()},
+                samples={f"{name} seconds": values for name, values in timed.items()},
+                notes="both into the noop sink; spark.read.parquet on the table folder",
+            )
+        )
+    return figures
 
 
 def append_only_table(folder: Path, sizes: Sizes) -> Path:

@@ -12,9 +12,17 @@ from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyspark.sql import types as T
+from spark_cdc.server_plugin.changefeed.pushdown import kept_rows, kept_tasks, translated
+
+from tests.support.spark_version import SPARK
+
+if SPARK < (4, 1):
+    pytest.skip("PySpark's filter classes come with Spark 4.1", allow_module_level=True)
+
 from pyspark.sql.datasource import (
     EqualNullSafe,
     EqualTo,
@@ -30,7 +38,6 @@ from pyspark.sql.datasource import (
     StringEndsWith,
     StringStartsWith,
 )
-from spark_cdc.server_plugin.changefeed.pushdown import kept_rows, kept_tasks, translated
 
 UTC = dt.timezone.utc
 SCHEMA = T.StructType(
