@@ -79,6 +79,17 @@ def noop_seconds(make: Callable[[], Any]) -> Callable[[], float]:
     return lambda: seconds(lambda: make().write.format("noop").mode("overwrite").save())
 
 
+def timed_reads(
+    runs: Mapping[str, Callable[[], Any]], reps: int
+) -> tuple[dict[str, int], dict[str, list[float]]]:
+    """Each reader's row count (which must agree; counting also warms them up) and its
+    seconds into ``noop``, interleaved."""
+    counts = {name: make().count() for name, make in runs.items()}
+    if len(set(counts.values())) != 1:
+        raise AssertionError(f"the readers disagree on the row count: {counts}")
+    return counts, interleaved({name: noop_seconds(make) for name, make in runs.items()}, reps)
+
+
 def stream_seconds(
     start: Callable[[], Any],
     batches: list[list[float]] | None = None,

@@ -30,7 +30,14 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from deltalake import DeltaTable, write_deltalake
 
-from tests.bench.common import Bench, Figure, at_least, interleaved, medians, noop_seconds
+from tests.bench.common import (
+    Bench,
+    Figure,
+    at_least,
+    interleaved,
+    medians,
+    timed_reads,
+)
 
 BENCHMARK = "delta_source"
 THROUGHPUT_TARGET = 0.9  # issue 76's
@@ -82,10 +89,7 @@ def throughput(bench: Bench, sizes: Sizes) -> list[Figure]:
             "delta_changelog": lambda q=query: q(spark.read.format("delta_changelog").load(path)),
             "parquet": lambda q=query: q(spark.read.parquet(path)),
         }
-        counts = {name: make().count() for name, make in runs.items()}  # also warms both up
-        if len(set(counts.values())) != 1:
-            raise AssertionError(f"the two readers disagree on the row count: {counts}")
-        timed = interleaved({name: noop_seconds(make) for name, make in runs.items()}, bench.reps)
+        counts, timed = timed_reads(runs, bench.reps)
         ratios = [p / d for d, p in zip(timed["delta_changelog"], timed["parquet"], strict=True)]
         ratio = statistics.median(ratios)
         rows = counts["parquet"]

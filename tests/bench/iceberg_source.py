@@ -47,6 +47,7 @@ from tests.bench.common import (
     medians,
     noop_seconds,
     paired_spread,
+    timed_reads,
 )
 from tests.support.iceberg_tables import equality_delete, rewrite, sql_catalog, table_folder
 
@@ -110,10 +111,7 @@ def throughput(bench: Bench, sizes: Sizes) -> list[Figure]:
         ),
         "parquet": lambda: spark.read.parquet(str(folder / "data")),
     }
-    counts = {name: make().count() for name, make in runs.items()}  # also warms all up
-    if len(set(counts.values())) != 1:
-        raise AssertionError(f"the readers disagree on the row count: {counts}")
-    timed = interleaved({name: noop_seconds(make) for name, make in runs.items()}, bench.reps)
+    _, timed = timed_reads(runs, bench.reps)
     case = f"{sizes.rows:,} rows in {sizes.appends} appends; long, string, double, timestamp"
     rates = {f"{name} rows/s": sizes.rows / s for name, s in medians(timed).items()}
     figures = []
@@ -154,10 +152,7 @@ def _selective(bench: Bench, case: str, runs: dict[str, Callable[[], Any]]) -> F
         name: (lambda make=runs[name]: make().select("id", "amount").where(SELECTIVE))
         for name in ("iceberg_changelog", "parquet")
     }
-    counts = {name: make().count() for name, make in query.items()}  # also warms both up
-    if len(set(counts.values())) != 1:
-        raise AssertionError(f"the readers disagree on the row count: {counts}")
-    timed = interleaved({name: noop_seconds(make) for name, make in query.items()}, bench.reps)
+    counts, timed = timed_reads(query, bench.reps)
     ratios = [p / s for s, p in zip(timed["iceberg_changelog"], timed["parquet"], strict=True)]
     ratio = statistics.median(ratios)
     return Figure(
