@@ -10,6 +10,8 @@ to us for nothing.
 - The rows a task yields are filtered before they are handed to the JVM. The hand-off costs
   more than reading the files (``docs/benchmarks.md``), so a selective filter is most of a
   query's saving, whatever the table's layout.
+- Where a task reads its files' rows as they are (no row-level passes), a file's row groups
+  whose statistics exclude every row a filter keeps are not decoded (``row_groups``).
 - A filter on ``_commit_version`` or ``_commit_timestamp`` skips whole commits while the
   read is planned: they are constant over a commit, and the row-level passes resolve one
   commit at a time, so what a skipped commit would have given is what the filter drops. A
@@ -25,7 +27,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from types import FrameType
 from typing import Any
@@ -212,3 +214,63 @@ def kept_tasks(checks: Sequence[Check], tasks: Sequence[Any], relabels: bool) ->
             passes = pc.or_(passes, pc.is_null(table.column(CHANGE_TYPE)))
         keep = pc.and_(keep, passes)
     return [t for t, k in zip(tasks, keep.to_pylist(), strict=True) if k]
+
+
+# What a row group's [min, max] must meet for a row of it to pass a check (NULLs pass none).
+_REACHABLE: dict[str, Callable[[Any, Any, Any], bool]] = {
+    "EqualTo": lambda low, high, v: low <= v <= high,
+    "EqualNullSafe": lambda low, high, v: low <= v <= high,
+    "GreaterThan": lambda low, high, v: high > v,
+    "GreaterThanOrEqual": lambda low, high, v: high >= v,
+    "LessThan": lambda low, high, v: low < v,
+    "LessThanOrEqual": lambda low, high, v: low <= v,
+    "In": lambda low, high, values: any(low <= v <= high for v in values),
+}
+
+
+def row_groups(
+    metadata: Any, file_schema: pa.Schema, columns: dict[str, str], checks: Sequence[Check]
+) -> list[int] | None:
+    """The row groups of a Parquet file that may hold a row every check keeps, by their
+    statistics (None: all). Only where a file column has the type the read declares (or
+    both are integers), and only integers, dates and timestamps: what their statistics'
+    order is sure to be (old writers ordered strings as signed bytes). ``columns``: the
+    checks' column names to the file's."""
+    usable = []
+    for check in checks:
+        name = columns.get(check.column)
+        if check.negated or check.kind not in _REACHABLE or name is None:
+            continue
+        field = file_schema.field(name) if name in file_schema.names else None
+        if field is None or not _ordered(field.type, check.value.type):
+            continue
+        value = check.value.to_pylist() if check.kind == "In" else check.value.as_py()
+        usable.append((name, check.kind, value))
+    if not usable:
+        return None
+    leaf = {metadata.schema.column(j).path: j for j in range(metadata.num_columns)}
+    kept = []
+    for group in range(metadata.num_row_groups):
+        row_group = metadata.row_group(group)
+        if all(_reachable(row_group, leaf.get(name), kind, value) for name, kind, value in usable):
+            kept.append(group)
+    return kept
+
+
+def _ordered(found: pa.DataType, declared: pa.DataType) -> bool:
+    if pa.types.is_integer(found) and pa.types.is_integer(declared):
+        return True
+    return found == declared and (pa.types.is_date(found) or pa.types.is_timestamp(found))
+
+
+def _reachable(row_group: Any, column: int | None, kind: str, value: Any) -> bool:
+    if column is None:
+        return True
+    chunk = row_group.column(column)
+    statistics = chunk.statistics
+    if statistics is None or not statistics.has_min_max or chunk.physical_type == "INT96":
+        return True
+    try:
+        return bool(_REACHABLE[kind](statistics.min, statistics.max, value))
+    except TypeError:  # values Python cannot order against each other: keep the group
+        return True

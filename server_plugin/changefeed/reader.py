@@ -81,8 +81,9 @@ class ChangelogFileReader:
         """The table, as errors name it."""
         raise NotImplementedError
 
-    def read_task(self, target: Any, task: Any) -> Iterator[Any]:
-        """One task's file as Arrow batches of ``target``'s columns."""
+    def read_task(self, target: Any, task: Any, checks: Sequence[Check] = ()) -> Iterator[Any]:
+        """One task's file as Arrow batches of ``target``'s columns; ``checks``: pushed
+        filters whose statistics may spare row groups (every row read is kept as it is)."""
         raise NotImplementedError
 
     def errors_named(self, version: object = "unknown", file: object = "none") -> Any:
@@ -116,7 +117,12 @@ class ChangelogFileReader:
                     self.read_task, self.schema, partition, self.rules, self.strict_schema
                 )
             else:
-                batches = read_group(self.read_task, self.schema, partition)
+                pushed = self.pushed
+                batches = read_group(
+                    lambda target, task: self.read_task(target, task, pushed),
+                    self.schema,
+                    partition,
+                )
             yield from kept_rows(self.pushed, batches)
 
 

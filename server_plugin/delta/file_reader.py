@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -28,6 +28,7 @@ from spark_cdc.server_plugin.changefeed.change_batches import (
     commit_timestamp,
     refuse_nulls,
 )
+from spark_cdc.server_plugin.changefeed.pushdown import Check, row_groups
 from spark_cdc.server_plugin.delta.column_mapping import ColumnMapping
 from spark_cdc.server_plugin.delta.deletion_vectors import (
     DeletionVectorError,
@@ -59,6 +60,7 @@ def read_task(
     task: FileTask,
     fail_on_data_loss: bool,
     mapping: ColumnMapping | None = None,
+    checks: Sequence[Check] = (),
 ) -> Iterator[pa.RecordBatch]:
     """The file's rows in ``target`` (the Arrow form of the changelog schema): data columns
     by name (missing ones NULL), partition columns from the log, then the changelog
@@ -109,9 +111,18 @@ def read_task(
             constants[field.name] = _partition_value(partition[field.name], field.type)
     if selected is not None and not selected.any():
         return
+    # Row groups are spared only where rows are not counted by position (deletion vectors).
+    groups = (
+        None
+        if selected is not None
+        else row_groups(parquet.metadata, parquet.schema_arrow, in_file, checks)
+    )
+    if groups == []:
+        return
     batch_rows = max(1024, BATCH_VALUES // max(1, len(columns_read)))
     position = 0
-    for batch in parquet.iter_batches(batch_size=batch_rows, columns=columns_read):
+    batches = parquet.iter_batches(batch_size=batch_rows, columns=columns_read, row_groups=groups)
+    for batch in batches:
         if selected is not None:
             keep = selected[position : position + batch.num_rows]
             position += batch.num_rows

@@ -10,7 +10,7 @@ log's commits are listed, checked and read.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from pyspark.sql.datasource import (
@@ -27,7 +27,7 @@ from spark_cdc.server_plugin.changefeed.changelog_schema import (
     row_id_paths,
 )
 from spark_cdc.server_plugin.changefeed.offsets import Offset
-from spark_cdc.server_plugin.changefeed.pushdown import planner_pushes
+from spark_cdc.server_plugin.changefeed.pushdown import Check, planner_pushes
 from spark_cdc.server_plugin.changefeed.reader import (
     END_BOUNDS,
     ChangelogFileReader,
@@ -106,8 +106,10 @@ class _DeltaReader(ChangelogFileReader):
     def uri(self) -> str:
         return self.log.uri
 
-    def read_task(self, target: Any, task: Any) -> Iterator[Any]:
-        return read_task(self.log, target, task, self.options.fail_on_data_loss, self.mapping)
+    def read_task(self, target: Any, task: Any, checks: Sequence[Check] = ()) -> Iterator[Any]:
+        return read_task(
+            self.log, target, task, self.options.fail_on_data_loss, self.mapping, checks
+        )
 
     def _use_mapping_of(self, table: Any) -> None:
         """Column mapping as of the version whose schema this read serves, and the row-level

@@ -12,7 +12,7 @@ micro-batch holds whole snapshots, never part of one.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from pyspark.sql.datasource import (
@@ -26,7 +26,7 @@ from spark_cdc.server_plugin.changefeed.bounds import first_version, last_versio
 from spark_cdc.server_plugin.changefeed.changelog_schema import changelog_schema, row_id_paths
 from spark_cdc.server_plugin.changefeed.commit_timestamps import next_timestamp
 from spark_cdc.server_plugin.changefeed.offsets import ICEBERG, Offset
-from spark_cdc.server_plugin.changefeed.pushdown import planner_pushes
+from spark_cdc.server_plugin.changefeed.pushdown import Check, planner_pushes
 from spark_cdc.server_plugin.changefeed.reader import (
     END_BOUNDS,
     ChangelogFileReader,
@@ -213,8 +213,8 @@ class _IcebergReader(ChangelogFileReader):
     def uri(self) -> str:
         return self.iceberg.common.path
 
-    def read_task(self, target: Any, task: Any) -> Iterator[Any]:
-        assert self.context is not None
+    def read_task(self, target: Any, task: Any, checks: Sequence[Check] = ()) -> Iterator[Any]:
+        assert self.context is not None  # pyiceberg reads the files: no row groups spared
         return read_task(self.context, target, task)
 
     def _use_schema_of(self, table: _Table, version: int | None) -> None:

@@ -12,11 +12,17 @@ from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyspark.sql import types as T
-from spark_cdc.server_plugin.changefeed.pushdown import kept_rows, kept_tasks, translated
+from spark_cdc.server_plugin.changefeed.pushdown import (
+    kept_rows,
+    kept_tasks,
+    row_groups,
+    translated,
+)
 
 from tests.support.spark_version import SPARK
 
@@ -228,3 +234,70 @@ def test_a_task_is_skipped_exactly_when_none_of_its_rows_can_pass(
         return True
 
     assert kept == [t for t in tasks if may_pass(t)]
+
+
+GROUPED = pa.schema([("i", pa.int32()), ("d", pa.date32()), ("t", pa.timestamp("us", tz="UTC"))])
+GROUPED_SPARK = T.StructType(
+    [
+        T.StructField("i", T.LongType()),  # the file's int32 read as Spark's long
+        T.StructField("d", T.DateType()),
+        T.StructField("t", T.TimestampType()),
+    ]
+)
+ON_GROUPS = st.one_of(
+    *[
+        st.builds(
+            lambda k, v, c=column: k((c,), v),
+            st.sampled_from([*COMPARED, EqualNullSafe]),
+            VALUES[source],
+        )
+        for column, source in (("i", "i"), ("d", "d"), ("t", "t"))
+    ],
+    st.builds(lambda v: In(("i",), tuple(v)), st.lists(VALUES["i"], min_size=1, max_size=3)),
+    st.builds(lambda v: Not(GreaterThan(("i",), v)), VALUES["i"]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    rows=st.lists(
+        st.fixed_dictionaries({k: st.one_of(st.none(), VALUES[k]) for k in ("i", "d", "t")}),
+        max_size=20,
+    ),
+    group_rows=st.integers(1, 6),
+    pushed=st.lists(ON_GROUPS, min_size=1, max_size=3),
+)
+def test_row_groups_are_spared_only_where_no_row_of_theirs_passes(
+    tmp_path_factory: pytest.TempPathFactory,
+    rows: list[dict[str, Any]],
+    group_rows: int,
+    pushed: list[Any],
+) -> None:
+    """The rows a read keeps are the same with the groups the statistics spare left out."""
+    path = tmp_path_factory.mktemp("groups") / "f.parquet"
+    pq.write_table(pa.Table.from_pylist(rows, schema=GROUPED), path, row_group_size=group_rows)
+    file = pq.ParquetFile(path)
+    checks = translated(pushed, GROUPED_SPARK)
+    groups = row_groups(file.metadata, file.schema_arrow, {n: n for n in GROUPED.names}, checks)
+    read = file.read_row_groups(groups) if groups is not None else file.read()
+    cast = {"i": pa.int64()}  # as the reader casts it
+    batches = [b.cast(_declared(b.schema, cast)) for b in read.to_batches()]
+    every = file.read()
+    want = [b.cast(_declared(b.schema, cast)) for b in every.to_batches()]
+    assert [r for b in kept_rows(checks, batches) for r in b.to_pylist()] == [
+        r for b in kept_rows(checks, want) for r in b.to_pylist()
+    ]
+
+
+def _declared(schema: pa.Schema, cast: dict[str, pa.DataType]) -> pa.Schema:
+    return pa.schema([pa.field(f.name, cast.get(f.name, f.type)) for f in schema])
+
+
+def test_a_range_on_sorted_values_reads_only_the_groups_that_hold_it(tmp_path: Any) -> None:
+    path = tmp_path / "f.parquet"
+    pq.write_table(pa.table({"i": pa.array(range(100), pa.int32())}), path, row_group_size=10)
+    file = pq.ParquetFile(path)
+    checks = translated([GreaterThanOrEqual(("i",), 35), LessThan(("i",), 52)], GROUPED_SPARK)
+    assert row_groups(file.metadata, file.schema_arrow, {"i": "i"}, checks) == [3, 4, 5]
+    negated = translated([Not(LessThan(("i",), 95))], GROUPED_SPARK)  # NOT is Spark's alone
+    assert row_groups(file.metadata, file.schema_arrow, {"i": "i"}, negated) is None
