@@ -43,7 +43,7 @@ from spark_cdc.server_plugin.vocabulary import CHANGE_TYPE, COMMIT_TIMESTAMP, CO
 _PUSHING_WORKER = "data_source_pushdown_filters.py"
 _PLANNING_WORKER = "plan_data_source_read.py"
 
-# Comparisons whose Arrow function is Spark's on the types ``_EXACT`` admits.
+# Comparisons whose Arrow function is Spark's on the types ``_exact`` admits.
 _COMPARISONS = {
     "EqualTo": "equal",
     "GreaterThan": "greater",
