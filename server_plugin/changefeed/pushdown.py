@@ -76,7 +76,8 @@ def planner_pushes() -> bool:
 @dataclass(frozen=True)
 class Check:
     """One pushed filter as Arrow evaluates it: ``kind`` (a ``pyspark.sql.datasource``
-    filter's class name), the column, the value (a list for ``In``), ``negated``."""
+    filter's class name), the column, the value (an Arrow scalar of the column's type, an
+    Arrow array for ``In``, the text for a string match), ``negated``."""
 
     kind: str
     column: str

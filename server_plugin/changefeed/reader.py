@@ -117,9 +117,8 @@ class ChangelogFileReader:
                     self.read_task, self.schema, partition, self.rules, self.strict_schema
                 )
             else:
-                pushed = self.pushed
                 batches = read_group(
-                    lambda target, task: self.read_task(target, task, pushed),
+                    lambda target, task: self.read_task(target, task, self.pushed),
                     self.schema,
                     partition,
                 )

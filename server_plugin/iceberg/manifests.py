@@ -78,7 +78,7 @@ ManifestCache = dict[str, list[tuple[Any, "FileEntry"]]]
 def snapshot_files(snapshot: Any, io: Any, read: ManifestCache | None = None) -> SnapshotFiles:
     """``read``: the entries of the manifests read for earlier snapshots of the same read.
     Every snapshot lists its table's manifests, most of them its parents': a read of 20
-    appends opened 230 manifests without it, 40 with it (planning 0.23 s against 0.05 s)."""
+    appends opened 230 manifests without it, 40 with it (planning 0.23 s against 0.04 s)."""
     from pyiceberg.manifest import ManifestEntryStatus
 
     live: dict[FileKey, FileEntry] = {}

@@ -17,6 +17,7 @@ import pytest
 import spark_cdc
 from deltalake import write_deltalake
 from pyspark.sql import DataFrame, SparkSession
+from spark_cdc.testing.local_server import PUSHDOWN
 
 from tests.support.delta_tables import commit_file, dml, dml_cdf_partitioned, rows
 from tests.support.iceberg_tables import orders_table, rewrite, sql_catalog, table_folder
@@ -26,7 +27,6 @@ pytestmark = pytest.mark.skipif(
     SPARK < (4, 1), reason="Python data sources are pushed filters from Spark 4.1 on"
 )
 
-PUSHDOWN = "spark.sql.python.filterPushdown.enabled"
 Feed = Callable[[], DataFrame]
 
 
