@@ -22,15 +22,19 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, TypeVar
 
 from pyspark.sql import DataFrame
-from spark_cdc.range_hints import option_text, range_hints
+from spark_cdc.range_hints import range_hints
+from spark_cdc.read_schema import (
+    GivenSchema,
+    range_columns,
+    refuse_where_read_whole,
+    selected,
+    with_range_columns,
+)
+from spark_cdc.reader_options import sorted_options
 from spark_cdc.rewrite.column_functions import settle_column_functions
-from spark_cdc.rewrite.errors import as_analysis_exception, cdc_error
-from spark_cdc.rewrite.options import KNOWN_OPTIONS, CdcOptions, OptionValue, parse_options
+from spark_cdc.rewrite.options import CdcOptions, OptionValue, parse_options
 from spark_cdc.rewrite.post_process import planned_passes, post_process, refuse_reserved_columns
 from spark_cdc.rewrite.spec import ChangelogSpec
-from spark_cdc.server_plugin.cdc_options import row_id as row_id_columns
-from spark_cdc.server_plugin.cdc_options import unknown_option
-from spark_cdc.server_plugin.errors import ChangelogSourceError
 from spark_cdc.sources import (
     DEFAULT_FORMAT,
     ChangelogSource,
@@ -41,11 +45,6 @@ from spark_cdc.sources import (
 
 if TYPE_CHECKING:
     from spark_cdc.rewrite.pyspark_internals import SparkSession
-
-_CDC_OPTIONS = {name.lower(): name for name in KNOWN_OPTIONS}
-_ROW_ID = "rowId"
-_POST_PROCESSING = "postProcessing"
-_WHERE = ("source", "client")
 
 R = TypeVar("R", bound="ChangelogReaderBase")
 
@@ -141,17 +140,11 @@ class ChangelogReaderBase:
     def __init__(self, spark: SparkSession) -> None:
         self._spark = spark
         self._options: dict[str, OptionValue] = {}
+        self._schema: GivenSchema | None = None
         self._use(source_for(DEFAULT_FORMAT))
 
     def _use(self, source: ChangelogSource) -> None:
         self._source = source
-        own = {name.lower(): name for name in source.options}
-        self._known = {
-            _ROW_ID.lower(): _ROW_ID,
-            _POST_PROCESSING.lower(): _POST_PROCESSING,
-            **_CDC_OPTIONS,
-            **own,
-        }
 
     def format(self: R, source: str) -> R:
         """Choose the changelog source by its format name (default ``"delta"``).
@@ -211,6 +204,31 @@ class ChangelogReaderBase:
         self._options.update(options)
         return self
 
+    def schema(self: R, schema: GivenSchema | None) -> R:
+        """Read only ``schema``'s columns, as Spark's file sources read a given schema:
+        the source decodes and hands on only those, which a ``select`` after the read
+        cannot make it do (the row-level passes still compare whole rows).
+
+        Parameters
+        ----------
+        schema : StructType, str or None
+            Some of the feed's columns (or DDL: ``"id BIGINT, name STRING"``) by name, each
+            with the feed's type, in any order (else ``INVALID_CHANGELOG_SCHEMA.READ_SCHEMA``);
+            ``None``: all. Refused where the feed is read whole: ``postgres``, ``netChanges``,
+            ``postProcessing=client`` (``INVALID_CHANGELOG_SCHEMA.READ_SCHEMA_NOT_TAKEN``).
+
+        Returns
+        -------
+        ChangelogReader or ChangelogStreamReader
+            This reader, for chaining.
+
+        Examples
+        --------
+        >>> feed = spark_cdc.read(spark).schema("id BIGINT, amount DOUBLE").load("/data/orders")
+        """
+        self._schema = schema
+        return self
+
     def load(self, path: str) -> DataFrame:
         """The post-processed change feed of the table at ``path``.
 
@@ -233,20 +251,23 @@ class ChangelogReaderBase:
         >>> feed.where("_change_type = 'insert'").count()  # doctest: +SKIP
         """
         settle_column_functions(self._spark)
-        row_id, cdc, source, where = self._split_options()
+        row_id, cdc, source, where = sorted_options(self._options, self._source, self._streaming)
         spec = self._source.spec(row_id)
         opts = self._check_range(cdc, source)
         at_source = where == "source" and self._source.resolves_row_level
-        passes, _ = planned_passes(spec, opts, at_source and self._source.finds_row_id)
+        passes, net = planned_passes(spec, opts, at_source and self._source.finds_row_id)
+        if self._schema is not None:
+            refuse_where_read_whole(self._source, net or (passes.any and not at_source))
         if row_id is not None and self._source.resolves_row_level:
             # The source checks it while Spark resolves the relation, before the plan's own
             # references: a column the table lacks is named with the table's columns.
             source["rowId"] = ",".join(row_id)
         if not (at_source and passes.any):
-            return post_process(self._load(path, source), spec, cdc)
+            return selected(post_process(self._load(path, source, opts), spec, cdc), self._schema)
         source.update(self._source.resolution_options(row_id, passes, self._streaming))
-        feed = refuse_reserved_columns(self._load(path, source))
-        return post_process(feed, self._source.resolved_spec(row_id, passes), cdc)
+        feed = refuse_reserved_columns(self._load(path, source, opts))
+        resolved = post_process(feed, self._source.resolved_spec(row_id, passes), cdc)
+        return selected(resolved, self._schema)
 
     def changes(self, tableName: str) -> DataFrame:
         """The post-processed change feed of the catalog table ``tableName``.
@@ -293,47 +314,9 @@ class ChangelogReaderBase:
         themselves (``spark-cdc tail``). ``table`` is a path, as for ``load``; the options
         are checked as for ``load``."""
         settle_column_functions(self._spark)
-        row_id, cdc, source, _ = self._split_options()
+        row_id, cdc, source, _ = sorted_options(self._options, self._source, self._streaming)
         self._check_range(cdc, source)
         return self._load(table, source), self._source.spec(row_id), cdc
-
-    def _split_options(
-        self,
-    ) -> tuple[list[str] | None, dict[str, OptionValue], dict[str, str], str]:
-        """The row id, the CDC options, the source's options and where post-processing
-        runs, with unknown options refused in the user's spelling."""
-        if self._source.check_options is not None:
-            try:
-                self._source.check_options(self._options)
-            except ChangelogSourceError as refused:
-                raise as_analysis_exception(refused) from None
-        row_id: list[str] | None = None
-        where = "source"
-        cdc: dict[str, OptionValue] = {}
-        source: dict[str, str] = {}
-        prefixes = tuple(p.lower() for p in self._source.option_prefixes)
-        for key, value in self._options.items():
-            name = self._known.get(key.lower())
-            if name == _ROW_ID:
-                row_id = _row_id(value)
-            elif name == _POST_PROCESSING:
-                where = _where(value)
-            elif key.lower() in _CDC_OPTIONS:
-                cdc[_CDC_OPTIONS[key.lower()]] = value
-            elif name is not None or key.lower().startswith(prefixes):
-                source[key] = option_text(value)
-            else:
-                raise self._unknown_option(key)
-        named = str(cdc.get("startingVersion", "")).strip().lower()
-        if named == "latest":  # the source's own refusal in a batch read, said here first
-            if not self._streaming:
-                raise cdc_error("INVALID_CDC_OPTION.LATEST_IN_BATCH")
-            source["startingVersion"] = "latest"
-            del cdc["startingVersion"]
-        if named == "earliest":  # only the source knows which version that is
-            source["startingVersion"] = "earliest"
-            cdc["startingVersion"] = 0  # the rows' range filter: everything the source serves
-        return row_id, cdc, source, where
 
     def _check_range(self, cdc: dict[str, OptionValue], source: dict[str, str]) -> CdcOptions:
         """The parsed CDC options (Spark's order: the options themselves are checked first),
@@ -346,17 +329,12 @@ class ChangelogReaderBase:
             source.update({k: v for k, v in hints.items() if k not in source})
         return opts
 
-    def _load(self, path: str, source: dict[str, str]) -> DataFrame:
-        if self._streaming:
-            return self._spark.readStream.format(self._source.name).options(**source).load(path)
-        return self._spark.read.format(self._source.name).options(**source).load(path)
-
-    def _unknown_option(self, key: str) -> Exception:
-        """Refused here, not by the source on the server, so the message keeps the user's
-        spelling and can suggest the option meant."""
-        families = "".join(f" and {p}<KEY>" for p in self._source.option_prefixes)
-        refused = unknown_option(key, self._known.values(), "ChangelogReader", families)
-        return as_analysis_exception(refused)
+    def _load(self, path: str, source: dict[str, str], opts: CdcOptions | None = None) -> DataFrame:
+        reader = self._spark.readStream if self._streaming else self._spark.read
+        reader = reader.format(self._source.name).options(**source)
+        if self._schema is not None:  # with the columns the range filter reads
+            reader = reader.schema(with_range_columns(self._schema, range_columns(opts)))
+        return reader.load(path)
 
 
 class ChangelogReader(ChangelogReaderBase):
@@ -409,19 +387,3 @@ class ChangelogStreamReader(ChangelogReaderBase):
     """
 
     _streaming = True
-
-
-def _where(value: OptionValue) -> str:
-    where = str(value).strip().lower()
-    if where not in _WHERE:
-        raise cdc_error(
-            "INVALID_CDC_OPTION.INVALID_POST_PROCESSING", option=_POST_PROCESSING, value=value
-        )
-    return where
-
-
-def _row_id(value: OptionValue) -> list[str]:
-    try:
-        return list(row_id_columns(value))
-    except ChangelogSourceError as refused:
-        raise as_analysis_exception(refused) from None

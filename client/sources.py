@@ -56,6 +56,9 @@ class ChangelogSource:
     takes_range: bool = False
     resolves_row_level: bool = False
     finds_row_id: bool = False
+    # Whether a schema given to the read makes it read only those columns (the row-level
+    # passes still comparing whole rows).
+    reads_given_schema: bool = False
     plugin: type | None = None  # the DataSource class, for registering it by value
     # Options under this prefix name a catalog of the source's own, in which ``changes(name)``
     # finds the table (Iceberg's ``catalog.<KEY>``); None: Spark's catalog says where it is.
@@ -119,6 +122,7 @@ DELTA = ChangelogSource(
     option_prefixes=DELTA_OPTIONS.prefix_names,
     takes_range=True,
     resolves_row_level=True,
+    reads_given_schema=True,
     plugin=DeltaChangelogSource,
 )
 
@@ -136,6 +140,7 @@ ICEBERG = ChangelogSource(
     option_prefixes=ICEBERG_OPTIONS.prefix_names,
     takes_range=True,
     resolves_row_level=True,
+    reads_given_schema=True,
     finds_row_id=ICEBERG_OPTIONS.finds_row_id,
     plugin=IcebergChangelogSource,
     catalog_prefix=CATALOG_PREFIX,

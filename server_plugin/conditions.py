@@ -544,6 +544,14 @@ CONDITIONS: dict[str, Condition] = {
         "across its versions, and none was given: name them with option('rowId', 'id') on "
         "ChangelogReader or ChangelogSpec(row_id=['id']), or do without <flags>."
     ),
+    "INVALID_CHANGELOG_SCHEMA.READ_SCHEMA": Condition(
+        "The schema given to read the change feed of '<path>' <problem>: give some of the "
+        "feed's columns (<columns>), in any order, each with the feed's type, or no schema."
+    ),
+    "INVALID_CHANGELOG_SCHEMA.READ_SCHEMA_NOT_TAKEN": Condition(
+        "ChangelogReader.schema() was given, but <why>, so the feed is read whole: select "
+        "the columns from the feed it returns instead."
+    ),
     "POSTGRES_CHANGELOG.CHANGES_LOST": Condition(
         "Slot <slot> has moved past <lsn>, where this stream's checkpoint goes on from (to "
         "<confirmed>: another reader consumed or advanced it), so the changes between are "

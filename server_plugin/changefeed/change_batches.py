@@ -49,6 +49,13 @@ def read_group(
         yield _merged(pending)
 
 
+def projected(batches: Iterator[pa.RecordBatch], schema: StructType) -> Iterator[pa.RecordBatch]:
+    """``batches`` as ``schema``, a selection of their columns by name."""
+    target = arrow_schema(schema)
+    for batch in batches:
+        yield pa.RecordBatch.from_arrays([batch.column(n) for n in target.names], schema=target)
+
+
 def _merged(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
     if len(batches) == 1:
         return batches[0]

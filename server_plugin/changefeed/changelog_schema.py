@@ -57,6 +57,58 @@ def declared_schema(
     return strict
 
 
+def projection(given: StructType, feed: StructType, path: str) -> StructType | None:
+    """What a read serves when Spark hands its reader ``given`` rather than the ``feed``
+    schema the source declares (``schema()`` is not asked when a user gives a schema): some
+    of the feed's columns, in the given order. None where ``given`` is the feed's schema,
+    nullability aside (the declared schema of a table whose nullability changed since).
+
+    As Spark's file sources read a given schema, only its columns are read. Each must be a
+    feed column by its exact name, with the feed's type, nullable where the feed's is (else
+    ``INVALID_CHANGELOG_SCHEMA.READ_SCHEMA``): a cast, or a name matched loosely, would
+    serve rows the feed does not hold."""
+    if as_nullable(given) == as_nullable(feed):
+        return None
+    fields = {f.name: f for f in feed}
+
+    def refused(problem: str) -> Exception:
+        names = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in feed)
+        return error(
+            "INVALID_CHANGELOG_SCHEMA.READ_SCHEMA", path=path, problem=problem, columns=names
+        )
+
+    seen: set[str] = set()
+    for field in given:
+        own = fields.get(field.name)
+        if own is None:
+            raise refused(f"names column '{field.name}', which the feed lacks")
+        if field.name in seen:
+            raise refused(f"names column '{field.name}' twice")
+        seen.add(field.name)
+        if as_nullable(field.dataType) != as_nullable(own.dataType):
+            found = field.dataType.simpleString()
+            raise refused(f"gives column '{field.name}' as {found}, not the feed's type")
+        if not _holds_nulls_of(field, own):
+            raise refused(f"declares column '{field.name}' (or a field of it) NOT NULL")
+    return given
+
+
+def _holds_nulls_of(given: Any, own: Any) -> bool:
+    """Whether ``given`` (a field or type) is nullable wherever ``own`` is, nested too."""
+    if isinstance(own, StructField):
+        nullable = given.nullable or not own.nullable
+        return nullable and _holds_nulls_of(given.dataType, own.dataType)
+    if isinstance(own, StructType):
+        return all(_holds_nulls_of(g, o) for g, o in zip(given.fields, own.fields, strict=True))
+    if isinstance(own, ArrayType):
+        nullable = given.containsNull or not own.containsNull
+        return nullable and _holds_nulls_of(given.elementType, own.elementType)
+    if isinstance(own, MapType):
+        nullable = given.valueContainsNull or not own.valueContainsNull
+        return nullable and _holds_nulls_of(given.valueType, own.valueType)
+    return True
+
+
 def as_nullable(data_type: DataType) -> Any:
     if isinstance(data_type, StructType):
         return StructType([StructField(f.name, as_nullable(f.dataType), True) for f in data_type])

@@ -38,6 +38,7 @@ large the commit, and reads a commit at most ``MAX_SPREAD`` times.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import os
@@ -59,6 +60,9 @@ MAX_SPREAD = 8
 # four 100k-row commits of 3 MB at a time read at 1.24x the raw feed (1.05x one by one, the
 # run before), three 1M-row commits of 21 MB at a time at 0.91x (1.60x one by one).
 GATHER_BYTES = 16 << 20
+# A large file is split where a partition's share ends unless a part would be smaller than
+# this part of a share (``split_files``).
+MIN_PART = 1 / 8
 
 
 class FileTask(Protocol):
@@ -120,15 +124,17 @@ def plan_partitions(
     rules: RowLevelRules | None = None,
     resolve_bytes: int = RESOLVE_BYTES,
     key_share: float = 1.0,
+    split: bool = False,
 ) -> list[FileGroup]:
     """The partitions that read ``tasks`` (in commit order) on ``parallelism`` cores, each
     commit's rows resolved by ``rules`` when given. ``key_share`` is the part of a row's
-    bytes its row id columns take (what a check task reads), for sizing those tasks."""
+    bytes its row id columns take (what a check task reads), for sizing those tasks.
+    ``split``: the tasks' reader reads spans of a file (``split_files``)."""
     if not tasks:
         return []
     share = _share(tasks, parallelism)
     if rules is None or not rules.any:
-        return pack_files(tasks, share)
+        return pack_files(tasks, share, split)
     plain: list[FileTask] = []
     groups: list[FileGroup] = []
     small: list[list[FileTask]] = []
@@ -153,7 +159,7 @@ def plan_partitions(
         FileGroup(tuple(t for c in part for t in c), resolve=True, resolve_bytes=resolve_bytes)
         for part in _parts_of(small, packed)
     ]
-    return pack_files(plain, share) + groups if plain else groups
+    return pack_files(plain, share, split) + groups if plain else groups
 
 
 def _one_kind(commit: Sequence[FileTask]) -> bool:
@@ -190,10 +196,44 @@ def bucket_count(size: float, share: float, parallelism: int, resolve_bytes: int
     return max(1, min(math.ceil(size / per_bucket), MAX_SPREAD, parallelism))
 
 
-def pack_files(tasks: Sequence[FileTask], share: float) -> list[FileGroup]:
-    """Consecutive files (commit order) in partitions of about ``share`` bytes."""
-    cuts = _even_cuts([t.size + FILE_OPEN_COST for t in tasks], share)
+def pack_files(tasks: Sequence[FileTask], share: float, split: bool = False) -> list[FileGroup]:
+    """Consecutive files (commit order) in partitions of about ``share`` bytes; with
+    ``split``, a file a cut between partitions falls in is split there (``split_files``)."""
+    if split:
+        tasks, cuts = split_files(tasks, share)
+    else:
+        cuts = _even_cuts([t.size + FILE_OPEN_COST for t in tasks], share)
     return [FileGroup(tuple(part)) for part in _parts_of(tasks, cuts)]
+
+
+def split_files(tasks: Sequence[Any], share: float) -> tuple[list[Any], list[int]]:
+    """``tasks`` cut at even shares of their running total, as ``_even_cuts`` cuts, but a
+    file a cut falls in split there: each part reads the row groups whose middle falls in
+    its ``span`` of the file, as Spark splits a Parquet file (``file_reader.
+    split_row_groups``). So every partition holds the same bytes, whatever the files' sizes
+    (a 100 MB and a 34 MB file on 2 cores: 67 MB each, not 100 and 34). Parts smaller than
+    ``MIN_PART`` of a share are not cut off. For tasks whose rows need not meet in one task
+    (a raw read's) of a reader that reads spans. Returns the tasks and their partitions."""
+    costs = [t.size + FILE_OPEN_COST for t in tasks]
+    total = sum(costs)
+    count = max(1, math.ceil(total / share))
+    width = total / count
+    parts, cuts = [], []
+    done = 0
+    for task, cost in zip(tasks, costs, strict=True):
+        inside = [k * width for k in range(1, count) if done < k * width < done + cost]
+        edges = [done, *(e for e in inside if min(e - done, done + cost - e) >= width * MIN_PART)]
+        edges.append(done + cost)
+        for low, high in itertools.pairwise(edges):
+            cuts.append(min(count - 1, int((low + high) / 2 / width)))
+            if len(edges) == 2:
+                parts.append(task)
+                continue
+            span = ((low - done) / cost, (high - done) / cost)
+            size = round(task.size * (span[1] - span[0]))
+            parts.append(dataclasses.replace(task, span=span, size=size))
+        done += cost
+    return parts, cuts
 
 
 def _even_cuts(costs: Sequence[int], share: float) -> list[int]:

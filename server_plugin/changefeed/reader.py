@@ -14,8 +14,12 @@ from typing import Any, ClassVar, TypeVar
 
 from pyspark.sql.datasource import InputPartition
 from pyspark.sql.types import StructType
-from spark_cdc.server_plugin.changefeed.change_batches import read_group
-from spark_cdc.server_plugin.changefeed.changelog_schema import declared_schema, row_id_paths
+from spark_cdc.server_plugin.changefeed.change_batches import projected, read_group
+from spark_cdc.server_plugin.changefeed.changelog_schema import (
+    declared_schema,
+    projection,
+    row_id_paths,
+)
 from spark_cdc.server_plugin.changefeed.offsets import DELTA
 from spark_cdc.server_plugin.changefeed.partitions import (
     RESOLVE_BYTES,
@@ -29,6 +33,7 @@ from spark_cdc.server_plugin.changefeed.resolving_reader import read_resolved
 from spark_cdc.server_plugin.changefeed.source_options import SourceOptions
 from spark_cdc.server_plugin.errors import ChangelogSourceError, internal_errors
 from spark_cdc.server_plugin.row_level.rules import RowLevelRules
+from spark_cdc.server_plugin.vocabulary import METADATA_COLUMNS
 
 Parsed = TypeVar("Parsed")
 END_BOUNDS = ("endingversion", "endingtimestamp")
@@ -66,7 +71,15 @@ class ChangelogFileReader:
     """Plans file tasks into partitions and reads a partition; pickled to executors."""
 
     FAMILY: ClassVar[str] = DELTA  # the source's condition family
-    SHIPPED: ClassVar[tuple[str, ...]] = ("options", "schema", "strict_schema", "rules", "pushed")
+    SPLITS_FILES: ClassVar[bool] = False  # read_task reads spans of a file (split_files)
+    SHIPPED: ClassVar[tuple[str, ...]] = (
+        "options",
+        "schema",
+        "strict_schema",
+        "projection",
+        "rules",
+        "pushed",
+    )
 
     def __init__(self, options: SourceOptions, schema: StructType) -> None:
         self.options = options
@@ -76,6 +89,18 @@ class ChangelogFileReader:
         self.rules: RowLevelRules | None = None
         self.parallelism = options.parallelism or default_parallelism()
         self.pushed: list[Check] = []  # the filters Spark pushed that Arrow evaluates
+        self.projection: StructType | None = None  # the columns Spark asked for, if fewer
+
+    def _serve(self, strict: StructType) -> None:
+        """Serve the changelog of a table whose changelog schema, with its own nullability,
+        is ``strict``: files are read as it says, rows are handed on as the read declared
+        them, or only the columns of a schema given to the read (``projection``)."""
+        feed = declared(strict, self.options)
+        self.projection = projection(self.schema, feed, self.uri())
+        if self.projection is not None:
+            self.schema = feed
+        self.strict_schema = strict
+        self.table_schema = StructType(strict.fields[:-3])
 
     def uri(self) -> str:
         """The table, as errors name it."""
@@ -95,7 +120,10 @@ class ChangelogFileReader:
         budget = self.options.resolve_task_bytes or RESOLVE_BYTES
         keys = self.rules.key_names if self.rules else set()
         key_share = max(1, len(keys)) / max(1, len(self.table_schema.fields))
-        return plan_partitions(tasks, self.parallelism, self.rules, budget, min(1.0, key_share))
+        share = min(1.0, key_share)
+        return plan_partitions(
+            tasks, self.parallelism, self.rules, budget, share, self.SPLITS_FILES
+        )
 
     def __getstate__(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.SHIPPED}
@@ -116,13 +144,21 @@ class ChangelogFileReader:
                 batches = read_resolved(
                     self.read_task, self.schema, partition, self.rules, self.strict_schema
                 )
-            else:
+            else:  # only the columns asked for, and the changelog's, which cost nothing
                 batches = read_group(
                     lambda target, task: self.read_task(target, task, self.pushed),
-                    self.schema,
+                    self._read_schema(),
                     partition,
                 )
+            if self.projection is not None:  # the passes above saw every column
+                batches = projected(batches, self.projection)
             yield from kept_rows(self.pushed, batches)
+
+    def _read_schema(self) -> StructType:
+        if self.projection is None:
+            return self.schema
+        wanted = {*self.projection.names, *METADATA_COLUMNS}
+        return StructType([f for f in self.schema if f.name in wanted])
 
 
 class PushedFilters:

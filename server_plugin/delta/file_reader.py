@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -109,14 +110,20 @@ def read_task(
     for field in data_fields:
         if field.name in partition:
             constants[field.name] = _partition_value(partition[field.name], field.type)
+    share = split_row_groups(parquet.metadata, task.span)
+    if share == []:  # another part of the file holds every row group
+        return
+    if share is not None and selected is not None:  # the share's rows, by position
+        rows_before = sum(parquet.metadata.row_group(g).num_rows for g in range(share[0]))
+        rows_in = sum(parquet.metadata.row_group(g).num_rows for g in share)
+        selected = selected[rows_before : rows_before + rows_in]
     if selected is not None and not selected.any():
         return
-    # Row groups are spared only where rows are not counted by position (deletion vectors).
-    groups = (
-        None
-        if selected is not None
-        else row_groups(parquet.metadata, parquet.schema_arrow, in_file, checks)
-    )
+    groups = share  # None: all
+    if selected is None:  # spared only where rows are not counted by position (DVs)
+        spared = row_groups(parquet.metadata, parquet.schema_arrow, in_file, checks)
+        if spared is not None:
+            groups = spared if share is None else [g for g in spared if g in share]
     if groups == []:
         return
     batch_rows = max(1024, BATCH_VALUES // max(1, len(columns_read)))
@@ -144,6 +151,25 @@ def read_task(
             else:
                 columns.append(pa.nulls(rows, field.type))
         yield pa.RecordBatch.from_arrays(columns, schema=target)
+
+
+def split_row_groups(metadata: Any, span: tuple[float, float]) -> list[int] | None:
+    """The row groups a task reading ``span`` of a file reads (``partitions.split_files``;
+    None: the whole file): those whose middle falls in that span of the groups' bytes, as
+    Spark assigns a Parquet file's row groups to its splits. Consecutive, so rows counted
+    by position (deletion vectors) start at the first one's."""
+    low, high = span
+    if (low, high) == (0.0, 1.0):
+        return None
+    sizes = [metadata.row_group(g).total_byte_size for g in range(metadata.num_row_groups)]
+    total = sum(sizes) or 1
+    chosen, start = [], 0
+    for group, size in enumerate(sizes):
+        middle = (start + size / 2) / total
+        if low <= middle < high or (high >= 1.0 and middle >= 1.0):
+            chosen.append(group)
+        start += size
+    return chosen
 
 
 def _selected_rows(delta_log: DeltaLog, task: FileTask, num_rows: int) -> np.ndarray | None:

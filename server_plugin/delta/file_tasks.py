@@ -36,7 +36,9 @@ RowSet = DeletionVector | RowPositions
 class FileTask(InputPartition):
     """One data file of one commit. ``change_type`` None: the file's own column (CDC files).
     The rows read are those in ``only`` (when given) and not in ``without`` (when given):
-    row positions that deletion vectors name."""
+    row positions that deletion vectors name. A large file read as it is may be split
+    (``partitions.split_files``): this task then reads the row groups in ``span`` of it
+    (``file_reader.split_row_groups``), and ``size`` is the span's bytes."""
 
     path: str
     change_type: str | None
@@ -46,6 +48,7 @@ class FileTask(InputPartition):
     size: int
     only: RowSet | None = None
     without: RowSet | None = None
+    span: tuple[float, float] = (0.0, 1.0)
 
 
 def commit_tasks(commit: Commit, timestamp_ms: int) -> list[FileTask]:

@@ -21,11 +21,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 from spark_cdc.server_plugin.changefeed.bounds import first_version, last_version
-from spark_cdc.server_plugin.changefeed.changelog_schema import (
-    as_nullable,
-    changelog_schema,
-    row_id_paths,
-)
+from spark_cdc.server_plugin.changefeed.changelog_schema import changelog_schema, row_id_paths
 from spark_cdc.server_plugin.changefeed.offsets import Offset
 from spark_cdc.server_plugin.changefeed.pushdown import Check, planner_pushes
 from spark_cdc.server_plugin.changefeed.reader import (
@@ -95,6 +91,7 @@ class _DeltaReader(ChangelogFileReader):
     """How a Delta table's files are read, for the batch and the stream reader."""
 
     SHIPPED = (*ChangelogFileReader.SHIPPED, "log", "mapping")
+    SPLITS_FILES = True
 
     def __init__(self, options: SourceOptions, schema: StructType) -> None:
         super().__init__(options, schema)
@@ -119,12 +116,8 @@ class _DeltaReader(ChangelogFileReader):
         self.mapping = ColumnMapping.of(schema_string, metadata.configuration)
         self.physical_schema = physical_schema(schema_string, metadata.configuration)
         strict = table_schema(schema_string)
-        read_as = changelog_schema(strict)
-        # The declared schema with the table's nullability (not another version's, should
-        # the table have changed since Spark asked for the schema).
-        if read_as != self.schema and as_nullable(read_as) == as_nullable(self.schema):
-            self.strict_schema = read_as
-            self.table_schema = strict
+        check_no_reserved_columns(strict)  # here too: a read given a schema skips schema()
+        self._serve(changelog_schema(strict))
         options = self.options
         if options.resolves:
             paths = None if options.row_id is None else row_id_paths(options.row_id, strict)

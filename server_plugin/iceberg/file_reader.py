@@ -64,7 +64,6 @@ def read_task(
         chosen = np.setdiff1d(only, without, assume_unique=True)
         if not len(chosen):
             return
-    names = [f.name for f in context.schema.fields]
     codes = are_codes(target.field(CHANGE_TYPE).type)
     constants = {
         CHANGE_TYPE: pa.scalar(CHANGE_TYPES.index(task.change_type), pa.int8())
@@ -74,9 +73,10 @@ def read_task(
         COMMIT_TIMESTAMP: commit_timestamp(task),
     }
     lineage = LINEAGE_COLUMNS[0] in target.names
-    table = _read_file(context, task, lineage)
+    table = _read_file(context, task, lineage, [n for n in target.names if n not in constants])
     if table is None:
         return
+    names = table.column_names
     rows = table.num_rows
     marked = max((int(p[-1]) for p in (only, without) if p is not None and len(p)), default=-1)
     if marked >= rows:
@@ -104,9 +104,12 @@ def read_task(
         yield pa.RecordBatch.from_arrays(columns, schema=target)
 
 
-def _read_file(context: ReadContext, task: IcebergTask, lineage: bool) -> pa.Table | None:
+def _read_file(
+    context: ReadContext, task: IcebergTask, lineage: bool, wanted: list[str]
+) -> pa.Table | None:
     """The data file's rows, all of them, in file order (so a row's index is its
-    position); with the lineage columns it wrote (NULL where it wrote none) when asked."""
+    position), of the ``wanted`` table columns only; with the lineage columns it wrote
+    (NULL where it wrote none) when asked."""
     from pyiceberg.expressions import AlwaysTrue
     from pyiceberg.io.pyarrow import ArrowScan
     from pyiceberg.schema import Schema
@@ -114,6 +117,9 @@ def _read_file(context: ReadContext, task: IcebergTask, lineage: bool) -> pa.Tab
     from pyiceberg.types import LongType, NestedField
 
     schema = context.schema
+    data = [name for name in wanted if name not in LINEAGE_COLUMNS]
+    if len(data) < len(schema.fields):  # a read given fewer columns decodes only those
+        schema = schema.select(*(data or [schema.fields[0].name]))  # one, to count rows
     if lineage:
         written = [NestedField(i, n, LongType(), required=False) for i, n in LINEAGE_FIELDS]
         schema = Schema(*schema.fields, *written)

@@ -222,8 +222,7 @@ class _IcebergReader(ChangelogFileReader):
         declared it; resolve the row-level passes' row id against it."""
         iceberg = table.iceberg_schema(version)
         strict = spark_schema(iceberg, table.path)
-        self.table_schema = strict
-        self.strict_schema = changelog_schema(strict)
+        self._serve(changelog_schema(strict))
         self.context = ReadContext(
             table.path,
             table.table.io,

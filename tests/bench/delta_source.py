@@ -44,6 +44,8 @@ THROUGHPUT_TARGET = 0.9  # issue 76's
 # A filter of about 1% of the rows that Spark pushes to a Python source (4.1+) and that no
 # row group's statistics exclude (names end in every digit pair throughout the table).
 SELECTIVE = "name LIKE '%99'"
+# The columns the selective query uses, given to the read (``ChangelogReader.schema``).
+QUERY_SCHEMA = "id BIGINT, name STRING, amount DOUBLE"
 MARKER = "_bench_complete.json"  # written last: a folder without it is rebuilt
 CHECKPOINT_INTERVAL = 100  # delta-rs's default
 
@@ -69,7 +71,8 @@ def run(bench: Bench) -> list[Figure]:
 
 def throughput(bench: Bench, sizes: Sizes) -> list[Figure]:
     """The whole feed, and a query of 2 of the 5 columns with a filter Spark pushes
-    (``SELECTIVE``), each against the same query of ``spark.read.parquet``."""
+    (``SELECTIVE``), the feed read whole and read with the query's columns only, each
+    against the same query of ``spark.read.parquet``."""
     path = str(append_only_table(bench.folder("delta_source") / "throughput", sizes))
     spark = bench.spark
     files = _data_files(path)
@@ -77,16 +80,25 @@ def throughput(bench: Bench, sizes: Sizes) -> list[Figure]:
         f"{sizes.rows:,} rows, {sizes.commits} commits, {files} files; "
         "long, string, double, timestamp + string partition column"
     )
-    queries: dict[str, Callable[[Any], Any]] = {
-        table: lambda df: df,
-        f"{table}; select(id, amount).where({SELECTIVE!r})": lambda df: df.select(
-            "id", "amount"
-        ).where(SELECTIVE),
+
+    def selective(df: Any) -> Any:
+        return df.select("id", "amount").where(SELECTIVE)
+
+    # Each case: the schema given to our read (None: the whole feed) and the query.
+    queries: dict[str, tuple[str | None, Callable[[Any], Any]]] = {
+        table: (None, lambda df: df),
+        f"{table}; select(id, amount).where({SELECTIVE!r})": (None, selective),
+        f"{table}; select(id, amount).where({SELECTIVE!r}), schema({QUERY_SCHEMA!r}) given": (
+            QUERY_SCHEMA,
+            selective,
+        ),
     }
     figures = []
-    for case, query in queries.items():
+    for case, (schema, query) in queries.items():
+        reader = spark.read.format("delta_changelog")
+        ours = reader.schema(schema) if schema else reader
         runs: dict[str, Callable[[], Any]] = {
-            "delta_changelog": lambda q=query: q(spark.read.format("delta_changelog").load(path)),
+            "delta_changelog": lambda q=query, r=ours: q(r.load(path)),
             "parquet": lambda q=query: q(spark.read.parquet(path)),
         }
         counts, timed = timed_reads(runs, bench.reps)

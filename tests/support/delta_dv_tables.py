@@ -115,6 +115,7 @@ class DvTable:
         data_change: bool = True,
         removes: Iterable[str] = (),
         exact: bool = False,
+        row_group_size: int | None = None,
     ) -> int:
         """One commit: ``marks`` adds row positions to files' DVs (``exact``: replaces
         them), ``new_data`` is a new file, ``removes`` drops files whole (DV and all)."""
@@ -130,18 +131,20 @@ class DvTable:
         for file in removes:
             actions.append({"remove": _remove(self.files.pop(file), data_change)})
         if new_data is not None:
-            add = self.write_file(new_data, data_change)
+            add = self.write_file(new_data, data_change, row_group_size)
             actions.append({"add": add})
             self.files[add["path"]] = add
         return append_commit(self.path, actions, _info(operation))
 
-    def write_file(self, data: pa.Table, data_change: bool = True) -> dict[str, Any]:
+    def write_file(
+        self, data: pa.Table, data_change: bool = True, row_group_size: int | None = None
+    ) -> dict[str, Any]:
         values = {c: str(data.column(c)[0].as_py()) for c in self.partition_by}
         folder = "/".join(f"{c}={v}" for c, v in values.items())
         name = f"{folder + '/' if folder else ''}part-{uuid.uuid4()}.parquet"
         target = Path(self.path) / name
         target.parent.mkdir(parents=True, exist_ok=True)
-        pq.write_table(data.drop_columns(self.partition_by), target)
+        pq.write_table(data.drop_columns(self.partition_by), target, row_group_size=row_group_size)
         return {
             "path": name,
             "partitionValues": values,

@@ -5,26 +5,33 @@ in this process) that the split serves exactly what one task per commit serves."
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
+from hypothesis import given
+from hypothesis import strategies as st
 from spark_cdc.server_plugin.changefeed.partitions import (
     FILE_OPEN_COST,
     MAX_SPREAD,
+    MIN_PART,
     RESOLVE_BYTES,
     FileGroup,
     plan_partitions,
 )
+from spark_cdc.server_plugin.delta.file_reader import split_row_groups
 from spark_cdc.server_plugin.delta.file_tasks import FileTask
 from spark_cdc.server_plugin.delta.options import parse_delta_options as parse_source_options
 from spark_cdc.server_plugin.delta.source import DeltaChangelogSource
 from spark_cdc.server_plugin.errors import ChangelogSourceError
 from spark_cdc.server_plugin.row_level.rules import RowLevelRules
 
+from tests.support.delta_dv_tables import DvTable
 from tests.support.delta_tables import big_rows
 
 MB = 1 << 20
@@ -276,3 +283,88 @@ def test_check_tasks_find_a_row_id_twice_in_a_large_append(tmp_path: Path) -> No
     assert caught.value.parameters == {"version": "1", "deletes": "0", "inserts": "2"}
     plain = {**options, "computeUpdates": "false"}  # carry-over removal alone: two inserts pass
     assert len(_served(path, **plain)[1]) == 150_001
+
+
+# -- a large file read as it is: split by row groups -----------------------------------------
+
+
+class _Groups:
+    """Parquet metadata's row groups, as ``split_row_groups`` reads them."""
+
+    def __init__(self, sizes: list[int]) -> None:
+        self.num_row_groups = len(sizes)
+        self._sizes = sizes
+
+    def row_group(self, group: int) -> Any:
+        return SimpleNamespace(total_byte_size=self._sizes[group])
+
+
+@given(
+    st.lists(st.integers(0, 10_000), max_size=40),
+    st.lists(st.floats(0.0, 1.0, exclude_min=True, exclude_max=True), max_size=10),
+)
+def test_a_files_spans_read_each_row_group_once_in_order(
+    sizes: list[int], cuts: list[float]
+) -> None:
+    edges = [0.0, *sorted(set(cuts)), 1.0]
+    spans = list(itertools.pairwise(edges))
+    shares = [split_row_groups(_Groups(sizes), span) for span in spans]
+    if len(spans) == 1:
+        assert shares == [None]  # the whole file
+        return
+    assert [g for share in shares for g in share or []] == list(range(len(sizes)))
+
+
+@given(
+    st.lists(st.integers(1, 200 * MB), min_size=1, max_size=30),
+    st.integers(1, 64),
+)
+def test_split_files_fill_every_partition_evenly(sizes: list[int], cores: int) -> None:
+    """Each partition holds its share of the bytes, within a part of a share that is not
+    cut off (``MIN_PART``) or a file's open cost; every file is read whole, once, in order."""
+    tasks = [FileTask(f"f{i}", "insert", i, 0, (), size) for i, size in enumerate(sizes)]
+    groups = plan_partitions(tasks, cores, split=True)
+    width = sum(t.size + FILE_OPEN_COST for t in tasks) / len(groups)
+    slack = width * MIN_PART + FILE_OPEN_COST * len(tasks)
+    assert all(abs(_bytes(g) - width) <= slack + 1 for g in groups)
+    parts = [f for g in groups for f in g.files]
+    assert [path for path, _ in itertools.groupby(f.path for f in parts)] == [t.path for t in tasks]
+    for task in tasks:
+        spans = [f.span for f in parts if f.path == task.path]
+        assert spans[0][0] == 0.0 and spans[-1][1] == 1.0  # covered end to end
+        assert all(a[1] == b[0] for a, b in itertools.pairwise(spans))  # without a gap
+
+
+def test_a_large_file_read_as_it_is_is_split_over_the_cores() -> None:
+    tasks = _files(0, 1, 100 * MB, "insert") + _files(1, 1, 34 * MB, "insert")
+    groups = plan_partitions(tasks, 2, split=True)
+    assert [[(f.path, f.span) for f in g.files] for g in groups] == [
+        [("v0-insert-0.parquet", (0.0, pytest.approx(0.67, abs=0.01)))],
+        [
+            ("v0-insert-0.parquet", (pytest.approx(0.67, abs=0.01), 1.0)),
+            ("v1-insert-0.parquet", (0.0, 1.0)),
+        ],
+    ]
+    unsplit = plan_partitions(tasks, 2)  # a reader that does not split files (Iceberg's)
+    assert [len(g.files) for g in unsplit] == [1, 1]
+    resolving = plan_partitions(_rewrite(0, 1, 100 * MB), 2, CARRYOVERS, split=True)
+    assert all(f.span == (0.0, 1.0) for g in resolving for f in g.files)  # rows meet
+
+
+@pytest.mark.slow  # writes and reads a 300k-row file: about 3 s, idle
+def test_a_split_file_serves_what_one_task_serves(tmp_path: Path) -> None:
+    """A 300k-row file of 30 row groups, inserted, then rows marked deleted across its row
+    groups (a deletion vector: rows counted by position in every part)."""
+    path = str(tmp_path / "t")
+    table = DvTable(path, big_rows(range(-1, 0), 1))
+    table.commit("WRITE", new_data=big_rows(range(300_000), 2), row_group_size=10_000)
+    (big,) = [f for f in table.files if table.files[f]["size"] > 4 * MB]
+    marked = [0, 9_999, 10_000, 150_001, 299_999]
+    table.commit("DELETE", {big: marked})
+    whole_groups, whole = _served(path, parallelism="1", startingVersion="1")
+    split_groups, split = _served(path, parallelism="8", startingVersion="1")
+    assert all(f.span == (0.0, 1.0) for g in whole_groups for f in g.files)
+    assert sum(f.span != (0.0, 1.0) for g in split_groups for f in g.files) > 2
+    assert split == whole
+    deleted = sorted(r["id"] for r in whole if r["_change_type"] == "delete")
+    assert deleted == marked and len(whole) == 300_000 + len(marked)
