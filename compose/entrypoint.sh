@@ -32,7 +32,13 @@ else
   server=(--class org.apache.spark.sql.connect.service.SparkConnectServer spark-internal)
 fi
 # Filters reach Python data sources (Spark 4.1+; a name 4.0 ignores): the change feeds use
-# them (spark_cdc.server_plugin.changefeed.pushdown, docs/reading-changes.md).
+# them where no plan cache hands one query's pushed read to another, which the static
+# planCache.maxSize=0 ensures and SPARK_CDC_FILTER_PUSHDOWN declares to them
+# (spark_cdc.server_plugin.changefeed.pushdown, docs/reading-changes.md). Extra arguments
+# that set the cache's size take the declaration back.
+if [[ " $* " != *"spark.connect.session.planCache.maxSize="* ]]; then
+  export SPARK_CDC_FILTER_PUSHDOWN=true
+fi
 exec "$SPARK_HOME/bin/spark-submit" \
   --driver-memory "${SPARK_DRIVER_MEMORY:-4g}" \
   --driver-java-options "-Dlog4j2.configurationFile=file:/opt/spark-cdc/log4j2.properties" \
@@ -40,6 +46,7 @@ exec "$SPARK_HOME/bin/spark-submit" \
   --conf "spark.connect.grpc.binding.port=${SPARK_CONNECT_PORT}" \
   --conf "spark.ui.enabled=false" \
   --conf "spark.sql.python.filterPushdown.enabled=true" \
+  --conf "spark.connect.session.planCache.maxSize=0" \
   --name spark-cdc-connect \
   "$@" \
   "${server[@]}"

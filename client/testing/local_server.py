@@ -29,6 +29,7 @@ from typing import IO
 
 import pyspark
 from spark_cdc.server_plugin import shared_workers_server
+from spark_cdc.server_plugin.changefeed.pushdown import PLAN_CACHE_SIZE, SAFE_ENV
 from spark_cdc.server_plugin.conditions import ConditionError
 from spark_cdc.state_partitions import PER_TASK_SLOT, SHUFFLE_PARTITIONS
 from spark_cdc.testing import server_watchdog
@@ -315,8 +316,10 @@ def _start(
         # stateful stream (``spark_cdc.state_partitions``), on a server that runs local[*].
         SHUFFLE_PARTITIONS: str(PER_TASK_SLOT * len(os.sched_getaffinity(0))),
         # Filters reach Python data sources (4.1+; 4.0 ignores the name): the change feeds
-        # use them (``server_plugin.changefeed.pushdown``).
+        # use them, where no plan cache hands one query's pushed read to another
+        # (``server_plugin.changefeed.pushdown``).
         PUSHDOWN: "true",
+        PLAN_CACHE_SIZE: "0",
         **(conf or {}),
     }
     if shared_python_workers:
@@ -351,6 +354,9 @@ def _start(
         PYSPARK_DRIVER_PYTHON=sys.executable,
         SPARK_LOCAL_IP=host,
     )
+    env.pop(SAFE_ENV, None)  # declared from these settings only, never inherited
+    if settings[PUSHDOWN] == "true" and int(settings[PLAN_CACHE_SIZE]) <= 0:
+        env[SAFE_ENV] = "true"
     discovery = _discovery_path(log_path.parent) if discover else []
     python_path = [*(extra_python_path or []), *discovery]
     if python_path:

@@ -21,6 +21,17 @@ to us for nothing.
 Why a reader offers ``pushFilters`` only when asked: PySpark fails every read of a reader that
 defines it on a server where the setting is off (``DATA_SOURCE_PUSHDOWN_DISABLED``), and the
 source cannot read the setting. The process that plans the read can: ``planner_pushes``.
+
+Why only on a server that declares its plan cache off (``SAFE_ENV``): Spark keeps the read a
+pushdown planned (the reader with its filters, the partitions it kept) on the data source
+object of the relation, and a scan of the same relation that pushes nothing reads it again.
+Spark Connect's plan cache (on by default) shares that relation between the queries that
+send the same DataFrame, and between both sides of ``df.union(df.where(...))``: measured on
+4.1 and 4.3, the later ``df.count()`` counted the earlier filtered query's rows, and the
+union lost the unfiltered side's. So Spark, not the filter, would drop rows. A server started with
+``spark.connect.session.planCache.maxSize=0`` (static: no session can turn the cache back
+on) analyses every query afresh; ours set it, and ``SAFE_ENV`` in the server's environment,
+which its Python workers inherit.
 """
 
 from __future__ import annotations
@@ -36,7 +47,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import types as T
 from spark_cdc.server_plugin.arrow_types import arrow_type
-from spark_cdc.server_plugin.vocabulary import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION
+from spark_cdc.server_plugin.vocabulary import (
+    CHANGE_TYPE,
+    COMMIT_TIMESTAMP,
+    COMMIT_VERSION,
+    METADATA_COLUMNS,
+)
+
+# Set (to "true") in the environment of a server started with ``PLAN_CACHE_SIZE`` at 0.
+SAFE_ENV = "SPARK_CDC_FILTER_PUSHDOWN"
+PLAN_CACHE_SIZE = "spark.connect.session.planCache.maxSize"
 
 # PySpark's planning workers: the one that pushes filters (4.1+, the setting on), and the
 # one that plans without them, which knows whether the setting is on (``enable_pushdown``).
@@ -60,8 +80,11 @@ _STRING_MATCHES = {
 
 def planner_pushes() -> bool:
     """Whether the PySpark process calling ``DataSource.reader`` plans a read that pushes
-    filters: a reader with ``pushFilters`` is refused anywhere else. Spark 4.0 has neither
-    worker's switch, and a reader made outside a planning worker (a test's) pushes none."""
+    filters, on a server whose plan cache is off (``SAFE_ENV``): a reader with
+    ``pushFilters`` is refused anywhere else. Spark 4.0 has neither worker's switch, and a
+    reader made outside a planning worker (a test's) pushes none."""
+    if os.environ.get(SAFE_ENV) != "true":
+        return False
     frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         name = os.path.basename(frame.f_code.co_filename)
@@ -192,10 +215,18 @@ def kept_rows(
             yield kept
 
 
-def kept_tasks(checks: Sequence[Check], tasks: Sequence[Any], relabels: bool) -> list[Any]:
+def kept_tasks(
+    checks: Sequence[Check],
+    tasks: Sequence[Any],
+    relabels: bool,
+    constants: Callable[[Sequence[Any], set[str]], dict[str, pa.Array]] | None = None,
+) -> list[Any]:
     """The file tasks whose commits (and, where the read keeps its files' labels, kinds) can
-    give a row the checks keep: those on the changelog columns, evaluated per task."""
-    on = {COMMIT_VERSION, COMMIT_TIMESTAMP} | (set() if relabels else {CHANGE_TYPE})
+    give a row the checks keep: those on the changelog columns, evaluated per task, and on
+    the columns ``constants`` gives a value per task for, of those asked (a file's
+    partition values, where skipping a file cannot change another's rows' labels)."""
+    given = set() if constants is None else {c.column for c in checks} - set(METADATA_COLUMNS)
+    on = {COMMIT_VERSION, COMMIT_TIMESTAMP} | (set() if relabels else {CHANGE_TYPE}) | given
     relevant = [c for c in checks if c.column in on]
     if not relevant or not tasks:
         return list(tasks)
@@ -206,7 +237,9 @@ def kept_tasks(checks: Sequence[Check], tasks: Sequence[Any], relabels: bool) ->
             [t.timestamp_ms * 1000 for t in tasks], pa.timestamp("us", tz="UTC")
         ),
         CHANGE_TYPE: pa.array(labels, pa.string()),
+        **(constants(tasks, given) if constants is not None and given else {}),
     }
+    relevant = [c for c in relevant if c.column in columns]
     table = pa.RecordBatch.from_pydict(columns)
     keep = pa.array([True] * len(tasks))
     for check in relevant:

@@ -115,8 +115,19 @@ class ChangelogFileReader:
         """Any failure of ours below raised as the source's ``INTERNAL_ERROR``."""
         return internal_errors(self.uri(), version, file, family=self.FAMILY)
 
+    def task_values(self, tasks: Sequence[Any], names: set[str]) -> dict[str, Any]:
+        """Those of the table columns ``names`` constant over each task's rows (a file's
+        partition values), as an Arrow array of a value per task: what a pushed filter on
+        them skips files by."""
+        return {}
+
     def _partitions(self, tasks: Sequence[FileTask]) -> list[FileGroup]:
-        tasks = kept_tasks(self.pushed, tasks, relabels=self.rules is not None)
+        # A file skipped for its values must not change another's rows' labels: it holds
+        # no carry-over's other half (that row is identical, values and all), but it may
+        # hold the other half of an update.
+        by_values = self.rules is None or not self.rules.update_detection
+        constants = self.task_values if by_values else None
+        tasks = kept_tasks(self.pushed, tasks, self.rules is not None, constants)
         budget = self.options.resolve_task_bytes or RESOLVE_BYTES
         keys = self.rules.key_names if self.rules else set()
         key_share = max(1, len(keys)) / max(1, len(self.table_schema.fields))

@@ -109,7 +109,7 @@ def read_task(
         )
     for field in data_fields:
         if field.name in partition:
-            constants[field.name] = _partition_value(partition[field.name], field.type)
+            constants[field.name] = partition_value(partition[field.name], field.type)
     share = split_row_groups(parquet.metadata, task.span)
     if share == []:  # another part of the file holds every row group
         return
@@ -227,7 +227,7 @@ def _pre_buffer(delta_log: DeltaLog) -> bool:
     return not isinstance(delta_log.fs, pafs.LocalFileSystem)
 
 
-def _partition_value(value: str | bytes | None, data_type: pa.DataType) -> pa.Scalar:
+def partition_value(value: str | bytes | None, data_type: pa.DataType) -> pa.Scalar:
     """Partition values are text, as in the log (a snapshot listing's typed values are
     turned back into text by ``_partition_texts``)."""
     if value is None or value == "":

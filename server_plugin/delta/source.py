@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -20,6 +21,7 @@ from pyspark.sql.datasource import (
     InputPartition,
 )
 from pyspark.sql.types import StructType
+from spark_cdc.server_plugin.arrow_types import arrow_schema
 from spark_cdc.server_plugin.changefeed.bounds import first_version, last_version
 from spark_cdc.server_plugin.changefeed.changelog_schema import changelog_schema, row_id_paths
 from spark_cdc.server_plugin.changefeed.offsets import Offset
@@ -34,7 +36,11 @@ from spark_cdc.server_plugin.changefeed.reader import (
 from spark_cdc.server_plugin.changefeed.source_options import SourceOptions
 from spark_cdc.server_plugin.changefeed.stream_reader import Served, TimelineStreamReader
 from spark_cdc.server_plugin.delta.column_mapping import ColumnMapping
-from spark_cdc.server_plugin.delta.file_reader import check_no_reserved_columns, read_task
+from spark_cdc.server_plugin.delta.file_reader import (
+    check_no_reserved_columns,
+    partition_value,
+    read_task,
+)
 from spark_cdc.server_plugin.delta.file_tasks import FileTask, commit_tasks, snapshot_tasks
 from spark_cdc.server_plugin.delta.log import DeltaLog, check_readable_protocol
 from spark_cdc.server_plugin.delta.options import parse_delta_options
@@ -99,6 +105,7 @@ class _DeltaReader(ChangelogFileReader):
         self.timeline = Timeline(self.log, options.fail_on_data_loss)
         self.mapping: ColumnMapping | None = None
         self.physical_schema = self.table_schema  # top-level physical names, for checks
+        self.partition_columns: tuple[str, ...] = ()
 
     def uri(self) -> str:
         return self.log.uri
@@ -108,10 +115,22 @@ class _DeltaReader(ChangelogFileReader):
             self.log, target, task, self.options.fail_on_data_loss, self.mapping, checks
         )
 
+    def task_values(self, tasks: Sequence[Any], names: set[str]) -> dict[str, Any]:
+        """Each task's partition values, typed as the table declares them."""
+        types = {f.name: f.type for f in arrow_schema(self.table_schema)}
+        values = {}
+        for name in (n for n in self.partition_columns if n in names):
+            key = self.mapping.physical_name(name) if self.mapping is not None else name
+            texts = [dict(task.partition_values).get(key) for task in tasks]
+            scalars = [partition_value(text, types[name]).as_py() for text in texts]
+            values[name] = pa.array(scalars, types[name])
+        return values
+
     def _use_mapping_of(self, table: Any) -> None:
         """Column mapping as of the version whose schema this read serves, and the row-level
         passes to resolve, their row id resolved against that schema."""
         metadata = table.metadata()
+        self.partition_columns = tuple(metadata.partition_columns)
         schema_string = table.schema().to_json()
         self.mapping = ColumnMapping.of(schema_string, metadata.configuration)
         self.physical_schema = physical_schema(schema_string, metadata.configuration)

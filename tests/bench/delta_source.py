@@ -36,6 +36,8 @@ from tests.bench.common import (
     at_least,
     interleaved,
     medians,
+    noop_seconds,
+    stream_seconds,
     timed_reads,
 )
 
@@ -66,7 +68,12 @@ LARGE_REPS = 3  # pairs of reads of about 10 s
 def run(bench: Bench) -> list[Figure]:
     sizes = QUICK if bench.quick else FULL
     large = [] if bench.quick else throughput(bench, LARGE, min(bench.reps, LARGE_REPS))
-    return [*throughput(bench, sizes, bench.reps), *large, *first_batch_latency(bench, sizes)]
+    return [
+        *throughput(bench, sizes, bench.reps),
+        *large,
+        *stream_against_batch(bench, sizes),
+        *first_batch_latency(bench, sizes),
+    ]
 
 
 # -- (a) batch throughput -----------------------------------------------------------------
@@ -120,6 +127,76 @@ def throughput(bench: Bench, sizes: Sizes, reps: int) -> list[Figure]:
                 medians={f"{name} rows/s": rows / s for name, s in medians(timed).items()},
                 samples={f"{name} seconds": values for name, values in timed.items()},
                 notes="both into the noop sink; spark.read.parquet on the table folder",
+            )
+        )
+    return figures
+
+
+STREAM_TARGET = 0.9  # issue 76's
+STREAM_REPS = 3
+
+
+def stream_against_batch(bench: Bench, sizes: Sizes) -> list[Figure]:
+    """The throughput table as a stream of one commit per micro-batch (``availableNow``,
+    ``maxFilesPerTrigger`` of one commit's files), rows/s from ``start()`` to its end,
+    against the batch read of the same feed; and Spark's own Parquet file stream of the
+    same files, as many per micro-batch, against ``spark.read.parquet``: what Spark's
+    streaming costs itself, beside ours."""
+    path = str(append_only_table(bench.folder("delta_source") / "throughput", sizes))
+    spark = bench.spark
+    per_commit = str(_data_files(path) // sizes.commits)
+    checkpoints = bench.folder("delta_source") / "checkpoints"
+    schema = spark.read.parquet(path).schema
+
+    def streamed(reader: Any, name: str) -> Callable[[], float]:
+        def start() -> Any:
+            shutil.rmtree(checkpoints / name, ignore_errors=True)
+            writer = reader.load(path).writeStream.format("noop").trigger(availableNow=True)
+            return writer.option("checkpointLocation", str(checkpoints / name)).start()
+
+        return lambda: stream_seconds(start)
+
+    ours = spark.readStream.format("delta_changelog").option("startingVersion", "0")
+    files = spark.readStream.format("parquet").schema(schema).option("recursiveFileLookup", "true")
+    timed = interleaved(
+        {
+            "delta_changelog batch": noop_seconds(
+                lambda: spark.read.format("delta_changelog").load(path)
+            ),
+            "delta_changelog stream": streamed(
+                ours.option("maxFilesPerTrigger", per_commit), "ours"
+            ),
+            "parquet batch": noop_seconds(lambda: spark.read.parquet(path)),
+            "parquet stream": streamed(files.option("maxFilesPerTrigger", per_commit), "files"),
+        },
+        min(bench.reps, STREAM_REPS),
+    )
+    figures = []
+    for name, target in (("delta_changelog", STREAM_TARGET), ("parquet", None)):
+        pairs = zip(timed[f"{name} batch"], timed[f"{name} stream"], strict=True)
+        ratio = statistics.median(batch / stream for batch, stream in pairs)
+        figures.append(
+            Figure(
+                benchmark=BENCHMARK,
+                case=(
+                    f"{sizes.rows:,} rows as an availableNow stream of {sizes.commits} "
+                    f"micro-batches, {name}"
+                ),
+                ratio_label="stream rows/s ÷ batch rows/s (median of paired runs)",
+                ratio=ratio,
+                target=None if target is None else f"≥ {target}",
+                met=None if target is None else at_least(ratio, target),
+                medians={f"{k} s": v for k, v in medians(timed).items() if k.startswith(name)},
+                samples={f"{k} seconds": v for k, v in timed.items() if k.startswith(name)},
+                notes=(
+                    "the stream timed from start() to its end, into noop; "
+                    + (
+                        "maxFilesPerTrigger of one commit's files"
+                        if name == "delta_changelog"
+                        else "Spark's Parquet file stream of the same files (recursive, "
+                        "maxFilesPerTrigger as ours), for reference"
+                    )
+                ),
             )
         )
     return figures

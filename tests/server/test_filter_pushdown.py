@@ -17,6 +17,7 @@ import pytest
 import spark_cdc
 from deltalake import write_deltalake
 from pyspark.sql import DataFrame, SparkSession
+from spark_cdc.server_plugin.changefeed.pushdown import PLAN_CACHE_SIZE
 from spark_cdc.testing.local_server import PUSHDOWN
 
 from tests.support.delta_tables import commit_file, dml, dml_cdf_partitioned, rows
@@ -200,3 +201,56 @@ def test_a_filter_on_the_commit_version_reads_no_other_commit(
         pytest.raises(Exception, match=r"DELTA_CHANGELOG\.DATA_LOSS_DATA_FILE"),
     ):
         later.count()
+
+
+def test_a_filter_on_a_partition_column_skips_the_other_partitions_files(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """An 'odd' data file gone: a filter on the partition column reads around it, with the
+    passes in the source too; not under update detection, where a row that moved partitions
+    pairs across files (the skipped file could hold the other half of an update)."""
+    path = str(tmp_path / "t")
+    write_deltalake(path, rows(range(6)), partition_by=["part"])
+    write_deltalake(path, rows(range(6, 10)), mode="append", partition_by=["part"])
+    adds = [
+        json.loads(line)["add"]
+        for line in commit_file(path, 0).read_text().splitlines()
+        if '"add"' in line
+    ]
+    (Path(path) / next(a["path"] for a in adds if a["partitionValues"]["part"] == "odd")).unlink()
+    raw = spark.read.format("delta_changelog").load(path)
+    passes = spark_cdc.read(spark).option("rowId", "id").load(path)
+    updates = spark_cdc.read(spark).options(rowId="id", computeUpdates=True).load(path)
+    with pushdown(spark, True):
+        for feed in (raw, passes):
+            even = feed.where("part = 'even'").select("id", "_commit_version")
+            assert sorted(tuple(r) for r in even.collect()) == [
+                (0, 0),
+                (2, 0),
+                (4, 0),
+                (6, 1),
+                (8, 1),
+            ]
+            assert feed.where("part IN ('odd') AND _commit_version = 1").count() == 2
+        for feed in (raw, updates.where("part = 'even'")):
+            with pytest.raises(Exception, match=r"DELTA_CHANGELOG\.DATA_LOSS_DATA_FILE"):
+                feed.count()
+
+
+def test_a_dataframe_read_again_without_the_filter_reads_every_row(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """The same DataFrame filtered, then not, and both in one query: Spark keeps a pushed
+    read on the relation's data source, which a plan cache would share with the scan that
+    pushes nothing. Our servers run without one (``pushdown.SAFE_ENV``)."""
+    assert spark.conf.get(PLAN_CACHE_SIZE) == "0"
+    path = str(tmp_path / "t")
+    write_deltalake(path, rows(range(6)), partition_by=["part"])
+    write_deltalake(path, rows(range(6, 10)), mode="append", partition_by=["part"])
+    raw = spark.read.format("delta_changelog").load(path)
+    with pushdown(spark, True):
+        assert raw.where("id < 3 AND _commit_version = 0").count() == 3
+        assert raw.where("part = 'odd'").count() == 5
+        assert raw.count() == 10
+        assert raw.where("id < 2").union(raw).count() == 12
+        assert raw.join(raw.where("id < 2"), "id", "left").count() == 10

@@ -177,13 +177,15 @@ class Task:
     version: int
     timestamp_ms: int
     change_type: str | None
+    part: str | None = None  # the file's partition value
     path: str = "x"
     size: int = 1
 
 
 KINDS = st.sampled_from(["insert", "delete", None])
+PARTS = st.sampled_from(["a", "b", None])
 TASKS = st.lists(
-    st.builds(Task, st.integers(0, 5), st.integers(0, 5).map(lambda s: s * 1000), KINDS),
+    st.builds(Task, st.integers(0, 5), st.integers(0, 5).map(lambda s: s * 1000), KINDS, PARTS),
     max_size=8,
 )
 CHANGELOG = T.StructType(
@@ -192,8 +194,15 @@ CHANGELOG = T.StructType(
         T.StructField("_commit_version", T.LongType()),
         T.StructField("_commit_timestamp", T.TimestampType()),
         T.StructField("i", T.LongType()),
+        T.StructField("p", T.StringType()),
     ]
 )
+
+
+def partition_values(tasks: list[Task], names: set[str]) -> dict[str, pa.Array]:
+    return {"p": pa.array([t.part for t in tasks], pa.string())} if "p" in names else {}
+
+
 ON_TASKS = st.one_of(
     st.builds(
         lambda k, v: k(("_commit_version",), v), st.sampled_from(list(COMPARED)), st.integers(0, 5)
@@ -207,28 +216,41 @@ ON_TASKS = st.one_of(
     st.builds(lambda v: EqualTo(("_change_type",), v), st.sampled_from(["insert", "delete"])),
     st.builds(lambda v: StringStartsWith(("_change_type",), v), st.sampled_from(["in", "up"])),
     st.just(GreaterThan(("i",), 0)),  # a data column: no task is skipped for it
+    st.builds(lambda v: EqualTo(("p",), v), st.sampled_from(["a", "b"])),
+    st.builds(lambda v: In(("p",), tuple(v)), st.lists(st.sampled_from(["a", "b"]), min_size=1)),
+    st.just(IsNull(("p",))),
 ).flatmap(lambda f: st.sampled_from([f, Not(f)]))
 
 
 @settings(max_examples=300, deadline=None)
-@given(tasks=TASKS, pushed=st.lists(ON_TASKS, min_size=1, max_size=3), relabels=st.booleans())
+@given(
+    tasks=TASKS,
+    pushed=st.lists(ON_TASKS, min_size=1, max_size=3),
+    relabels=st.booleans(),
+    by_values=st.booleans(),
+)
 def test_a_task_is_skipped_exactly_when_none_of_its_rows_can_pass(
-    tasks: list[Task], pushed: list[Any], relabels: bool
+    tasks: list[Task], pushed: list[Any], relabels: bool, by_values: bool
 ) -> None:
-    """A task's rows carry its commit's version and timestamp, and its own kind unless
-    the read relabels rows (the row-level passes) or the file holds several (None)."""
-    kept = kept_tasks(translated(pushed, CHANGELOG), tasks, relabels)
+    """A task's rows carry its commit's version and timestamp, its file's partition value
+    (where the read may skip files by it: ``by_values``), and its own kind unless the read
+    relabels rows (the row-level passes) or the file holds several (None)."""
+    values = partition_values if by_values else None
+    kept = kept_tasks(translated(pushed, CHANGELOG), tasks, relabels, values)
 
     def may_pass(task: Task) -> bool:
         row = {
             "_commit_version": task.version,
             "_commit_timestamp": dt.datetime.fromtimestamp(task.timestamp_ms / 1000, UTC),
             "_change_type": task.change_type,
+            "p": task.part,
         }
         for f in pushed:
             column = (f.child if isinstance(f, Not) else f).attribute[0]
             if column == "i" or (column == "_change_type" and (relabels or not task.change_type)):
                 continue  # rows of their own: the task may hold one that passes
+            if column == "p" and not by_values:
+                continue
             if spark_value(f, row) is not True:
                 return False
         return True
